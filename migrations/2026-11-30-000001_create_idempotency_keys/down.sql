@@ -1,0 +1,2 @@
+DROP FUNCTION idempotency_acquire(BIGINT, TEXT, TEXT, TEXT, TIMESTAMPTZ);
+DROP TABLE idempotency_keys;

@@ -1,0 +1,126 @@
+//! The `callback-gateway` command line. Exit codes: 0 success, 1 runtime failure,
+//! 2 usage or configuration error (with a one-line reason).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+
+use crate::config::{ConfigError, ProcessEnv, Settings};
+use crate::idempotency::cleanup;
+use crate::startup::Application;
+use crate::{auth, db};
+
+#[derive(Debug, Parser)]
+#[command(name = "callback-gateway", version, about = "Payment-callback gateway")]
+pub struct Cli {
+    /// Configuration file (default: gateway.toml in the working directory, if present).
+    #[arg(long, global = true, env = "GATEWAY_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server and the expiry cleaner (migrations first).
+    Serve {
+        /// Do not apply pending migrations at startup.
+        #[arg(long)]
+        no_migrate: bool,
+    },
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// Delete expired idempotency records (one full pass) and print how many.
+    Cleanup,
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Mint a token for a user and print it (once; only its SHA-256 is stored).
+    Issue {
+        #[arg(long)]
+        user_id: i64,
+    },
+}
+
+/// A command's failure: configuration (exit 2) or runtime (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Runtime(#[from] anyhow::Error),
+}
+
+impl CommandError {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CommandError::Config(_) => ExitCode::from(2),
+            CommandError::Runtime(_) => ExitCode::from(1),
+        }
+    }
+}
+
+impl Cli {
+    pub async fn run(self) -> Result<(), CommandError> {
+        let settings = Settings::load(self.config.as_deref(), &ProcessEnv)?;
+        match self.command {
+            Command::Serve { no_migrate } => serve(settings, no_migrate).await,
+            Command::Migrate => {
+                let applied = db::run_migrations(settings.database.url.expose()).await?;
+                println!("applied {} migration(s)", applied.len());
+                Ok(())
+            }
+            Command::Cleanup => {
+                let mut conn = AsyncPgConnection::establish(settings.database.url.expose())
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                let deleted = cleanup::run_pass(&mut conn, settings.idempotency.cleanup_batch_size)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                println!("deleted {deleted} expired idempotency record(s)");
+                Ok(())
+            }
+            Command::Token {
+                command: TokenCommand::Issue { user_id },
+            } => {
+                if user_id <= 0 {
+                    return Err(ConfigError("--user-id must be greater than 0".into()).into());
+                }
+                let mut conn = AsyncPgConnection::establish(settings.database.url.expose())
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                let token = auth::issue_token(&mut conn, user_id)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                println!("{token}");
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError> {
+    if !no_migrate {
+        let applied = db::run_migrations(settings.database.url.expose()).await?;
+        tracing::info!(count = applied.len(), "migrations applied");
+    }
+    let cleaner = tokio::spawn(cleanup::run_periodically(
+        settings.database.url.expose().to_owned(),
+        settings.idempotency.cleanup_interval,
+        settings.idempotency.cleanup_batch_size,
+    ));
+    let app = Application::build(settings).await?;
+    tracing::info!(port = app.port(), "callback-gateway listening");
+    let result = app.run_until_stopped().await;
+    cleaner.abort();
+    result.map_err(|e| CommandError::Runtime(e.into()))
+}

@@ -1,0 +1,535 @@
+//! Settings: the TOML file plus `DATABASE_URL` / `GATEWAY_BIND` overrides, validated once at
+//! startup. A bad setting becomes a [`ConfigError`] that names the field (exit code 2).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::signature::{self, SignatureScheme};
+
+/// Where the configuration file is looked for when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
+
+/// A configuration problem, phrased as one line that names the offending field.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// A secret value: never printed by `Debug`, so it cannot leak through a log line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub idempotency: IdempotencySettings,
+    pub admin: AdminSettings,
+    pub providers: Vec<ProviderSettings>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub bind: String,
+    pub body_limit_bytes: usize,
+    /// How long a same-key duplicate waits for the first request to commit.
+    pub acquire_timeout: Duration,
+    /// Worker threads; defaults to the number of cores.
+    pub workers: usize,
+    /// How long a client may take to send its body before the request is dropped.
+    pub body_read_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    pub url: Secret,
+    pub pool_size: u32,
+    /// Upper bound of any one SQL statement, so a request never holds a connection forever.
+    pub statement_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct IdempotencySettings {
+    /// Lifetime of `order.create` records.
+    pub ttl: Duration,
+    pub cleanup_interval: Duration,
+    pub cleanup_batch_size: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AdminSettings {
+    /// `None` disables the admin endpoints (every call is 401).
+    pub token: Option<Secret>,
+}
+
+/// A payment provider that may post callbacks to `/v1/callbacks/{name}`.
+#[derive(Debug, Clone)]
+pub struct ProviderSettings {
+    pub name: String,
+    pub scheme: SchemeName,
+    pub payload: PayloadFormat,
+    pub merchant_id: i64,
+    pub secrets: Vec<Secret>,
+    pub tolerance: Duration,
+    pub retry_window: Duration,
+    /// Lifetime of this provider's `payment.callback` records; longer than `retry_window`.
+    pub ttl: Duration,
+}
+
+impl ProviderSettings {
+    /// The verifier for this provider's scheme, keyed with every configured secret.
+    pub fn signature_scheme(&self) -> Box<dyn SignatureScheme> {
+        signature::scheme_for(self.scheme, &self.secrets, self.tolerance)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchemeName {
+    StandardWebhooks,
+    Stripe,
+    HmacSha256,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PayloadFormat {
+    Canonical,
+    Stripe,
+}
+
+// The file as written; every section and field is optional so defaults apply.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    database: RawDatabase,
+    #[serde(default)]
+    idempotency: RawIdempotency,
+    #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
+    providers: Vec<RawProvider>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    bind: Option<String>,
+    body_limit_bytes: Option<usize>,
+    acquire_timeout_ms: Option<u64>,
+    workers: Option<usize>,
+    body_read_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    url: Option<String>,
+    pool_size: Option<u32>,
+    statement_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIdempotency {
+    ttl_hours: Option<u64>,
+    cleanup_interval_secs: Option<u64>,
+    cleanup_batch_size: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProvider {
+    name: Option<String>,
+    scheme: Option<String>,
+    payload: Option<String>,
+    merchant_id: Option<i64>,
+    #[serde(default)]
+    secrets: Vec<String>,
+    tolerance_secs: Option<u64>,
+    retry_window_hours: Option<u64>,
+    ttl_hours: Option<u64>,
+}
+
+/// Reads the environment; a seam so tests can load settings without touching the process env.
+pub trait Environment {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The real process environment.
+pub struct ProcessEnv;
+
+impl Environment for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl Settings {
+    /// Loads the file (`explicit` path, or `gateway.toml` if it exists) and applies env overrides.
+    pub fn load(explicit: Option<&Path>, env: &dyn Environment) -> Result<Self, ConfigError> {
+        let text = match explicit {
+            Some(path) => Some(read_file(path)?),
+            None => {
+                let default = PathBuf::from(DEFAULT_CONFIG_PATH);
+                default.exists().then(|| read_file(&default)).transpose()?
+            }
+        };
+        Self::from_toml(text.as_deref().unwrap_or(""), env)
+    }
+
+    /// Parses and validates a TOML document, then applies env overrides.
+    pub fn from_toml(text: &str, env: &dyn Environment) -> Result<Self, ConfigError> {
+        let raw: RawSettings = toml::from_str(text).map_err(|e| {
+            ConfigError(format!("invalid configuration: {}", e.message().trim_end()))
+        })?;
+        validate(raw, env)
+    }
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))
+}
+
+fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigError> {
+    let bind = env
+        .var("GATEWAY_BIND")
+        .or(raw.server.bind)
+        .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+    let body_limit_bytes = raw.server.body_limit_bytes.unwrap_or(1024 * 1024);
+    positive("server.body_limit_bytes", body_limit_bytes as u64)?;
+    let acquire_timeout_ms = raw.server.acquire_timeout_ms.unwrap_or(3000);
+    positive("server.acquire_timeout_ms", acquire_timeout_ms)?;
+    let workers = raw.server.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    });
+    positive("server.workers", workers as u64)?;
+    let body_read_timeout_ms = raw.server.body_read_timeout_ms.unwrap_or(10_000);
+    positive("server.body_read_timeout_ms", body_read_timeout_ms)?;
+
+    let url = env
+        .var("DATABASE_URL")
+        .or(raw.database.url)
+        .ok_or_else(|| {
+            ConfigError(
+                "database.url is not set (set it in the config file or DATABASE_URL)".into(),
+            )
+        })?;
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(ConfigError(
+            "database.url must be a postgres:// URL".to_owned(),
+        ));
+    }
+    let pool_size = raw.database.pool_size.unwrap_or(16);
+    positive("database.pool_size", u64::from(pool_size))?;
+    let statement_timeout_ms = raw.database.statement_timeout_ms.unwrap_or(10_000);
+    positive("database.statement_timeout_ms", statement_timeout_ms)?;
+
+    let ttl_hours = raw.idempotency.ttl_hours.unwrap_or(72);
+    positive("idempotency.ttl_hours", ttl_hours)?;
+    let cleanup_interval_secs = raw.idempotency.cleanup_interval_secs.unwrap_or(60);
+    positive("idempotency.cleanup_interval_secs", cleanup_interval_secs)?;
+    let cleanup_batch_size = raw.idempotency.cleanup_batch_size.unwrap_or(5000);
+    if cleanup_batch_size <= 0 {
+        return Err(ConfigError(
+            "idempotency.cleanup_batch_size must be greater than 0".into(),
+        ));
+    }
+
+    let admin_token = raw
+        .admin
+        .token
+        .map(|t| resolve_secret("admin.token", &t, env))
+        .transpose()?;
+
+    let mut providers: Vec<ProviderSettings> = Vec::with_capacity(raw.providers.len());
+    for (index, provider) in raw.providers.into_iter().enumerate() {
+        let provider = validate_provider(index, provider, env)?;
+        if providers.iter().any(|p| p.name == provider.name) {
+            return Err(ConfigError(format!(
+                "providers[{index}].name: duplicate provider name {:?}",
+                provider.name
+            )));
+        }
+        providers.push(provider);
+    }
+
+    Ok(Settings {
+        server: ServerSettings {
+            bind,
+            body_limit_bytes,
+            acquire_timeout: Duration::from_millis(acquire_timeout_ms),
+            workers,
+            body_read_timeout: Duration::from_millis(body_read_timeout_ms),
+        },
+        database: DatabaseSettings {
+            url: Secret::new(url),
+            pool_size,
+            statement_timeout: Duration::from_millis(statement_timeout_ms),
+        },
+        idempotency: IdempotencySettings {
+            ttl: hours(ttl_hours),
+            cleanup_interval: Duration::from_secs(cleanup_interval_secs),
+            cleanup_batch_size,
+        },
+        admin: AdminSettings { token: admin_token },
+        providers,
+    })
+}
+
+fn validate_provider(
+    index: usize,
+    raw: RawProvider,
+    env: &dyn Environment,
+) -> Result<ProviderSettings, ConfigError> {
+    let field = |name: &str| format!("providers[{index}].{name}");
+    let name = raw
+        .name
+        .ok_or_else(|| ConfigError(format!("{} is required", field("name"))))?;
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !valid_name {
+        return Err(ConfigError(format!(
+            "{}: {name:?} must be 1 to 64 characters of a-z, 0-9, '-' or '_' (it is a URL segment)",
+            field("name")
+        )));
+    }
+    let scheme = match raw.scheme.as_deref() {
+        Some("standard-webhooks") => SchemeName::StandardWebhooks,
+        Some("stripe") => SchemeName::Stripe,
+        Some("hmac-sha256") => SchemeName::HmacSha256,
+        Some(other) => {
+            return Err(ConfigError(format!(
+                "{}: unknown scheme {other:?} (standard-webhooks, stripe or hmac-sha256)",
+                field("scheme")
+            )));
+        }
+        None => return Err(ConfigError(format!("{} is required", field("scheme")))),
+    };
+    let payload = match raw.payload.as_deref() {
+        Some("canonical") | None => PayloadFormat::Canonical,
+        Some("stripe") => PayloadFormat::Stripe,
+        Some(other) => {
+            return Err(ConfigError(format!(
+                "{}: unknown payload format {other:?} (canonical or stripe)",
+                field("payload")
+            )));
+        }
+    };
+    let merchant_id = raw
+        .merchant_id
+        .ok_or_else(|| ConfigError(format!("{} is required", field("merchant_id"))))?;
+    if merchant_id <= 0 {
+        return Err(ConfigError(format!(
+            "{} must be greater than 0",
+            field("merchant_id")
+        )));
+    }
+    if raw.secrets.is_empty() {
+        return Err(ConfigError(format!(
+            "{} needs at least one secret",
+            field("secrets")
+        )));
+    }
+    let mut secrets = Vec::with_capacity(raw.secrets.len());
+    for (i, secret) in raw.secrets.iter().enumerate() {
+        let name = format!("providers[{index}].secrets[{i}]");
+        let secret = resolve_secret(&name, secret, env)?;
+        signature::check_secret(scheme, &secret)
+            .map_err(|why| ConfigError(format!("{name}: {why}")))?;
+        secrets.push(secret);
+    }
+    let tolerance_secs = raw.tolerance_secs.unwrap_or(300);
+    positive(&field("tolerance_secs"), tolerance_secs)?;
+    let retry_window_hours = raw.retry_window_hours.unwrap_or(72);
+    let ttl_hours = raw.ttl_hours.unwrap_or(168);
+    if ttl_hours <= retry_window_hours {
+        return Err(ConfigError(format!(
+            "{}: {ttl_hours} must be greater than retry_window_hours ({retry_window_hours}) of provider {name:?}, \
+             or a late retry would be processed as new",
+            field("ttl_hours")
+        )));
+    }
+    Ok(ProviderSettings {
+        name,
+        scheme,
+        payload,
+        merchant_id,
+        secrets,
+        tolerance: Duration::from_secs(tolerance_secs),
+        retry_window: hours(retry_window_hours),
+        ttl: hours(ttl_hours),
+    })
+}
+
+/// `env:NAME` reads the variable NAME; any other value is the secret itself.
+fn resolve_secret(field: &str, value: &str, env: &dyn Environment) -> Result<Secret, ConfigError> {
+    let resolved = match value.strip_prefix("env:") {
+        Some(var) => env.var(var).ok_or_else(|| {
+            ConfigError(format!(
+                "{field}: environment variable {var} is not set or empty"
+            ))
+        })?,
+        None => value.to_owned(),
+    };
+    if resolved.is_empty() {
+        return Err(ConfigError(format!("{field} is empty")));
+    }
+    Ok(Secret::new(resolved))
+}
+
+fn positive(field: &str, value: u64) -> Result<(), ConfigError> {
+    if value == 0 {
+        return Err(ConfigError(format!("{field} must be greater than 0")));
+    }
+    Ok(())
+}
+
+fn hours(h: u64) -> Duration {
+    Duration::from_secs(h.saturating_mul(3600))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    struct FakeEnv(HashMap<&'static str, &'static str>);
+
+    impl Environment for FakeEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).map(|v| (*v).to_owned())
+        }
+    }
+
+    fn env() -> FakeEnv {
+        FakeEnv(HashMap::from([(
+            "DATABASE_URL",
+            "postgres://u@localhost/db",
+        )]))
+    }
+
+    fn provider(extra: &str) -> String {
+        format!(
+            "[[providers]]\nname = \"acme\"\nscheme = \"hmac-sha256\"\nmerchant_id = 42\nsecrets = [\"s3cret\"]\n{extra}"
+        )
+    }
+
+    fn error_of(text: &str) -> String {
+        match Settings::from_toml(text, &env()) {
+            Ok(_) => panic!("expected a configuration error for:\n{text}"),
+            Err(e) => e.0,
+        }
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_contract_defaults() {
+        let settings = Settings::from_toml("", &env()).unwrap();
+        assert_eq!(settings.server.bind, "127.0.0.1:8080");
+        assert_eq!(settings.server.body_limit_bytes, 1_048_576);
+        assert_eq!(settings.server.acquire_timeout, Duration::from_secs(3));
+        assert_eq!(settings.database.pool_size, 16);
+        assert_eq!(settings.idempotency.ttl, Duration::from_secs(72 * 3600));
+        assert_eq!(settings.idempotency.cleanup_batch_size, 5000);
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let env = FakeEnv(HashMap::from([
+            ("DATABASE_URL", "postgres://env@localhost/db"),
+            ("GATEWAY_BIND", "0.0.0.0:9999"),
+        ]));
+        let text = "[server]\nbind = \"127.0.0.1:1\"\n[database]\nurl = \"postgres://file@localhost/db\"\n";
+        let settings = Settings::from_toml(text, &env).unwrap();
+        assert_eq!(settings.server.bind, "0.0.0.0:9999");
+        assert_eq!(
+            settings.database.url.expose(),
+            "postgres://env@localhost/db"
+        );
+    }
+
+    #[test]
+    fn a_missing_database_url_names_the_field() {
+        let err = Settings::from_toml("", &FakeEnv(HashMap::new())).unwrap_err();
+        assert!(err.0.contains("database.url"), "{}", err.0);
+    }
+
+    #[test]
+    fn an_unknown_scheme_names_the_field() {
+        let text =
+            "[[providers]]\nname = \"a\"\nscheme = \"md5\"\nmerchant_id = 1\nsecrets = [\"x\"]\n";
+        assert!(error_of(text).contains("providers[0].scheme"));
+    }
+
+    #[test]
+    fn a_duplicate_provider_name_is_refused() {
+        let text = format!("{}{}", provider(""), provider(""));
+        assert!(error_of(&text).contains("providers[1].name: duplicate"));
+    }
+
+    #[test]
+    fn a_ttl_not_above_the_retry_window_is_refused_naming_the_provider() {
+        let err = error_of(&provider("retry_window_hours = 72\nttl_hours = 72\n"));
+        assert!(err.contains("providers[0].ttl_hours"), "{err}");
+        assert!(err.contains("\"acme\""), "{err}");
+    }
+
+    #[test]
+    fn an_unset_env_secret_is_refused() {
+        let text = "[admin]\ntoken = \"env:NOPE_NOT_SET\"\n";
+        assert!(error_of(text).contains("admin.token: environment variable NOPE_NOT_SET"));
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused() {
+        assert!(error_of("[server]\nbnid = \"x\"\n").contains("bnid"));
+    }
+
+    #[test]
+    fn a_standard_webhooks_secret_must_be_base64_after_its_prefix() {
+        let text = "[[providers]]\nname = \"a\"\nscheme = \"standard-webhooks\"\nmerchant_id = 1\nsecrets = [\"whsec_!!!\"]\n";
+        assert!(error_of(text).contains("providers[0].secrets[0]"));
+    }
+
+    #[test]
+    fn secrets_are_not_printed_by_debug() {
+        let settings = Settings::from_toml(&provider(""), &env()).unwrap();
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("s3cret"));
+        assert!(!printed.contains("postgres://u@localhost/db"));
+    }
+}

@@ -1,0 +1,153 @@
+//! The bb8 pool of `AsyncPgConnection`s and the embedded migrations (the same `migrations/`
+//! that diesel CLI runs).
+
+use std::time::Duration;
+
+use diesel::sql_types::Text;
+use diesel_async::pooled_connection::PoolableConnection;
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use futures_util::FutureExt;
+
+pub type PgPool = bb8::Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
+
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
+
+/// Limits applied to every pooled connection when it is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Bounds every lock wait, in particular a duplicate waiting on the unique index for the
+    /// first request of its key (the acquire timeout).
+    pub lock_timeout: Duration,
+    /// Bounds every statement.
+    pub statement_timeout: Duration,
+}
+
+impl SessionLimits {
+    fn sql(self) -> String {
+        // A transaction left idle (a handler that stalls mid-transaction) is ended by the
+        // server too, so it cannot hold its locks forever.
+        let idle = self.statement_timeout.saturating_mul(2);
+        format!(
+            "SET lock_timeout = {}; SET statement_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+            self.lock_timeout.as_millis().max(1),
+            self.statement_timeout.as_millis().max(1),
+            idle.as_millis().max(1),
+        )
+    }
+}
+
+/// Builds the pool without connecting: `/readyz` tells whether the database answers.
+pub fn build_pool(
+    url: &str,
+    size: u32,
+    checkout_timeout: Duration,
+    limits: SessionLimits,
+) -> PgPool {
+    let mut config = ManagerConfig::default();
+    let setup_sql = limits.sql();
+    config.custom_setup = Box::new(move |url| {
+        let setup_sql = setup_sql.clone();
+        let url = url.to_owned();
+        async move {
+            let mut conn = AsyncPgConnection::establish(&url).await?;
+            conn.batch_execute(&setup_sql)
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            Ok(conn)
+        }
+        .boxed()
+    });
+    // No test query on checkout (one round trip saved per request): a connection whose
+    // socket closed or whose transaction broke is dropped instead of handed out.
+    config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
+        let broken = conn.is_broken();
+        async move {
+            if broken {
+                Err(diesel::result::Error::BrokenTransactionManager)
+            } else {
+                Ok(())
+            }
+        }
+        .boxed()
+    }));
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+    bb8::Pool::builder()
+        .max_size(size)
+        .connection_timeout(checkout_timeout)
+        .test_on_check_out(true)
+        .build_unchecked(manager)
+}
+
+/// Applies pending migrations over a connection of its own; returns the versions applied.
+pub async fn run_migrations(url: &str) -> anyhow::Result<Vec<String>> {
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<String>> {
+        let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
+            diesel::Connection::establish(&url)?;
+        let applied = conn
+            .run_pending_migrations(MIGRATIONS)
+            .map_err(|e| anyhow::anyhow!("migration failed: {e}"))?;
+        Ok(applied.iter().map(ToString::to_string).collect())
+    })
+    .await?
+}
+
+/// Reverts every migration (tests prove that each `down.sql` works).
+pub async fn revert_all_migrations(url: &str) -> anyhow::Result<Vec<String>> {
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<String>> {
+        let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
+            diesel::Connection::establish(&url)?;
+        let reverted = conn
+            .revert_all_migrations(MIGRATIONS)
+            .map_err(|e| anyhow::anyhow!("revert failed: {e}"))?;
+        Ok(reverted.iter().map(ToString::to_string).collect())
+    })
+    .await?
+}
+
+/// The version of the newest embedded migration; the schema is current when it is applied.
+pub fn latest_migration_version() -> String {
+    use diesel::migration::MigrationSource;
+    MigrationSource::<diesel::pg::Pg>::migrations(&MIGRATIONS)
+        .ok()
+        .and_then(|migrations| {
+            migrations
+                .iter()
+                .map(|m| m.name().version().to_string())
+                .max()
+        })
+        .unwrap_or_default()
+}
+
+#[derive(diesel::QueryableByName)]
+struct Applied {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    applied: bool,
+}
+
+/// True when the database answers and the newest migration is applied.
+pub async fn is_ready(pool: &PgPool, latest_version: &str) -> bool {
+    let check = async {
+        let mut conn = pool.get().await.ok()?;
+        let row: Applied = diesel::sql_query(
+            "SELECT EXISTS (SELECT 1 FROM __diesel_schema_migrations WHERE version = $1) AS applied",
+        )
+        .bind::<Text, _>(latest_version)
+        .get_result(&mut *conn)
+        .await
+        .ok()?;
+        Some(row.applied)
+    };
+    // A probe must answer promptly even when the pool waits for a dead server.
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), check).await,
+        Ok(Some(true))
+    )
+}

@@ -1,0 +1,163 @@
+//! `ApiError`: every error a request can end in, each with a stable snake_case `error` code.
+//! This is the one place that maps database and pool errors: any of them is a transient
+//! 503 `unavailable` whose transaction rolled back, so a retry runs as the first time.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+use crate::idempotency::KeyError;
+use crate::signature::SignatureError;
+
+/// Seconds a client should wait before retrying a key that is still in flight.
+pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;
+/// Seconds a provider should wait before redelivering an event that came too early.
+pub const OUT_OF_ORDER_RETRY_AFTER_SECS: u32 = 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("missing or unknown bearer token")]
+    Unauthorized,
+    #[error(transparent)]
+    IdempotencyKey(#[from] KeyError),
+    #[error("request body exceeds {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("request body was not received in time")]
+    BodyTimeout,
+    #[error("request body could not be read: {0}")]
+    BodyUnreadable(String),
+    #[error("a request with this idempotency key is still being processed")]
+    IdempotencyKeyInFlight,
+    #[error("this idempotency key was used with a different request body")]
+    KeyReusedWithDifferentBody,
+    #[error("{what} not found")]
+    NotFound {
+        code: &'static str,
+        what: &'static str,
+    },
+    #[error("no provider is configured under this name")]
+    UnknownProvider,
+    #[error("signature verification failed: {0}")]
+    InvalidSignature(#[from] SignatureError),
+    #[error("{0}")]
+    InvalidPayload(String),
+    #[error("event arrived before one it depends on: {0}")]
+    OutOfOrder(&'static str),
+    #[error("the database is unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    /// The stable code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::IdempotencyKey(KeyError::Missing) => "missing_idempotency_key",
+            ApiError::IdempotencyKey(_) => "invalid_idempotency_key",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::BodyTimeout => "request_timeout",
+            ApiError::BodyUnreadable(_) => "invalid_body",
+            ApiError::IdempotencyKeyInFlight => "idempotency_key_in_flight",
+            ApiError::KeyReusedWithDifferentBody => "key_reused_with_different_body",
+            ApiError::NotFound { code, .. } => code,
+            ApiError::UnknownProvider => "unknown_provider",
+            ApiError::InvalidSignature(_) => "invalid_signature",
+            ApiError::InvalidPayload(_) => "invalid_payload",
+            ApiError::OutOfOrder(_) => "out_of_order",
+            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The message clients see: never a cause chain, a secret or a signature.
+    fn public_message(&self) -> String {
+        match self {
+            ApiError::Unavailable(_) => "the service is temporarily unavailable; retry".into(),
+            ApiError::Internal(_) => "internal error".into(),
+            ApiError::InvalidSignature(_) => "signature verification failed".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// `{"error": code, "message": ..}`: the shape of every error body.
+pub fn error_body(code: &str, message: &str) -> serde_json::Value {
+    json!({ "error": code, "message": message })
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
+            ApiError::IdempotencyKey(_)
+            | ApiError::InvalidPayload(_)
+            | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::IdempotencyKeyInFlight | ApiError::OutOfOrder(_) => StatusCode::CONFLICT,
+            ApiError::KeyReusedWithDifferentBody => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        if status.is_server_error() {
+            // The whole cause chain goes to the log, never to the client.
+            tracing::error!(error.code = self.code(), error.cause = ?anyhow_chain(self), "request failed");
+        }
+        let mut response = HttpResponse::build(status);
+        response.insert_header((CONTENT_TYPE, "application/json"));
+        match self {
+            ApiError::IdempotencyKeyInFlight => {
+                response.insert_header((RETRY_AFTER, IN_FLIGHT_RETRY_AFTER_SECS.to_string()));
+            }
+            ApiError::OutOfOrder(_) => {
+                response.insert_header((RETRY_AFTER, OUT_OF_ORDER_RETRY_AFTER_SECS.to_string()));
+            }
+            ApiError::Unavailable(_) => {
+                response.insert_header((RETRY_AFTER, "1"));
+            }
+            _ => {}
+        }
+        let mut body = error_body(self.code(), &self.public_message());
+        if let ApiError::OutOfOrder(reason) = self {
+            body["reason"] = json!(reason);
+        }
+        response.body(body.to_string())
+    }
+}
+
+fn anyhow_chain(error: &ApiError) -> Vec<String> {
+    let mut chain = Vec::new();
+    let mut current: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = current {
+        chain.push(e.to_string());
+        current = e.source();
+    }
+    chain
+}
+
+impl From<diesel::result::Error> for ApiError {
+    fn from(error: diesel::result::Error) -> Self {
+        use diesel::result::Error as E;
+        match error {
+            // Anything the server said or failed to say: the transaction is gone, retry.
+            E::DatabaseError(..)
+            | E::BrokenTransactionManager
+            | E::RollbackErrorOnCommit { .. } => ApiError::Unavailable(error.into()),
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiError {
+    fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
+        ApiError::Unavailable(anyhow::anyhow!("database pool: {error}"))
+    }
+}

@@ -1,0 +1,79 @@
+//! Expiry: deletes expired, finished idempotency records in small batches so no long lock or
+//! large transaction ever competes with traffic. The ledger is never touched: its own
+//! uniqueness keeps a late redelivery from posting twice once its record is gone.
+
+use std::time::Duration;
+
+use diesel::sql_types::{BigInt, Bool};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+/// Arbitrary but fixed: the advisory lock that elects one cleaner among many gateways.
+const CLEANER_LOCK_KEY: i64 = 0x6367_775f_636c_6e72; // "cgw_clnr"
+
+/// The statement of one batch. `ORDER BY expires_at` walks the expires_at index, and
+/// `SKIP LOCKED` lets two cleaners (or a cleaner and a late request) pass each other.
+pub const DELETE_BATCH_SQL: &str = "DELETE FROM idempotency_keys WHERE id IN (\
+     SELECT id FROM idempotency_keys \
+     WHERE expires_at < now() AND status <> 'processing' \
+     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
+
+/// Deletes one batch of at most `batch_size` expired, non-processing rows.
+pub async fn delete_batch(
+    conn: &mut AsyncPgConnection,
+    batch_size: i64,
+) -> diesel::QueryResult<u64> {
+    let deleted = diesel::sql_query(DELETE_BATCH_SQL)
+        .bind::<BigInt, _>(batch_size)
+        .execute(conn)
+        .await?;
+    Ok(deleted as u64)
+}
+
+/// One full pass: batches until one comes back short. Returns the rows deleted.
+pub async fn run_pass(conn: &mut AsyncPgConnection, batch_size: i64) -> diesel::QueryResult<u64> {
+    let mut total = 0;
+    loop {
+        let deleted = delete_batch(conn, batch_size).await?;
+        total += deleted;
+        if deleted < batch_size as u64 {
+            return Ok(total);
+        }
+    }
+}
+
+#[derive(diesel::QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = Bool)]
+    locked: bool,
+}
+
+/// Runs a pass on a connection of its own if no other gateway holds the cleaner lock.
+/// Returns `None` when another instance is cleaning. The lock dies with the connection.
+pub async fn run_exclusive_pass(
+    database_url: &str,
+    batch_size: i64,
+) -> anyhow::Result<Option<u64>> {
+    let mut conn = AsyncPgConnection::establish(database_url).await?;
+    let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
+        .bind::<BigInt, _>(CLEANER_LOCK_KEY)
+        .get_result(&mut conn)
+        .await?;
+    if !locked {
+        return Ok(None);
+    }
+    Ok(Some(run_pass(&mut conn, batch_size).await?))
+}
+
+/// The background cleaner inside `serve`: a pass every `interval`, forever.
+pub async fn run_periodically(database_url: String, interval: Duration, batch_size: i64) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match run_exclusive_pass(&database_url, batch_size).await {
+            Ok(Some(deleted)) => tracing::info!(deleted, "expired idempotency records removed"),
+            Ok(None) => tracing::debug!("another gateway holds the cleaner lock"),
+            Err(error) => tracing::warn!(error = %error, "idempotency cleanup failed; will retry"),
+        }
+    }
+}

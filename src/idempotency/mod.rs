@@ -1,0 +1,185 @@
+//! The idempotency engine. A key is not a dedup switch: a replay returns the previous
+//! response exactly, failures included. One transaction claims the key, runs the operation,
+//! and stores its response; a transient failure rolls all of it back and leaves no record.
+
+pub mod cleanup;
+mod key;
+mod record;
+
+use chrono::{DateTime, Utc};
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use futures_util::future::BoxFuture;
+
+use crate::error::ApiError;
+
+pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
+pub use record::{
+    Acquired, Claim, Fingerprint, IdempotencyRecord, Operation, RecordStatus, Scope,
+    StoredResponse, acquire, finish,
+};
+
+/// One idempotent request: its scope, the fingerprint of its body and when its record expires.
+#[derive(Debug, Clone)]
+pub struct IdempotentRequest {
+    pub scope: Scope,
+    pub fingerprint: Fingerprint,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What to do with a request, given what acquiring its key found.
+#[derive(Debug)]
+pub enum Decision {
+    First(Claim),
+    Replay(StoredResponse),
+    InFlight,
+    Mismatch,
+}
+
+impl Decision {
+    /// The seed's rules: a record still processing is in flight; another body under the same
+    /// key is a mismatch; otherwise the stored response is replayed as it was.
+    pub fn from_acquired(acquired: Acquired, fingerprint: &Fingerprint) -> Self {
+        match acquired {
+            Acquired::First(claim) => Decision::First(claim),
+            Acquired::InFlight => Decision::InFlight,
+            Acquired::Existing {
+                status: RecordStatus::Processing,
+                ..
+            }
+            | Acquired::Existing { response: None, .. } => Decision::InFlight,
+            Acquired::Existing { request_hash, .. } if request_hash != fingerprint.as_str() => {
+                Decision::Mismatch
+            }
+            Acquired::Existing {
+                response: Some(response),
+                ..
+            } => Decision::Replay(response),
+        }
+    }
+}
+
+/// The final answer of an operation that ran for the first time, to be stored and sent.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub record_status: RecordStatus,
+    pub http_status: u16,
+    pub body: serde_json::Value,
+}
+
+impl Completion {
+    pub fn succeeded(http_status: u16, body: serde_json::Value) -> Self {
+        Self {
+            record_status: RecordStatus::Succeeded,
+            http_status,
+            body,
+        }
+    }
+
+    /// A deterministic failure: stored, and replayed as it was.
+    pub fn failed(http_status: u16, body: serde_json::Value) -> Self {
+        Self {
+            record_status: RecordStatus::Failed,
+            http_status,
+            body,
+        }
+    }
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Executed {
+    /// The operation ran now; this is its stored response.
+    First(StoredResponse),
+    /// An earlier request's stored response, sent again unchanged.
+    Replayed(StoredResponse),
+}
+
+/// The business step of an idempotent operation, run inside the claiming transaction.
+/// Returning `Err` rolls back the whole transaction, the claim included (transient failures,
+/// out-of-order events); a deterministic failure is an `Ok(Completion::failed(..))`.
+pub trait IdempotentWork: Sync {
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, Result<Completion, ApiError>>;
+}
+
+/// Claims the key, runs `work` for a first request, and stores its response: one transaction.
+#[tracing::instrument(skip_all, fields(op = request.scope.op.as_str(), user_id = request.scope.user_id))]
+pub async fn execute(
+    conn: &mut AsyncPgConnection,
+    request: &IdempotentRequest,
+    work: &dyn IdempotentWork,
+) -> Result<Executed, ApiError> {
+    conn.transaction(async |conn| {
+        let acquired = acquire(
+            conn,
+            &request.scope,
+            &request.fingerprint,
+            request.expires_at,
+        )
+        .await?;
+        match Decision::from_acquired(acquired, &request.fingerprint) {
+            Decision::First(claim) => {
+                let completion = work.run(conn).await?;
+                let stored = finish(
+                    conn,
+                    claim,
+                    completion.record_status,
+                    completion.http_status,
+                    &completion.body,
+                )
+                .await?;
+                Ok(Executed::First(stored))
+            }
+            Decision::Replay(stored) => Ok(Executed::Replayed(stored)),
+            Decision::InFlight => Err(ApiError::IdempotencyKeyInFlight),
+            Decision::Mismatch => Err(ApiError::KeyReusedWithDifferentBody),
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn existing(status: RecordStatus, hash: &str) -> Acquired {
+        Acquired::Existing {
+            status,
+            response: Some(StoredResponse {
+                status: 201,
+                body: "{}".into(),
+            }),
+            request_hash: hash.into(),
+        }
+    }
+
+    #[test]
+    fn a_finished_record_with_the_same_body_is_replayed() {
+        let fp = Fingerprint::of(b"body");
+        let decision = Decision::from_acquired(existing(RecordStatus::Succeeded, fp.as_str()), &fp);
+        assert!(matches!(decision, Decision::Replay(r) if r.status == 201));
+    }
+
+    #[test]
+    fn a_stored_failure_is_replayed_too() {
+        let fp = Fingerprint::of(b"body");
+        let decision = Decision::from_acquired(existing(RecordStatus::Failed, fp.as_str()), &fp);
+        assert!(matches!(decision, Decision::Replay(_)));
+    }
+
+    #[test]
+    fn another_body_under_the_same_key_is_a_mismatch() {
+        let fp = Fingerprint::of(b"body");
+        let decision = Decision::from_acquired(existing(RecordStatus::Succeeded, "other"), &fp);
+        assert!(matches!(decision, Decision::Mismatch));
+    }
+
+    #[test]
+    fn a_processing_record_is_in_flight_even_with_another_body() {
+        let fp = Fingerprint::of(b"body");
+        let decision = Decision::from_acquired(existing(RecordStatus::Processing, "other"), &fp);
+        assert!(matches!(decision, Decision::InFlight));
+    }
+}

@@ -1,0 +1,260 @@
+//! The `idempotency_keys` rows: acquire and finish, inside the caller's transaction.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use sha2::{Digest, Sha256};
+
+use crate::schema::idempotency_keys;
+
+/// The operation a key is scoped to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    OrderCreate,
+    PaymentCallback,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::OrderCreate => "order.create",
+            Operation::PaymentCallback => "payment.callback",
+        }
+    }
+}
+
+/// The lifecycle of a record, as stored in its `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordStatus {
+    Processing,
+    Succeeded,
+    Failed,
+}
+
+impl RecordStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordStatus::Processing => "processing",
+            RecordStatus::Succeeded => "succeeded",
+            RecordStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "processing" => Some(RecordStatus::Processing),
+            "succeeded" => Some(RecordStatus::Succeeded),
+            "failed" => Some(RecordStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// Who may see a record: user A's key never affects user B's request with the same key.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub user_id: i64,
+    pub op: Operation,
+    pub key: String,
+}
+
+/// Hex SHA-256 of the raw request body: the same key with another body is a mismatch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    pub fn of(body: &[u8]) -> Self {
+        Self(hex::encode(Sha256::digest(body)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A response exactly as stored: replays send these bytes unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    /// The JSON text as PostgreSQL renders the stored JSONB; the first answer is sent from
+    /// this same text, so the first response and every replay are byte-identical.
+    pub body: String,
+}
+
+/// Proof that this transaction inserted the record and must finish it.
+#[derive(Debug)]
+pub struct Claim {
+    record_id: i64,
+}
+
+/// What acquiring a key found.
+#[derive(Debug)]
+pub enum Acquired {
+    /// This request inserted the record: run the operation.
+    First(Claim),
+    /// A record exists (committed by an earlier request).
+    Existing {
+        status: RecordStatus,
+        response: Option<StoredResponse>,
+        request_hash: String,
+    },
+    /// Another transaction holds the key and did not commit within the lock timeout.
+    InFlight,
+}
+
+#[derive(QueryableByName)]
+struct AcquireRow {
+    #[diesel(sql_type = Nullable<BigInt>)]
+    record_id: Option<i64>,
+    #[diesel(sql_type = Bool)]
+    acquired: bool,
+    #[diesel(sql_type = Bool)]
+    in_flight: bool,
+    #[diesel(sql_type = Nullable<Text>)]
+    status: Option<String>,
+    #[diesel(sql_type = Nullable<Int4>)]
+    response_status: Option<i32>,
+    #[diesel(sql_type = Nullable<Text>)]
+    response_body: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    request_hash: Option<String>,
+}
+
+/// INSERT .. ON CONFLICT DO NOTHING, then read the row, in one round trip (see the
+/// `idempotency_acquire` function in the migrations). Must run inside a transaction.
+pub async fn acquire(
+    conn: &mut AsyncPgConnection,
+    scope: &Scope,
+    fingerprint: &Fingerprint,
+    expires_at: DateTime<Utc>,
+) -> QueryResult<Acquired> {
+    let row: AcquireRow = diesel::sql_query(
+        "SELECT record_id, acquired, in_flight, status, response_status, response_body, request_hash \
+         FROM idempotency_acquire($1, $2, $3, $4, $5)",
+    )
+    .bind::<BigInt, _>(scope.user_id)
+    .bind::<Text, _>(scope.op.as_str())
+    .bind::<Text, _>(&scope.key)
+    .bind::<Text, _>(fingerprint.as_str())
+    .bind::<Timestamptz, _>(expires_at)
+    .get_result(conn)
+    .await?;
+
+    if row.in_flight {
+        return Ok(Acquired::InFlight);
+    }
+    let record_id = row
+        .record_id
+        .ok_or_else(|| corrupt("acquire returned no record id"))?;
+    if row.acquired {
+        return Ok(Acquired::First(Claim { record_id }));
+    }
+    let status = row
+        .status
+        .as_deref()
+        .and_then(RecordStatus::parse)
+        .ok_or_else(|| corrupt("unknown idempotency record status"))?;
+    let response = match (row.response_status, row.response_body) {
+        (Some(code), Some(body)) => Some(StoredResponse {
+            status: u16::try_from(code).map_err(|_| corrupt("stored status out of range"))?,
+            body,
+        }),
+        _ => None,
+    };
+    Ok(Acquired::Existing {
+        status,
+        response,
+        request_hash: row.request_hash.unwrap_or_default(),
+    })
+}
+
+/// Writes the final response into the claimed record, in the same transaction as the
+/// business change, and returns the exact text that replays will send.
+pub async fn finish(
+    conn: &mut AsyncPgConnection,
+    claim: Claim,
+    status: RecordStatus,
+    http_status: u16,
+    body: &serde_json::Value,
+) -> QueryResult<StoredResponse> {
+    let stored_body: String = diesel::update(idempotency_keys::table.find(claim.record_id))
+        .set((
+            idempotency_keys::status.eq(status.as_str()),
+            idempotency_keys::response_status.eq(i32::from(http_status)),
+            idempotency_keys::response_body.eq(body),
+        ))
+        .returning(diesel::dsl::sql::<Text>("response_body::text"))
+        .get_result(conn)
+        .await?;
+    Ok(StoredResponse {
+        status: http_status,
+        body: stored_body,
+    })
+}
+
+fn corrupt(what: &'static str) -> diesel::result::Error {
+    diesel::result::Error::DeserializationError(what.into())
+}
+
+/// A record as the admin endpoint shows it.
+#[derive(Debug, Queryable, Selectable, serde::Serialize)]
+#[diesel(table_name = idempotency_keys)]
+pub struct IdempotencyRecord {
+    pub id: i64,
+    pub user_id: i64,
+    pub op: String,
+    pub idem_key: String,
+    pub request_hash: String,
+    pub status: String,
+    pub response_status: Option<i32>,
+    pub response_body: Option<serde_json::Value>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl IdempotencyRecord {
+    pub async fn find(conn: &mut AsyncPgConnection, scope: &Scope) -> QueryResult<Option<Self>> {
+        idempotency_keys::table
+            .filter(idempotency_keys::user_id.eq(scope.user_id))
+            .filter(idempotency_keys::op.eq(scope.op.as_str()))
+            .filter(idempotency_keys::idem_key.eq(&scope.key))
+            .select(Self::as_select())
+            .first(conn)
+            .await
+            .optional()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_is_the_hex_sha256_of_the_raw_body() {
+        assert_eq!(
+            Fingerprint::of(b"abc").as_str(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn a_single_changed_byte_changes_the_fingerprint() {
+        assert_ne!(
+            Fingerprint::of(b"{\"a\":1}"),
+            Fingerprint::of(b"{\"a\": 1}")
+        );
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_column_text() {
+        for s in [
+            RecordStatus::Processing,
+            RecordStatus::Succeeded,
+            RecordStatus::Failed,
+        ] {
+            assert_eq!(RecordStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(RecordStatus::parse("done"), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! callback-gateway: verifies payment-provider callbacks, posts each event to a double-entry
+//! ledger exactly once, and answers every redelivery with the byte-identical ack.
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod deliveries;
+pub mod error;
+pub mod idempotency;
+pub mod ledger;
+pub mod money;
+pub mod orders;
+pub mod payments;
+pub mod providers;
+pub mod routes;
+pub mod schema;
+pub mod signature;
+pub mod startup;
+pub mod telemetry;

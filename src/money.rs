@@ -1,0 +1,83 @@
+//! Money as the ledger sees it: integer minor units and ISO 4217 currency codes.
+
+use std::fmt;
+
+/// A strictly positive amount in minor units (cents for USD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AmountMinor(i64);
+
+impl AmountMinor {
+    /// Accepts amounts above zero.
+    pub fn parse(value: i64) -> Option<Self> {
+        (value > 0).then_some(Self(value))
+    }
+
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+/// An active ISO 4217 currency code, upper case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Currency(&'static str);
+
+// Active ISO 4217 codes (2024 list, without funds and precious-metal codes).
+const ISO_4217: &[&str] = &[
+    "AED", "AFN", "ALL", "AMD", "ANG", "AOA", "ARS", "AUD", "AWG", "AZN", "BAM", "BBD", "BDT",
+    "BGN", "BHD", "BIF", "BMD", "BND", "BOB", "BRL", "BSD", "BTN", "BWP", "BYN", "BZD", "CAD",
+    "CDF", "CHF", "CLP", "CNY", "COP", "CRC", "CUP", "CVE", "CZK", "DJF", "DKK", "DOP", "DZD",
+    "EGP", "ERN", "ETB", "EUR", "FJD", "FKP", "GBP", "GEL", "GHS", "GIP", "GMD", "GNF", "GTQ",
+    "GYD", "HKD", "HNL", "HTG", "HUF", "IDR", "ILS", "INR", "IQD", "IRR", "ISK", "JMD", "JOD",
+    "JPY", "KES", "KGS", "KHR", "KMF", "KPW", "KRW", "KWD", "KYD", "KZT", "LAK", "LBP", "LKR",
+    "LRD", "LSL", "LYD", "MAD", "MDL", "MGA", "MKD", "MMK", "MNT", "MOP", "MRU", "MUR", "MVR",
+    "MWK", "MXN", "MYR", "MZN", "NAD", "NGN", "NIO", "NOK", "NPR", "NZD", "OMR", "PAB", "PEN",
+    "PGK", "PHP", "PKR", "PLN", "PYG", "QAR", "RON", "RSD", "RUB", "RWF", "SAR", "SBD", "SCR",
+    "SDG", "SEK", "SGD", "SHP", "SLE", "SOS", "SRD", "SSP", "STN", "SVC", "SYP", "SZL", "THB",
+    "TJS", "TMT", "TND", "TOP", "TRY", "TTD", "TWD", "TZS", "UAH", "UGX", "USD", "UYU", "UZS",
+    "VES", "VND", "VUV", "WST", "XAF", "XCD", "XOF", "XPF", "YER", "ZAR", "ZMW", "ZWG",
+];
+
+impl Currency {
+    /// Accepts an upper-case active ISO 4217 code.
+    pub fn parse(code: &str) -> Option<Self> {
+        ISO_4217.iter().find(|c| **c == code).map(|c| Self(c))
+    }
+
+    /// Accepts a code in any case, as Stripe sends them (`usd`).
+    pub fn parse_any_case(code: &str) -> Option<Self> {
+        Self::parse(&code.to_ascii_uppercase())
+    }
+
+    pub fn code(self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_and_negative_amounts_are_rejected() {
+        assert_eq!(AmountMinor::parse(0), None);
+        assert_eq!(AmountMinor::parse(-5), None);
+        assert_eq!(AmountMinor::parse(1999).map(AmountMinor::get), Some(1999));
+    }
+
+    #[test]
+    fn only_known_upper_case_codes_are_currencies() {
+        assert_eq!(Currency::parse("USD").map(Currency::code), Some("USD"));
+        assert_eq!(Currency::parse("usd"), None);
+        assert_eq!(Currency::parse("XXX"), None);
+        assert_eq!(
+            Currency::parse_any_case("eur").map(Currency::code),
+            Some("EUR")
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! Orders (`order.create`): validation of a create request, and the `orders` table.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::{ApiError, error_body};
+use crate::idempotency::{Completion, IdempotentWork};
+use crate::money::{AmountMinor, Currency};
+use crate::schema::orders;
+
+/// An order's payment status, as stored in its `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderStatus {
+    PendingPayment,
+    Paid,
+    PartiallyRefunded,
+    Refunded,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::PendingPayment => "pending_payment",
+            OrderStatus::Paid => "paid",
+            OrderStatus::PartiallyRefunded => "partially_refunded",
+            OrderStatus::Refunded => "refunded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pending_payment" => Some(OrderStatus::PendingPayment),
+            "paid" => Some(OrderStatus::Paid),
+            "partially_refunded" => Some(OrderStatus::PartiallyRefunded),
+            "refunded" => Some(OrderStatus::Refunded),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = orders)]
+pub struct Order {
+    pub id: i64,
+    pub user_id: i64,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub reference: Option<String>,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Insertable)]
+#[diesel(table_name = orders)]
+struct NewOrder<'a> {
+    user_id: i64,
+    amount_minor: i64,
+    currency: &'a str,
+    reference: Option<&'a str>,
+    status: &'static str,
+}
+
+impl Order {
+    /// The order as its API answers show it.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "id": self.id,
+            "status": self.status,
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "reference": self.reference,
+            "created_at": self.created_at.to_rfc3339_opts(SecondsFormat::Micros, true),
+        })
+    }
+
+    /// The caller's order `id`, or `None` if it does not exist or belongs to someone else.
+    pub async fn find_for_user(
+        conn: &mut AsyncPgConnection,
+        user_id: i64,
+        id: i64,
+    ) -> QueryResult<Option<Order>> {
+        orders::table
+            .filter(orders::id.eq(id))
+            .filter(orders::user_id.eq(user_id))
+            .select(Order::as_select())
+            .first(conn)
+            .await
+            .optional()
+    }
+
+    /// Locks the merchant's order for the rest of the transaction (payments change it).
+    pub async fn lock_for_merchant(
+        conn: &mut AsyncPgConnection,
+        merchant_id: i64,
+        id: i64,
+    ) -> QueryResult<Option<Order>> {
+        orders::table
+            .filter(orders::id.eq(id))
+            .filter(orders::user_id.eq(merchant_id))
+            .select(Order::as_select())
+            .for_update()
+            .first(conn)
+            .await
+            .optional()
+    }
+
+    pub async fn set_status(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        status: OrderStatus,
+    ) -> QueryResult<()> {
+        diesel::update(orders::table.find(id))
+            .set(orders::status.eq(status.as_str()))
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The body of `POST /v1/orders`.
+#[derive(Debug, Deserialize)]
+struct CreateOrderBody {
+    amount_minor: serde_json::Value,
+    currency: serde_json::Value,
+    #[serde(default)]
+    reference: Option<serde_json::Value>,
+}
+
+/// A validated create request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ValidOrder {
+    pub amount: AmountMinor,
+    pub currency: Currency,
+    pub reference: Option<String>,
+}
+
+/// A deterministic refusal of a create request: stored and replayed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OrderRejection {
+    pub http_status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+const MAX_REFERENCE_LEN: usize = 255;
+
+impl ValidOrder {
+    pub fn parse(body: &[u8]) -> Result<Self, OrderRejection> {
+        let reject = |http_status, code, message: String| OrderRejection {
+            http_status,
+            code,
+            message,
+        };
+        let parsed: CreateOrderBody = serde_json::from_slice(body).map_err(|e| {
+            reject(
+                400,
+                "invalid_json",
+                format!("the body is not a valid order: {e}"),
+            )
+        })?;
+        let amount = parsed
+            .amount_minor
+            .as_i64()
+            .and_then(AmountMinor::parse)
+            .ok_or_else(|| {
+                reject(
+                    422,
+                    "invalid_amount",
+                    "amount_minor must be an integer greater than 0".into(),
+                )
+            })?;
+        let currency = parsed
+            .currency
+            .as_str()
+            .and_then(Currency::parse)
+            .ok_or_else(|| {
+                reject(
+                    422,
+                    "unknown_currency",
+                    "currency must be an upper-case ISO 4217 code such as USD".into(),
+                )
+            })?;
+        let reference = match parsed.reference {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) if s.len() <= MAX_REFERENCE_LEN => Some(s),
+            Some(_) => {
+                return Err(reject(
+                    422,
+                    "invalid_reference",
+                    format!("reference must be a string of at most {MAX_REFERENCE_LEN} bytes"),
+                ));
+            }
+        };
+        Ok(Self {
+            amount,
+            currency,
+            reference,
+        })
+    }
+}
+
+/// `order.create` for one user and raw body, run inside the idempotency transaction.
+pub struct CreateOrder<'a> {
+    pub user_id: i64,
+    pub body: &'a [u8],
+}
+
+impl IdempotentWork for CreateOrder<'_> {
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, Result<Completion, ApiError>> {
+        async move {
+            let valid = match ValidOrder::parse(self.body) {
+                Ok(valid) => valid,
+                Err(rejection) => {
+                    return Ok(Completion::failed(
+                        rejection.http_status,
+                        error_body(rejection.code, &rejection.message),
+                    ));
+                }
+            };
+            let order: Order = diesel::insert_into(orders::table)
+                .values(NewOrder {
+                    user_id: self.user_id,
+                    amount_minor: valid.amount.get(),
+                    currency: valid.currency.code(),
+                    reference: valid.reference.as_deref(),
+                    status: OrderStatus::PendingPayment.as_str(),
+                })
+                .returning(Order::as_returning())
+                .get_result(conn)
+                .await?;
+            Ok(Completion::succeeded(201, order.to_json()))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejection_code(body: &str) -> &'static str {
+        ValidOrder::parse(body.as_bytes()).unwrap_err().code
+    }
+
+    #[test]
+    fn a_well_formed_order_is_valid() {
+        let valid =
+            ValidOrder::parse(br#"{"amount_minor":1999,"currency":"USD","reference":"cart-77"}"#)
+                .unwrap();
+        assert_eq!(valid.amount.get(), 1999);
+        assert_eq!(valid.currency.code(), "USD");
+        assert_eq!(valid.reference.as_deref(), Some("cart-77"));
+    }
+
+    #[test]
+    fn malformed_json_is_a_400() {
+        let rejection = ValidOrder::parse(b"{not json").unwrap_err();
+        assert_eq!(
+            (rejection.http_status, rejection.code),
+            (400, "invalid_json")
+        );
+    }
+
+    #[test]
+    fn zero_negative_fractional_or_textual_amounts_are_invalid() {
+        for amount in ["0", "-1", "19.99", "\"1999\""] {
+            let body = format!(r#"{{"amount_minor":{amount},"currency":"USD"}}"#);
+            assert_eq!(rejection_code(&body), "invalid_amount", "amount {amount}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_currency_is_rejected() {
+        assert_eq!(
+            rejection_code(r#"{"amount_minor":1,"currency":"ZZZ"}"#),
+            "unknown_currency"
+        );
+        assert_eq!(
+            rejection_code(r#"{"amount_minor":1,"currency":"usd"}"#),
+            "unknown_currency"
+        );
+    }
+
+    #[test]
+    fn an_overlong_reference_is_rejected() {
+        let body = format!(
+            r#"{{"amount_minor":1,"currency":"USD","reference":"{}"}}"#,
+            "r".repeat(256)
+        );
+        assert_eq!(rejection_code(&body), "invalid_reference");
+    }
+}

@@ -1,0 +1,213 @@
+//! `payment.callback`: a verified provider event applied to the payment state machine, the
+//! ledger and the order, inside the idempotency transaction.
+
+pub mod event;
+pub mod model;
+pub mod state;
+
+use diesel_async::AsyncPgConnection;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use serde_json::json;
+
+use crate::deliveries;
+use crate::error::{ApiError, error_body};
+use crate::idempotency::{Completion, IdempotentWork};
+use crate::ledger::{NewTransfer, TransferKind};
+use crate::orders::{Order, OrderStatus};
+use crate::providers::Provider;
+
+pub use event::{PayloadError, PaymentEvent, RefundAmount};
+use model::{Payment, PaymentKey};
+pub use state::{OrderState, PaymentState, PaymentStatus, Plan, plan};
+
+/// How a first delivery ended, as its ack says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Applied,
+    Ignored,
+    Rejected,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Ignored => "ignored",
+            Outcome::Rejected => "rejected",
+        }
+    }
+}
+
+/// The ack body a provider gets (and gets again, byte for byte, on every redelivery).
+pub fn ack(
+    event_id: &str,
+    outcome: Outcome,
+    reason: Option<&str>,
+    transfer_id: Option<i64>,
+) -> serde_json::Value {
+    let mut body = json!({ "received": true, "event_id": event_id, "outcome": outcome.as_str() });
+    if let Some(reason) = reason {
+        body["reason"] = json!(reason);
+    }
+    if let Some(transfer_id) = transfer_id {
+        body["transfer_id"] = json!(transfer_id);
+    }
+    body
+}
+
+/// One verified delivery of a provider event.
+pub struct ProcessCallback<'a> {
+    pub provider: &'a Provider,
+    pub event_id: &'a str,
+    pub body: &'a [u8],
+}
+
+impl IdempotentWork for ProcessCallback<'_> {
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, Result<Completion, ApiError>> {
+        self.process(conn).boxed()
+    }
+}
+
+impl ProcessCallback<'_> {
+    #[tracing::instrument(skip_all, fields(provider = %self.provider.name(), event_id = %self.event_id, outcome))]
+    async fn process(&self, conn: &mut AsyncPgConnection) -> Result<Completion, ApiError> {
+        let merchant_id = self.provider.merchant_id();
+        let provider = self.provider.name();
+        deliveries::record(conn, merchant_id, provider, self.event_id, self.body).await?;
+
+        let event = match PaymentEvent::parse(self.provider.payload_format(), self.body) {
+            Ok(event) => event,
+            Err(PayloadError(message)) => {
+                tracing::Span::current().record("outcome", "invalid_payload");
+                return Ok(Completion::failed(
+                    400,
+                    error_body("invalid_payload", &message),
+                ));
+            }
+        };
+        let key = PaymentKey {
+            merchant_id,
+            provider,
+            payment_id: event.payment_id(),
+        };
+
+        // Locks are always taken order first, then payment, so two events of one order
+        // (a payment and its refund) wait for each other instead of deadlocking.
+        let order_id = match &event {
+            PaymentEvent::Succeeded { order_id, .. } | PaymentEvent::Failed { order_id, .. } => {
+                Some(*order_id)
+            }
+            PaymentEvent::Refunded { .. } => {
+                Payment::find(conn, key, false).await?.map(|p| p.order_id)
+            }
+        };
+        let order = match order_id {
+            Some(id) => Order::lock_for_merchant(conn, merchant_id, id).await?,
+            None => None,
+        };
+        let payment = Payment::find(conn, key, true).await?;
+
+        let order_state = order.as_ref().and_then(|o| {
+            Some(OrderState {
+                id: o.id,
+                amount_minor: o.amount_minor,
+                currency: o.currency.clone(),
+                status: OrderStatus::parse(&o.status)?,
+            })
+        });
+        let payment_state = payment.as_ref().and_then(Payment::state);
+        let plan = plan(&event, order_state.as_ref(), payment_state.as_ref());
+
+        let (outcome, reason, transfer_id) = match plan {
+            Plan::Capture {
+                order_id,
+                amount_minor,
+                currency,
+            } => {
+                let transfer = NewTransfer {
+                    merchant_id,
+                    provider,
+                    event_id: self.event_id,
+                    kind: TransferKind::Payment,
+                    order_id,
+                    payment_id: key.payment_id,
+                    currency,
+                    amount_minor,
+                };
+                match transfer.post(conn).await? {
+                    Some(id) => {
+                        Payment::upsert(
+                            conn,
+                            key,
+                            order_id,
+                            PaymentStatus::Succeeded,
+                            amount_minor,
+                            currency.code(),
+                        )
+                        .await?;
+                        Order::set_status(conn, order_id, OrderStatus::Paid).await?;
+                        (Outcome::Applied, None, Some(id))
+                    }
+                    None => (Outcome::Ignored, Some("already_applied"), None),
+                }
+            }
+            Plan::RecordFailure { order_id } => {
+                let currency = order
+                    .as_ref()
+                    .map(|o| o.currency.as_str())
+                    .unwrap_or_default();
+                Payment::upsert(conn, key, order_id, PaymentStatus::Failed, 0, currency).await?;
+                (Outcome::Applied, None, None)
+            }
+            Plan::Refund {
+                order_id,
+                amount_minor,
+                refunded_total,
+                fully_refunded,
+                currency,
+            } => {
+                let transfer = NewTransfer {
+                    merchant_id,
+                    provider,
+                    event_id: self.event_id,
+                    kind: TransferKind::Refund,
+                    order_id,
+                    payment_id: key.payment_id,
+                    currency,
+                    amount_minor,
+                };
+                match transfer.post(conn).await? {
+                    Some(id) => {
+                        let (payment_status, order_status) = if fully_refunded {
+                            (PaymentStatus::Refunded, OrderStatus::Refunded)
+                        } else {
+                            (
+                                PaymentStatus::PartiallyRefunded,
+                                OrderStatus::PartiallyRefunded,
+                            )
+                        };
+                        Payment::record_refund(conn, key, refunded_total, payment_status).await?;
+                        Order::set_status(conn, order_id, order_status).await?;
+                        (Outcome::Applied, None, Some(id))
+                    }
+                    None => (Outcome::Ignored, Some("already_applied"), None),
+                }
+            }
+            Plan::Ignore(reason) => (Outcome::Ignored, Some(reason), None),
+            Plan::Reject(reason) => (Outcome::Rejected, Some(reason), None),
+            Plan::OutOfOrder(reason) => {
+                tracing::Span::current().record("outcome", "out_of_order");
+                return Err(ApiError::OutOfOrder(reason));
+            }
+        };
+        tracing::Span::current().record("outcome", outcome.as_str());
+        Ok(Completion::succeeded(
+            200,
+            ack(self.event_id, outcome, reason, transfer_id),
+        ))
+    }
+}

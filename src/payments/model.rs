@@ -1,0 +1,112 @@
+//! The `payments` table: one row per provider payment, holding its state.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::state::{PaymentState, PaymentStatus};
+use crate::schema::payments;
+
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = payments)]
+pub struct Payment {
+    pub order_id: i64,
+    pub status: String,
+    pub amount_minor: i64,
+    pub refunded_minor: i64,
+    pub currency: String,
+}
+
+/// Identifies a payment: the provider's payment id within one merchant and provider.
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentKey<'a> {
+    pub merchant_id: i64,
+    pub provider: &'a str,
+    pub payment_id: &'a str,
+}
+
+impl Payment {
+    pub fn state(&self) -> Option<PaymentState> {
+        Some(PaymentState {
+            order_id: self.order_id,
+            status: PaymentStatus::parse(&self.status)?,
+            captured_minor: self.amount_minor,
+            refunded_minor: self.refunded_minor,
+            currency: self.currency.clone(),
+        })
+    }
+
+    /// Reads the payment; `lock` holds its row until the transaction ends.
+    pub async fn find(
+        conn: &mut AsyncPgConnection,
+        key: PaymentKey<'_>,
+        lock: bool,
+    ) -> QueryResult<Option<Payment>> {
+        let query = payments::table
+            .filter(payments::merchant_id.eq(key.merchant_id))
+            .filter(payments::provider.eq(key.provider))
+            .filter(payments::payment_id.eq(key.payment_id))
+            .select(Payment::as_select());
+        if lock {
+            query.for_update().first(conn).await.optional()
+        } else {
+            query.first(conn).await.optional()
+        }
+    }
+
+    /// Creates or moves the payment to `status` with `captured` minor units (0 for a failure).
+    pub async fn upsert(
+        conn: &mut AsyncPgConnection,
+        key: PaymentKey<'_>,
+        order_id: i64,
+        status: PaymentStatus,
+        captured_minor: i64,
+        currency: &str,
+    ) -> QueryResult<()> {
+        diesel::insert_into(payments::table)
+            .values((
+                payments::merchant_id.eq(key.merchant_id),
+                payments::provider.eq(key.provider),
+                payments::payment_id.eq(key.payment_id),
+                payments::order_id.eq(order_id),
+                payments::status.eq(status.as_str()),
+                payments::amount_minor.eq(captured_minor),
+                payments::currency.eq(currency),
+            ))
+            .on_conflict((
+                payments::merchant_id,
+                payments::provider,
+                payments::payment_id,
+            ))
+            .do_update()
+            .set((
+                payments::order_id.eq(order_id),
+                payments::status.eq(status.as_str()),
+                payments::amount_minor.eq(captured_minor),
+                payments::currency.eq(currency),
+                payments::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn record_refund(
+        conn: &mut AsyncPgConnection,
+        key: PaymentKey<'_>,
+        refunded_total: i64,
+        status: PaymentStatus,
+    ) -> QueryResult<()> {
+        diesel::update(payments::table)
+            .filter(payments::merchant_id.eq(key.merchant_id))
+            .filter(payments::provider.eq(key.provider))
+            .filter(payments::payment_id.eq(key.payment_id))
+            .set((
+                payments::refunded_minor.eq(refunded_total),
+                payments::status.eq(status.as_str()),
+                payments::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,97 @@
+//! The configured payment providers, each with its signature scheme ready to verify.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::config::{PayloadFormat, ProviderSettings};
+use crate::idempotency::{Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::payments::event::{PayloadError, check_event_id, event_id_from_body};
+use crate::signature::{SignatureScheme, Verified};
+
+pub struct Provider {
+    settings: ProviderSettings,
+    scheme: Box<dyn SignatureScheme>,
+}
+
+impl Provider {
+    pub fn new(settings: ProviderSettings) -> Self {
+        let scheme = settings.signature_scheme();
+        Self { settings, scheme }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    pub fn merchant_id(&self) -> i64 {
+        self.settings.merchant_id
+    }
+
+    pub fn payload_format(&self) -> PayloadFormat {
+        self.settings.payload
+    }
+
+    pub fn scheme(&self) -> &dyn SignatureScheme {
+        self.scheme.as_ref()
+    }
+
+    pub fn settings(&self) -> &ProviderSettings {
+        &self.settings
+    }
+
+    /// The provider's event id: the `webhook-id` header for Standard Webhooks, else the
+    /// body's `id`. Without one the delivery cannot be keyed, so nothing is recorded.
+    pub fn event_id(&self, verified: &Verified, body: &[u8]) -> Result<String, PayloadError> {
+        match &verified.header_event_id {
+            Some(id) => {
+                check_event_id(id)?;
+                Ok(id.clone())
+            }
+            None => event_id_from_body(body),
+        }
+    }
+
+    /// The idempotency request of one delivery: scope (merchant, `payment.callback`,
+    /// `{provider}:{event id}`), the body's fingerprint, and this provider's record lifetime.
+    pub fn idempotent_request(
+        &self,
+        event_id: &str,
+        body: &[u8],
+        now: DateTime<Utc>,
+    ) -> IdempotentRequest {
+        IdempotentRequest {
+            scope: Scope {
+                user_id: self.settings.merchant_id,
+                op: Operation::PaymentCallback,
+                key: format!("{}:{event_id}", self.settings.name),
+            },
+            fingerprint: Fingerprint::of(body),
+            expires_at: now + self.settings.ttl,
+        }
+    }
+}
+
+/// Providers by name (the URL segment of `/v1/callbacks/{provider}`).
+#[derive(Clone, Default)]
+pub struct Providers(Arc<HashMap<String, Arc<Provider>>>);
+
+impl Providers {
+    pub fn from_settings(settings: &[ProviderSettings]) -> Self {
+        Self(Arc::new(
+            settings
+                .iter()
+                .map(|s| (s.name.clone(), Arc::new(Provider::new(s.clone()))))
+                .collect(),
+        ))
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
+        self.0.get(name).cloned()
+    }
+
+    pub fn first(&self) -> Option<Arc<Provider>> {
+        self.0.values().next().cloned()
+    }
+}

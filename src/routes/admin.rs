@@ -1,0 +1,64 @@
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::json;
+
+use crate::auth;
+use crate::error::ApiError;
+use crate::idempotency::{IdempotencyRecord, Operation, Scope};
+use crate::ledger;
+use crate::startup::AppState;
+
+fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    let given = auth::bearer_token(request.headers());
+    if auth::is_admin(given, state.settings.admin.token.as_ref()) {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+fn parse_op(op: &str) -> Option<Operation> {
+    [Operation::OrderCreate, Operation::PaymentCallback]
+        .into_iter()
+        .find(|o| o.as_str() == op)
+}
+
+/// `GET /admin/idempotency/{user_id}/{op}/{key}`: one record as stored.
+pub async fn idempotency_record(
+    request: HttpRequest,
+    path: web::Path<(String, String, String)>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&request, &state)?;
+    let not_found = || ApiError::NotFound {
+        code: "record_not_found",
+        what: "idempotency record",
+    };
+    let (user_id, op, key) = path.into_inner();
+    let user_id = user_id.parse::<i64>().map_err(|_| not_found())?;
+    let op = parse_op(&op).ok_or_else(not_found)?;
+    let scope = Scope { user_id, op, key };
+    let mut conn = state.pool.get().await?;
+    let record = IdempotencyRecord::find(&mut conn, &scope)
+        .await?
+        .ok_or_else(not_found)?;
+    Ok(HttpResponse::Ok().json(record))
+}
+
+/// `GET /admin/merchants/{merchant_id}/balances`.
+pub async fn balances(
+    request: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&request, &state)?;
+    let merchant_id = path
+        .into_inner()
+        .parse::<i64>()
+        .map_err(|_| ApiError::NotFound {
+            code: "merchant_not_found",
+            what: "merchant",
+        })?;
+    let mut conn = state.pool.get().await?;
+    let balances = ledger::balances(&mut conn, merchant_id).await?;
+    Ok(HttpResponse::Ok().json(json!({ "merchant_id": merchant_id, "balances": balances })))
+}

@@ -1,0 +1,41 @@
+//! Reading a request body: bounded in size (413) and in time (408), so a slow or huge
+//! upload can neither exhaust memory nor hold a worker forever.
+
+use std::time::Duration;
+
+use actix_web::HttpRequest;
+use actix_web::http::header::CONTENT_LENGTH;
+use actix_web::web::{Bytes, BytesMut, Payload};
+use futures_util::StreamExt;
+
+use crate::error::ApiError;
+
+pub async fn read_body(
+    request: &HttpRequest,
+    mut payload: Payload,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let read = async {
+        let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| ApiError::BodyUnreadable(e.to_string()))?;
+            if body.len() + chunk.len() > limit {
+                return Err(ApiError::PayloadTooLarge { limit });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .map_err(|_| ApiError::BodyTimeout)?
+}

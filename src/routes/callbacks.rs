@@ -1,0 +1,53 @@
+use actix_web::{HttpRequest, HttpResponse, web};
+use chrono::Utc;
+use tracing_actix_web::RootSpan;
+
+use super::{idempotent_response, read_body};
+use crate::error::ApiError;
+use crate::idempotency;
+use crate::payments::ProcessCallback;
+use crate::startup::AppState;
+
+/// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
+/// apply and acknowledge the event in one transaction.
+pub async fn receive_callback(
+    request: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    root_span: RootSpan,
+) -> Result<HttpResponse, ApiError> {
+    let provider = state
+        .providers
+        .get(&path)
+        .ok_or(ApiError::UnknownProvider)?;
+    root_span.record("provider", provider.name());
+    let body = read_body(
+        &request,
+        payload,
+        state.settings.server.body_limit_bytes,
+        state.settings.server.body_read_timeout,
+    )
+    .await?;
+
+    // Nothing is parsed or written before the signature over the raw bytes holds.
+    let now = Utc::now();
+    let verified = provider
+        .scheme()
+        .verify(request.headers(), &body, now.timestamp())
+        .inspect_err(|error| tracing::warn!(%error, "callback signature refused"))?;
+    let event_id = provider
+        .event_id(&verified, &body)
+        .map_err(|e| ApiError::InvalidPayload(e.0))?;
+    root_span.record("event_id", event_id.as_str());
+
+    let idempotent = provider.idempotent_request(&event_id, &body, now);
+    let work = ProcessCallback {
+        provider: &provider,
+        event_id: &event_id,
+        body: &body,
+    };
+    let mut conn = state.pool.get().await?;
+    let executed = idempotency::execute(&mut conn, &idempotent, &work).await?;
+    Ok(idempotent_response(executed))
+}

@@ -1,0 +1,21 @@
+use actix_web::{HttpResponse, web};
+use serde_json::json;
+
+use crate::startup::AppState;
+
+/// 200 while the process runs.
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+/// 200 when the database answers and the migrations are applied, else 503.
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    if crate::db::is_ready(&state.pool, &state.latest_migration).await {
+        HttpResponse::Ok().json(json!({ "status": "ready" }))
+    } else {
+        HttpResponse::ServiceUnavailable().json(json!({
+            "error": "not_ready",
+            "message": "the database does not answer or its migrations are not applied",
+        }))
+    }
+}

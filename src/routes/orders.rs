@@ -1,0 +1,84 @@
+use actix_web::{HttpRequest, HttpResponse, web};
+use chrono::Utc;
+use tracing_actix_web::RootSpan;
+
+use super::{idempotent_response, read_body};
+use crate::auth;
+use crate::error::ApiError;
+use crate::idempotency::{self, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope};
+use crate::orders::{CreateOrder, Order};
+use crate::startup::AppState;
+
+/// Resolves the bearer token to its user; the pooled connection is released right after.
+async fn authenticate(request: &HttpRequest, state: &AppState) -> Result<i64, ApiError> {
+    let token = auth::bearer_token(request.headers()).ok_or(ApiError::Unauthorized)?;
+    let mut conn = state.pool.get().await?;
+    auth::authenticate(&mut conn, token)
+        .await?
+        .ok_or(ApiError::Unauthorized)
+}
+
+/// `POST /v1/orders` (op `order.create`).
+pub async fn create_order(
+    request: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+    root_span: RootSpan,
+) -> Result<HttpResponse, ApiError> {
+    let user_id = authenticate(&request, &state).await?;
+    root_span.record("user_id", user_id);
+    let key = IdempotencyKey::parse(
+        request
+            .headers()
+            .get("Idempotency-Key")
+            .map(|v| v.as_bytes()),
+    )?;
+    let body = read_body(
+        &request,
+        payload,
+        state.settings.server.body_limit_bytes,
+        state.settings.server.body_read_timeout,
+    )
+    .await?;
+    let idempotent = IdempotentRequest {
+        scope: Scope {
+            user_id,
+            op: Operation::OrderCreate,
+            key: key.as_str().to_owned(),
+        },
+        fingerprint: Fingerprint::of(&body),
+        expires_at: Utc::now() + state.settings.idempotency.ttl,
+    };
+    let mut conn = state.pool.get().await?;
+    let executed = idempotency::execute(
+        &mut conn,
+        &idempotent,
+        &CreateOrder {
+            user_id,
+            body: &body,
+        },
+    )
+    .await?;
+    Ok(idempotent_response(executed))
+}
+
+/// `GET /v1/orders/{id}`: the caller's own order, 404 for anyone else's.
+pub async fn get_order(
+    request: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let user_id = authenticate(&request, &state).await?;
+    let not_found = ApiError::NotFound {
+        code: "order_not_found",
+        what: "order",
+    };
+    let Ok(id) = path.into_inner().parse::<i64>() else {
+        return Err(not_found);
+    };
+    let mut conn = state.pool.get().await?;
+    let order = Order::find_for_user(&mut conn, user_id, id)
+        .await?
+        .ok_or(not_found)?;
+    Ok(HttpResponse::Ok().json(order.to_json()))
+}

@@ -1,0 +1,100 @@
+// @generated automatically by Diesel CLI.
+
+diesel::table! {
+    api_tokens (id) {
+        id -> Int8,
+        user_id -> Int8,
+        token_sha256 -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    callback_deliveries (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        event_id -> Text,
+        body -> Bytea,
+        received_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (id) {
+        id -> Int8,
+        user_id -> Int8,
+        op -> Text,
+        idem_key -> Text,
+        request_hash -> Text,
+        status -> Text,
+        response_status -> Nullable<Int4>,
+        response_body -> Nullable<Jsonb>,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    ledger_entries (id) {
+        id -> Int8,
+        transfer_id -> Int8,
+        merchant_id -> Int8,
+        account -> Text,
+        currency -> Text,
+        amount_minor -> Int8,
+    }
+}
+
+diesel::table! {
+    ledger_transfers (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        event_id -> Text,
+        kind -> Text,
+        order_id -> Int8,
+        payment_id -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    orders (id) {
+        id -> Int8,
+        user_id -> Int8,
+        amount_minor -> Int8,
+        currency -> Text,
+        reference -> Nullable<Text>,
+        status -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    payments (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        payment_id -> Text,
+        order_id -> Int8,
+        status -> Text,
+        amount_minor -> Int8,
+        currency -> Text,
+        refunded_minor -> Int8,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(ledger_entries -> ledger_transfers (transfer_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    api_tokens,
+    callback_deliveries,
+    idempotency_keys,
+    ledger_entries,
+    ledger_transfers,
+    orders,
+    payments,
+);

@@ -1,0 +1,189 @@
+//! Standard Webhooks (Svix and others): `webhook-id`, `webhook-timestamp`, `webhook-signature`
+//! (space-separated `v1,<base64>`), signed content `{id}.{timestamp}.{body}`, key = base64
+//! decoding of the secret after its `whsec_` prefix.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use super::{
+    HeaderSource, SignatureError, SignatureScheme, Verified, any_matches, check_tolerance,
+    mac_bytes, parse_timestamp,
+};
+use crate::config::Secret;
+
+pub struct StandardWebhooks {
+    keys: Vec<Vec<u8>>,
+    tolerance_secs: i64,
+}
+
+/// The HMAC key of a `whsec_...` secret (the prefix is optional, as in the reference libraries).
+pub(super) fn decode_secret(secret: &str) -> Option<Vec<u8>> {
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    STANDARD.decode(encoded).ok().filter(|key| !key.is_empty())
+}
+
+impl StandardWebhooks {
+    pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
+        let keys = secrets
+            .iter()
+            .filter_map(|s| decode_secret(s.expose()))
+            .collect();
+        Self {
+            keys,
+            tolerance_secs,
+        }
+    }
+}
+
+impl SignatureScheme for StandardWebhooks {
+    fn verify(
+        &self,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Verified, SignatureError> {
+        let id = headers
+            .header("webhook-id")
+            .ok_or(SignatureError::MissingHeader("webhook-id"))?;
+        if id.is_empty() {
+            return Err(SignatureError::MalformedHeader("webhook-id"));
+        }
+        let timestamp_text = headers
+            .header("webhook-timestamp")
+            .ok_or(SignatureError::MissingHeader("webhook-timestamp"))?;
+        let timestamp = parse_timestamp(timestamp_text, "webhook-timestamp")?;
+        let signatures = headers
+            .header("webhook-signature")
+            .ok_or(SignatureError::MissingHeader("webhook-signature"))?;
+        check_tolerance(timestamp, now, self.tolerance_secs)?;
+
+        // Versions other than v1 (e.g. asymmetric v1a) are skipped, not errors.
+        let candidates: Vec<Vec<u8>> = signatures
+            .split(' ')
+            .filter_map(|entry| entry.strip_prefix("v1,"))
+            .filter_map(|encoded| STANDARD.decode(encoded).ok())
+            .collect();
+        let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
+        if any_matches(&self.keys, &parts, &candidates) {
+            Ok(Verified {
+                timestamp,
+                header_event_id: Some(id.to_owned()),
+            })
+        } else {
+            Err(SignatureError::NoMatch)
+        }
+    }
+
+    fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
+        let timestamp = timestamp.to_string();
+        let parts: [&[u8]; 5] = [event_id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
+        let signature = self
+            .keys
+            .first()
+            .map(|key| format!("v1,{}", STANDARD.encode(mac_bytes(key, &parts))))
+            .unwrap_or_default();
+        vec![
+            ("webhook-id".to_owned(), event_id.to_owned()),
+            ("webhook-timestamp".to_owned(), timestamp),
+            ("webhook-signature".to_owned(), signature),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The published test vector of the Standard Webhooks specification's reference libraries.
+    const SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    const ID: &str = "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk";
+    const TIMESTAMP: i64 = 1649367553;
+    const BODY: &str = r#"{"email":"test@example.com","username":"test_user"}"#;
+    const SIGNATURE: &str = "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=";
+
+    fn scheme(secrets: &[&str]) -> StandardWebhooks {
+        let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(*s)).collect();
+        StandardWebhooks::new(&secrets, 300)
+    }
+
+    fn headers(signature: &str) -> Vec<(String, String)> {
+        vec![
+            ("webhook-id".into(), ID.into()),
+            ("webhook-timestamp".into(), TIMESTAMP.to_string()),
+            ("webhook-signature".into(), signature.into()),
+        ]
+    }
+
+    #[test]
+    fn the_published_vector_verifies() {
+        let verified = scheme(&[SECRET])
+            .verify(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP)
+            .unwrap();
+        assert_eq!(verified.header_event_id.as_deref(), Some(ID));
+        assert_eq!(verified.timestamp, TIMESTAMP);
+    }
+
+    #[test]
+    fn signing_reproduces_the_published_vector() {
+        let signed = scheme(&[SECRET]).sign(ID, BODY.as_bytes(), TIMESTAMP);
+        assert!(signed.contains(&("webhook-signature".to_owned(), SIGNATURE.to_owned())));
+    }
+
+    #[test]
+    fn one_changed_body_byte_fails() {
+        let body = BODY.replace("test_user", "test_usex");
+        let err = scheme(&[SECRET]).verify(&headers(SIGNATURE), body.as_bytes(), TIMESTAMP);
+        assert_eq!(err, Err(SignatureError::NoMatch));
+    }
+
+    #[test]
+    fn a_rotated_secret_still_verifies_when_listed_second() {
+        let verified = scheme(&["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SECRET]).verify(
+            &headers(SIGNATURE),
+            BODY.as_bytes(),
+            TIMESTAMP,
+        );
+        assert!(verified.is_ok());
+    }
+
+    #[test]
+    fn any_listed_signature_may_match_and_unknown_versions_are_ignored() {
+        let list = format!("v1a,abcdef v1,bm9wZQ== {SIGNATURE} v2,zzz");
+        let verified = scheme(&[SECRET]).verify(&headers(&list), BODY.as_bytes(), TIMESTAMP);
+        assert!(verified.is_ok());
+    }
+
+    #[test]
+    fn a_timestamp_outside_tolerance_fails_in_both_directions() {
+        let s = scheme(&[SECRET]);
+        for now in [TIMESTAMP + 301, TIMESTAMP - 301] {
+            let err = s.verify(&headers(SIGNATURE), BODY.as_bytes(), now);
+            assert!(matches!(err, Err(SignatureError::OutsideTolerance { .. })));
+        }
+        assert!(
+            s.verify(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP + 300)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn missing_and_malformed_headers_are_errors_not_panics() {
+        let s = scheme(&[SECRET]);
+        let mut h = headers(SIGNATURE);
+        h.remove(0);
+        assert_eq!(
+            s.verify(&h, BODY.as_bytes(), TIMESTAMP),
+            Err(SignatureError::MissingHeader("webhook-id"))
+        );
+        let mut h = headers(SIGNATURE);
+        h[1].1 = "-12".into();
+        assert_eq!(
+            s.verify(&h, BODY.as_bytes(), TIMESTAMP),
+            Err(SignatureError::MalformedHeader("webhook-timestamp"))
+        );
+        assert_eq!(
+            s.verify(&headers("garbage"), BODY.as_bytes(), TIMESTAMP),
+            Err(SignatureError::NoMatch)
+        );
+    }
+}
