@@ -8,7 +8,7 @@ use diesel::sql_types::{BigInt, Bool};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 /// Arbitrary but fixed: the advisory lock that elects one cleaner among many gateways.
-const CLEANER_LOCK_KEY: i64 = 0x6367_775f_636c_6e72; // "cgw_clnr"
+pub const CLEANER_LOCK_KEY: i64 = 0x6367_775f_636c_6e72; // "cgw_clnr"
 
 /// The statement of one batch. `ORDER BY expires_at` walks the expires_at index, and
 /// `SKIP LOCKED` lets two cleaners (or a cleaner and a late request) pass each other.

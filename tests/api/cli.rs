@@ -1,0 +1,145 @@
+//! The real binary: exit codes, stdout discipline, tokens, migrate and cleanup.
+
+use std::process::{Command, Output};
+
+use crate::support::{connect, empty_database, fresh_database};
+
+fn gateway(args: &[&str], config: Option<&str>, database_url: Option<&str>) -> Output {
+    let dir = tempdir();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_callback-gateway"));
+    command
+        .args(args)
+        .current_dir(&dir)
+        .env_remove("GATEWAY_CONFIG")
+        .env_remove("GATEWAY_BIND");
+    match database_url {
+        Some(url) => command.env("DATABASE_URL", url),
+        None => command.env_remove("DATABASE_URL"),
+    };
+    if let Some(config) = config {
+        std::fs::write(dir.join("gateway.toml"), config).unwrap();
+    }
+    let output = command.output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    output
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cg-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn an_unknown_scheme_exits_2_naming_the_field() {
+    let config =
+        "[[providers]]\nname = \"acme\"\nscheme = \"md5\"\nmerchant_id = 1\nsecrets = [\"x\"]\n";
+    let output = gateway(
+        &["migrate"],
+        Some(config),
+        Some("postgres://u@127.0.0.1:1/x"),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("providers[0].scheme"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_ttl_within_the_retry_window_exits_2_naming_the_provider() {
+    let config = "[[providers]]\nname = \"acme\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"x\"]\nretry_window_hours = 72\nttl_hours = 48\n";
+    let output = gateway(&["serve"], Some(config), Some("postgres://u@127.0.0.1:1/x"));
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("providers[0].ttl_hours") && err.contains("\"acme\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_database_url_exits_2() {
+    let output = gateway(&["migrate"], None, None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("database.url"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_explicit_config_file_that_does_not_exist_exits_2() {
+    let output = gateway(
+        &["--config", "/nonexistent/gateway.toml", "migrate"],
+        None,
+        Some("postgres://u@h/x"),
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("/nonexistent/gateway.toml"));
+}
+
+#[test]
+fn a_usage_error_exits_2() {
+    let output = gateway(&["frobnicate"], None, None);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn an_unreachable_database_is_a_runtime_failure_exit_1() {
+    let output = gateway(
+        &["migrate"],
+        None,
+        Some("postgres://postgres@127.0.0.1:1/nowhere"),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn migrate_applies_the_migrations_to_an_empty_database() {
+    let url = empty_database().await;
+    let output = gateway(&["migrate"], None, Some(&url));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let client = connect(&url).await;
+    let applied: i64 = client
+        .query_one("SELECT count(*) FROM __diesel_schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(applied, 3);
+}
+
+#[tokio::test]
+async fn token_issue_prints_the_token_alone_and_stores_only_its_hash() {
+    let url = fresh_database().await;
+    let output = gateway(&["token", "issue", "--user-id", "42"], None, Some(&url));
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    let token = stdout.trim_end_matches('\n');
+    assert!(
+        !token.contains(char::is_whitespace) && token.len() > 40,
+        "stdout: {stdout:?}"
+    );
+    assert!(
+        !stderr(&output).contains(token),
+        "the token must not reach the log"
+    );
+
+    let client = connect(&url).await;
+    let row = client
+        .query_one("SELECT user_id, token_sha256 FROM api_tokens", &[])
+        .await
+        .unwrap();
+    let (user_id, stored): (i64, String) = (row.get(0), row.get(1));
+    assert_eq!(user_id, 42);
+    use sha2::Digest;
+    assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
+    assert_ne!(stored, token);
+}

@@ -1,0 +1,366 @@
+//! Test harness: every test gets the real application on port 0 and a fresh database of its
+//! own, cloned from a migrated template (tens of milliseconds instead of a migration run).
+
+#![allow(dead_code)]
+
+pub mod sign;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use callback_gateway::config::{ProcessEnv, Settings};
+use callback_gateway::db;
+use callback_gateway::startup::Application;
+use tokio::sync::OnceCell;
+use tokio_postgres::NoTls;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+/// Standard Webhooks provider (canonical payload) for merchant 42, with a rotated-in second secret.
+pub const ACME: &str = "acme";
+pub const ACME_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+pub const ACME_OLD_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// Stripe provider (stripe payload) for merchant 42.
+pub const STRIPE: &str = "stripe";
+pub const STRIPE_SECRET: &str = "whsec_stripe_test_secret";
+/// Plain HMAC provider (canonical payload) for merchant 43.
+pub const PLAIN: &str = "plain";
+pub const PLAIN_SECRET: &str = "plain-hmac-secret";
+pub const MERCHANT: i64 = 42;
+pub const OTHER_MERCHANT: i64 = 43;
+
+/// The configuration every test app starts from; tests may append to or replace parts.
+pub fn base_config(database_url: &str) -> String {
+    format!(
+        r#"
+[server]
+bind = "127.0.0.1:0"
+workers = 2
+acquire_timeout_ms = 3000
+
+[database]
+url = "{database_url}"
+pool_size = 16
+
+[admin]
+token = "{ADMIN_TOKEN}"
+
+[[providers]]
+name = "{ACME}"
+scheme = "standard-webhooks"
+payload = "canonical"
+merchant_id = {MERCHANT}
+secrets = ["{ACME_OLD_SECRET}", "{ACME_SECRET}"]
+
+[[providers]]
+name = "{STRIPE}"
+scheme = "stripe"
+payload = "stripe"
+merchant_id = {MERCHANT}
+secrets = ["{STRIPE_SECRET}"]
+
+[[providers]]
+name = "{PLAIN}"
+scheme = "hmac-sha256"
+payload = "canonical"
+merchant_id = {OTHER_MERCHANT}
+secrets = ["{PLAIN_SECRET}"]
+"#
+    )
+}
+
+/// The server the tests run against: `DATABASE_URL` (set by scripts/test).
+pub fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL is not set: run the tests through scripts/test, or point it at a PostgreSQL server")
+}
+
+/// `url` with its database name replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut out = format!("{}/{name}", &base[..authority_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the test database: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+/// The migrated template database, named after the migrations' content so a changed
+/// migration gets a fresh template. Built once per server, even by parallel test processes.
+async fn template() -> String {
+    TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("cg_template_{}", migrations_digest());
+            let admin = connect(&with_database(&server_url(), "postgres")).await;
+            admin
+                .execute("SELECT pg_advisory_lock(7412001)", &[])
+                .await
+                .unwrap();
+            let exists = admin
+                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+                .await
+                .unwrap()
+                .is_some();
+            if !exists {
+                let building = format!("{name}_building");
+                admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {building}"))
+                    .await
+                    .unwrap();
+                admin
+                    .batch_execute(&format!("CREATE DATABASE {building}"))
+                    .await
+                    .unwrap();
+                db::run_migrations(&with_database(&server_url(), &building))
+                    .await
+                    .unwrap();
+                admin
+                    .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+                    .await
+                    .unwrap();
+            }
+            admin
+                .execute("SELECT pg_advisory_unlock(7412001)", &[])
+                .await
+                .unwrap();
+            name
+        })
+        .await
+        .clone()
+}
+
+fn migrations_digest() -> String {
+    use sha2::{Digest, Sha256};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut files: Vec<_> = walk(&dir);
+    files.sort();
+    let mut hasher = Sha256::new();
+    for file in files {
+        hasher.update(file.to_string_lossy().as_bytes());
+        hasher.update(std::fs::read(&file).unwrap());
+    }
+    hex::encode(&hasher.finalize()[..6])
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A fresh, migrated database of its own; returns its URL.
+pub async fn fresh_database() -> String {
+    let template = template().await;
+    let name = format!("cg_test_{}", uuid::Uuid::new_v4().simple());
+    let admin = connect(&with_database(&server_url(), "postgres")).await;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+        .await
+        .unwrap();
+    with_database(&server_url(), &name)
+}
+
+/// An empty database (no migrations), for migration tests.
+pub async fn empty_database() -> String {
+    let name = format!("cg_test_{}", uuid::Uuid::new_v4().simple());
+    let admin = connect(&with_database(&server_url(), "postgres")).await;
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    with_database(&server_url(), &name)
+}
+
+pub struct TestApp {
+    pub address: String,
+    pub database_url: String,
+    pub client: reqwest::Client,
+    /// A direct connection to the app's database, for looking at what was written.
+    pub db: tokio_postgres::Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Sends the stop command now; the workers and their pool go away with it.
+        drop(self.handle.stop(false));
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with("").await
+}
+
+/// Spawns the app with `extra` TOML appended to (and overriding keys of) the base config.
+pub async fn spawn_app_with(extra: &str) -> TestApp {
+    let database_url = fresh_database().await;
+    spawn_app_on(
+        &database_url,
+        &merge_config(&base_config(&database_url), extra),
+    )
+    .await
+}
+
+/// Spawns the app on an existing database with the given full configuration text.
+pub async fn spawn_app_on(database_url: &str, config: &str) -> TestApp {
+    // The process env may carry DATABASE_URL for the server; the test's own database wins.
+    struct TestEnv(String);
+    impl callback_gateway::config::Environment for TestEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            match name {
+                "DATABASE_URL" => Some(self.0.clone()),
+                "GATEWAY_BIND" => None,
+                other => callback_gateway::config::Environment::var(&ProcessEnv, other),
+            }
+        }
+    }
+    let settings = Settings::from_toml(config, &TestEnv(database_url.to_owned())).unwrap();
+    let app = Application::build(settings).await.unwrap();
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    TestApp {
+        address,
+        database_url: database_url.to_owned(),
+        client,
+        db: connect(database_url).await,
+        handle,
+    }
+}
+
+/// Replaces whole `[section]` tables of `base` that `extra` redefines; appends the rest.
+fn merge_config(base: &str, extra: &str) -> String {
+    let base: toml::Table = base.parse().unwrap();
+    let extra: toml::Table = extra.parse().unwrap();
+    let mut merged = base;
+    for (key, value) in extra {
+        match (merged.get_mut(&key), value) {
+            (Some(toml::Value::Table(existing)), toml::Value::Table(new)) => {
+                existing.extend(new);
+            }
+            (_, value) => {
+                merged.insert(key, value);
+            }
+        }
+    }
+    toml::to_string(&merged).unwrap()
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.db.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+    }
+
+    /// Mints an API token for `user_id` through the same code as `token issue`.
+    pub async fn token_for(&self, user_id: i64) -> String {
+        use diesel_async::AsyncConnection;
+        let mut conn = diesel_async::AsyncPgConnection::establish(&self.database_url)
+            .await
+            .unwrap();
+        callback_gateway::auth::issue_token(&mut conn, user_id)
+            .await
+            .unwrap()
+    }
+
+    pub async fn post_order(&self, token: &str, key: &str, body: &str) -> reqwest::Response {
+        self.client
+            .post(self.url("/v1/orders"))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .header("Content-Type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Creates a pending order for `merchant_id` and returns its id.
+    pub async fn create_order(&self, merchant_id: i64, amount_minor: i64, currency: &str) -> i64 {
+        let token = self.token_for(merchant_id).await;
+        let body = format!(r#"{{"amount_minor":{amount_minor},"currency":"{currency}"}}"#);
+        let response = self
+            .post_order(&token, &uuid::Uuid::new_v4().to_string(), &body)
+            .await;
+        assert_eq!(response.status(), 201, "creating a test order failed");
+        let order: serde_json::Value = response.json().await.unwrap();
+        order["id"].as_i64().unwrap()
+    }
+
+    /// Posts a callback signed now by `provider`'s first configured secret.
+    pub async fn deliver(&self, provider: &str, event_id: &str, body: &str) -> reqwest::Response {
+        let headers = sign::sign_now(provider, event_id, body);
+        self.post_callback(provider, &headers, body).await
+    }
+
+    pub async fn post_callback(
+        &self,
+        provider: &str,
+        headers: &[(String, String)],
+        body: &str,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .post(self.url(&format!("/v1/callbacks/{provider}")))
+            .header("Content-Type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send().await.unwrap()
+    }
+
+    pub async fn admin_get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// A response's status, its `Idempotent-Replayed` header and its exact body bytes.
+pub async fn answer(response: reqwest::Response) -> (u16, bool, String) {
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("Idempotent-Replayed")
+        .is_some_and(|v| v == "true");
+    (status, replayed, response.text().await.unwrap())
+}
+
+pub fn shared<T>(value: T) -> Arc<T> {
+    Arc::new(value)
+}
