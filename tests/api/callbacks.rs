@@ -158,7 +158,8 @@ async fn forged_missing_or_stale_signatures_are_401_and_write_nothing_at_all() {
         &body,
         now,
     );
-    let cases: Vec<(&str, Vec<(String, String)>, String)> = vec![
+    type Headers = Vec<(String, String)>;
+    let cases: Vec<(&str, Headers, String)> = vec![
         (ACME, forged, body.clone()),
         (ACME, wrong_secret, body.clone()),
         (ACME, vec![], body.clone()),

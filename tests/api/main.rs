@@ -1,6 +1,9 @@
 //! Integration tests: the real application over real HTTP against a real PostgreSQL, each
 //! test on a database of its own. Run them through `scripts/test`.
 
+// A failed unwrap in a test or its harness is a test failure with a clear message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../support/mod.rs"]
 mod support;
 
