@@ -8,7 +8,9 @@ use clap::{Parser, Subcommand};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 
 use crate::config::{ConfigError, ProcessEnv, Settings};
+use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
+use crate::replay::{self, ReplayArgs};
 use crate::startup::Application;
 use crate::{auth, db};
 
@@ -40,6 +42,10 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Re-sign provider events from a JSONL file and deliver them to a gateway (finance replay).
+    Replay(ReplayArgs),
+    /// Write the stored verified callbacks of a provider as replayable JSONL to stdout.
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -75,12 +81,12 @@ impl Cli {
         match self.command {
             Command::Serve { no_migrate } => serve(settings, no_migrate).await,
             Command::Migrate => {
-                let applied = db::run_migrations(settings.database.url.expose()).await?;
+                let applied = db::run_migrations(settings.database_url()?).await?;
                 println!("applied {} migration(s)", applied.len());
                 Ok(())
             }
             Command::Cleanup => {
-                let mut conn = AsyncPgConnection::establish(settings.database.url.expose())
+                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
                     .await
                     .map_err(anyhow::Error::from)?;
                 let deleted = cleanup::run_pass(&mut conn, settings.idempotency.cleanup_batch_size)
@@ -95,7 +101,7 @@ impl Cli {
                 if user_id <= 0 {
                     return Err(ConfigError("--user-id must be greater than 0".into()).into());
                 }
-                let mut conn = AsyncPgConnection::establish(settings.database.url.expose())
+                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
                     .await
                     .map_err(anyhow::Error::from)?;
                 let token = auth::issue_token(&mut conn, user_id)
@@ -104,17 +110,50 @@ impl Cli {
                 println!("{token}");
                 Ok(())
             }
+            Command::Replay(args) => {
+                let summary = replay::run(&settings, &args).await?;
+                print!("{}", summary.table());
+                if summary.is_clean() {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!(
+                        "replay finished with {} conflict(s) and {} failure(s)",
+                        summary.conflict,
+                        summary.failed
+                    )
+                    .into())
+                }
+            }
+            Command::Export(args) => {
+                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                let stdout = std::io::stdout();
+                let mut out = std::io::BufWriter::new(stdout.lock());
+                let count = export::run(&mut conn, &args, &mut out).await?;
+                eprintln!(
+                    "exported {} callback(s) of {}{}",
+                    count.written,
+                    args.provider,
+                    if count.skipped > 0 {
+                        format!(", skipped {} whose body is not UTF-8", count.skipped)
+                    } else {
+                        String::new()
+                    }
+                );
+                Ok(())
+            }
         }
     }
 }
 
 async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError> {
     if !no_migrate {
-        let applied = db::run_migrations(settings.database.url.expose()).await?;
+        let applied = db::run_migrations(settings.database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");
     }
     let cleaner = tokio::spawn(cleanup::run_periodically(
-        settings.database.url.expose().to_owned(),
+        settings.database_url()?.to_owned(),
         settings.idempotency.cleanup_interval,
         settings.idempotency.cleanup_batch_size,
     ));

@@ -60,7 +60,8 @@ pub struct ServerSettings {
 
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {
-    pub url: Secret,
+    /// Required by every command that touches the database; see [`Settings::database_url`].
+    pub url: Option<Secret>,
     pub pool_size: u32,
     /// Upper bound of any one SQL statement, so a request never holds a connection forever.
     pub statement_timeout: Duration,
@@ -193,6 +194,19 @@ impl Environment for ProcessEnv {
 }
 
 impl Settings {
+    /// The database URL, for the commands that need one.
+    pub fn database_url(&self) -> Result<&str, ConfigError> {
+        self.database
+            .url
+            .as_ref()
+            .map(Secret::expose)
+            .ok_or_else(|| {
+                ConfigError(
+                    "database.url is not set (set it in the config file or DATABASE_URL)".into(),
+                )
+            })
+    }
+
     /// Loads the file (`explicit` path, or `gateway.toml` if it exists) and applies env overrides.
     pub fn load(explicit: Option<&Path>, env: &dyn Environment) -> Result<Self, ConfigError> {
         let text = match explicit {
@@ -237,15 +251,10 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let body_read_timeout_ms = raw.server.body_read_timeout_ms.unwrap_or(10_000);
     positive("server.body_read_timeout_ms", body_read_timeout_ms)?;
 
-    let url = env
-        .var("DATABASE_URL")
-        .or(raw.database.url)
-        .ok_or_else(|| {
-            ConfigError(
-                "database.url is not set (set it in the config file or DATABASE_URL)".into(),
-            )
-        })?;
-    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+    let url = env.var("DATABASE_URL").or(raw.database.url);
+    if let Some(url) = &url
+        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    {
         return Err(ConfigError(
             "database.url must be a postgres:// URL".to_owned(),
         ));
@@ -293,7 +302,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
             body_read_timeout: Duration::from_millis(body_read_timeout_ms),
         },
         database: DatabaseSettings {
-            url: Secret::new(url),
+            url: url.map(Secret::new),
             pool_size,
             statement_timeout: Duration::from_millis(statement_timeout_ms),
         },
@@ -477,14 +486,15 @@ mod tests {
         let settings = Settings::from_toml(text, &env).unwrap();
         assert_eq!(settings.server.bind, "0.0.0.0:9999");
         assert_eq!(
-            settings.database.url.expose(),
+            settings.database_url().unwrap(),
             "postgres://env@localhost/db"
         );
     }
 
     #[test]
-    fn a_missing_database_url_names_the_field() {
-        let err = Settings::from_toml("", &FakeEnv(HashMap::new())).unwrap_err();
+    fn a_missing_database_url_names_the_field_when_it_is_needed() {
+        let settings = Settings::from_toml("", &FakeEnv(HashMap::new())).unwrap();
+        let err = settings.database_url().unwrap_err();
         assert!(err.0.contains("database.url"), "{}", err.0);
     }
 

@@ -34,7 +34,7 @@ impl Application {
             .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", settings.server.bind))?;
         let port = listener.local_addr()?.port();
         let pool = db::build_pool(
-            settings.database.url.expose(),
+            settings.database_url()?,
             settings.database.pool_size,
             settings.server.acquire_timeout,
             SessionLimits {

@@ -13,3 +13,4 @@ mod cli;
 mod health;
 mod migrations;
 mod orders;
+mod replay;

@@ -1,0 +1,355 @@
+//! Finance replay and export, through the real binary against a real gateway.
+
+use std::path::PathBuf;
+
+use crate::support::{ACME, MERCHANT, TestApp, base_config, spawn_app};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cg-replay-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn gateway(app: &TestApp, dir: &std::path::Path, args: &[&str]) -> Run {
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, base_config(&app.database_url)).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+async fn replay(
+    app: &TestApp,
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    extra: &[&str],
+) -> Run {
+    let file = file.to_str().unwrap().to_owned();
+    let mut args = vec![
+        "replay",
+        &file,
+        "--url",
+        &app.address,
+        "--max-backoff-ms",
+        "20",
+    ];
+    args.extend_from_slice(extra);
+    gateway(app, dir, &args).await
+}
+
+/// The count of one class in the summary table.
+fn count(run: &Run, class: &str) -> usize {
+    run.stdout
+        .lines()
+        .find_map(|line| {
+            let mut parts = line.split_whitespace();
+            (parts.next() == Some(class)).then(|| parts.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {class} row in:\n{}\n{}", run.stdout, run.stderr))
+}
+
+fn payment_body(event_id: &str, order_id: i64, amount: i64) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"pay_{event_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#
+    )
+}
+
+fn replay_line(provider: &str, id: &str, body: &str) -> String {
+    serde_json::json!({ "provider": provider, "id": id, "body": body }).to_string()
+}
+
+/// 300 pending orders of the merchant; returns (order id, amount).
+async fn orders(app: &TestApp, n: i64) -> Vec<(i64, i64)> {
+    app.db
+        .query(
+            "INSERT INTO orders (user_id, amount_minor, currency) \
+             SELECT $1, 100 + g, 'USD' FROM generate_series(1, $2::bigint) g RETURNING id, amount_minor",
+            &[&MERCHANT, &n],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn replaying_300_events_of_which_100_arrived_live_applies_200_and_replays_100() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = orders(&app, 300).await;
+    let mut lines = Vec::new();
+    for (i, (order, amount)) in orders.iter().enumerate() {
+        let id = format!("evt_{i}");
+        let body = payment_body(&id, *order, *amount);
+        if i < 100 {
+            assert_eq!(app.deliver(ACME, &id, &body).await.status(), 200);
+        }
+        lines.push(replay_line(ACME, &id, &body));
+    }
+    let file = dir.join("events.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let report = dir.join("report.json");
+
+    let first = replay(
+        &app,
+        &dir,
+        &file,
+        &["--concurrency", "8", "--report", report.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(first.code, Some(0), "{}\n{}", first.stdout, first.stderr);
+    assert_eq!(
+        (count(&first, "applied"), count(&first, "replayed")),
+        (200, 100)
+    );
+    assert_eq!((count(&first, "conflict"), count(&first, "failed")), (0, 0));
+    let volume: i64 = orders.iter().map(|(_, amount)| amount).sum();
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_transfers").await,
+        300
+    );
+    assert_eq!(
+        app.count("SELECT sum(amount_minor)::bigint FROM ledger_entries WHERE account = 'psp_clearing:acme'").await,
+        volume
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(
+        (report["applied"].as_u64(), report["replayed"].as_u64()),
+        (Some(200), Some(100))
+    );
+
+    let second = replay(&app, &dir, &file, &["--concurrency", "8"]).await;
+    assert_eq!(second.code, Some(0));
+    assert_eq!(
+        (count(&second, "applied"), count(&second, "replayed")),
+        (0, 300)
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_transfers").await,
+        300,
+        "a second replay changes nothing"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn export_then_replay_round_trips() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    for (i, (order, amount)) in orders(&app, 20).await.iter().enumerate() {
+        let id = format!("evt_{i}");
+        app.deliver(ACME, &id, &payment_body(&id, *order, *amount))
+            .await;
+    }
+    let export = gateway(&app, &dir, &["export", "--provider", ACME]).await;
+    assert_eq!(export.code, Some(0), "{}", export.stderr);
+    let lines: Vec<&str> = export.stdout.lines().collect();
+    assert_eq!(lines.len(), 20);
+    let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (first["provider"].as_str(), first["id"].as_str()),
+        (Some(ACME), Some("evt_0")),
+        "oldest first"
+    );
+
+    let file = dir.join("export.jsonl");
+    std::fs::write(&file, &export.stdout).unwrap();
+    let run = replay(&app, &dir, &file, &[]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        count(&run, "replayed"),
+        20,
+        "every exported event is recognised as already processed"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 20);
+
+    let future = gateway(
+        &app,
+        &dir,
+        &[
+            "export",
+            "--provider",
+            ACME,
+            "--since",
+            "2999-01-01T00:00:00Z",
+        ],
+    )
+    .await;
+    assert_eq!((future.code, future.stdout.as_str()), (Some(0), ""));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_tampered_body_is_a_conflict_and_a_malformed_line_a_failure_and_the_exit_is_non_zero() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = orders(&app, 2).await;
+    let body = payment_body("evt_a", orders[0].0, orders[0].1);
+    app.deliver(ACME, "evt_a", &body).await;
+    let tampered = body.replace("pay_evt_a", "pay_evt_x");
+    let file = dir.join("events.jsonl");
+    let lines = [
+        replay_line(ACME, "evt_a", &tampered),
+        "{not json".to_owned(),
+        replay_line(
+            ACME,
+            "evt_b",
+            &payment_body("evt_b", orders[1].0, orders[1].1),
+        ),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let report = dir.join("report.json");
+    let run = replay(&app, &dir, &file, &["--report", report.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(1));
+    assert_eq!(
+        (
+            count(&run, "conflict"),
+            count(&run, "failed"),
+            count(&run, "applied")
+        ),
+        (1, 1, 1)
+    );
+    assert!(
+        run.stderr.contains("line 2"),
+        "the malformed line is named: {}",
+        run.stderr
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let events = report["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        (events[0]["line"].as_u64(), events[0]["class"].as_str()),
+        (Some(1), Some("conflict"))
+    );
+    assert_eq!(
+        (events[1]["line"].as_u64(), events[1]["class"].as_str()),
+        (Some(2), Some("failed"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_gateway_answering_503_for_a_while_is_retried_until_it_succeeds() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = orders(&app, 1).await;
+    // The first three attempts to post a transfer fail (a sequence is not rolled back), so the
+    // gateway answers 503 three times and stores nothing, then recovers.
+    app.db
+        .batch_execute(
+            "CREATE SEQUENCE failures; \
+             CREATE FUNCTION fail_three_times() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF nextval('failures') <= 3 THEN RAISE EXCEPTION 'database hiccup'; END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER hiccup BEFORE INSERT ON ledger_transfers FOR EACH ROW EXECUTE FUNCTION fail_three_times();",
+        )
+        .await
+        .unwrap();
+    let file = dir.join("events.jsonl");
+    std::fs::write(
+        &file,
+        replay_line(
+            ACME,
+            "evt_r",
+            &payment_body("evt_r", orders[0].0, orders[0].1),
+        ),
+    )
+    .unwrap();
+    let report = dir.join("report.json");
+    let run = replay(
+        &app,
+        &dir,
+        &file,
+        &["--retries", "5", "--report", report.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(count(&run, "applied"), 1);
+    let attempts: i64 = app
+        .db
+        .query_one("SELECT last_value FROM failures", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(attempts, 4, "three 503s, then the fourth attempt applied");
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn too_few_retries_against_a_failing_gateway_end_as_failed() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = orders(&app, 1).await;
+    app.db
+        .batch_execute(
+            "CREATE FUNCTION always_fail() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN RAISE EXCEPTION 'down'; END $$; \
+             CREATE TRIGGER down BEFORE INSERT ON ledger_transfers FOR EACH ROW EXECUTE FUNCTION always_fail();",
+        )
+        .await
+        .unwrap();
+    let file = dir.join("events.jsonl");
+    std::fs::write(
+        &file,
+        replay_line(
+            ACME,
+            "evt_f",
+            &payment_body("evt_f", orders[0].0, orders[0].1),
+        ),
+    )
+    .unwrap();
+    let run = replay(&app, &dir, &file, &["--retries", "2"]).await;
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run, "failed"), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_dry_run_signs_and_prints_but_sends_nothing() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = orders(&app, 1).await;
+    let file = dir.join("events.jsonl");
+    std::fs::write(
+        &file,
+        replay_line(
+            ACME,
+            "evt_d",
+            &payment_body("evt_d", orders[0].0, orders[0].1),
+        ),
+    )
+    .unwrap();
+    let run = replay(&app, &dir, &file, &["--dry-run"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("line 1: POST") && run.stdout.contains("evt_d"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("webhook-signature"));
+    assert_eq!(
+        app.count("SELECT count(*) FROM idempotency_keys WHERE op = 'payment.callback'")
+            .await,
+        0
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
