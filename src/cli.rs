@@ -152,12 +152,18 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         let applied = db::run_migrations(settings.database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");
     }
-    let cleaner = tokio::spawn(cleanup::run_periodically(
-        settings.database_url()?.to_owned(),
+    let database_url = settings.database_url()?.to_owned();
+    let (interval, batch_size) = (
         settings.idempotency.cleanup_interval,
         settings.idempotency.cleanup_batch_size,
-    ));
+    );
     let app = Application::build(settings).await?;
+    let cleaner = tokio::spawn(cleanup::run_periodically(
+        database_url,
+        interval,
+        batch_size,
+        app.metrics(),
+    ));
     tracing::info!(port = app.port(), "callback-gateway listening");
     let result = app.run_until_stopped().await;
     cleaner.abort();

@@ -72,6 +72,18 @@ impl ApiError {
         }
     }
 
+    /// The `outcome` label of the request metrics and log line.
+    pub fn outcome_label(&self) -> &'static str {
+        match self {
+            ApiError::IdempotencyKeyInFlight => "in_flight",
+            ApiError::KeyReusedWithDifferentBody => "mismatch",
+            ApiError::OutOfOrder(_) => "out_of_order",
+            ApiError::InvalidSignature(_) => "invalid_signature",
+            ApiError::Unavailable(_) => "unavailable",
+            other => other.code(),
+        }
+    }
+
     /// The message clients see: never a cause chain, a secret or a signature.
     fn public_message(&self) -> String {
         match self {

@@ -10,6 +10,7 @@ pub mod error;
 pub mod export;
 pub mod idempotency;
 pub mod ledger;
+pub mod metrics;
 pub mod money;
 pub mod orders;
 pub mod payments;

@@ -10,6 +10,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
 use crate::db::{self, PgPool, SessionLimits};
+use crate::metrics::Metrics;
 use crate::providers::Providers;
 use crate::routes;
 use crate::telemetry::GatewayRootSpan;
@@ -26,6 +27,7 @@ pub struct Application {
     port: u16,
     server: Server,
     pool: PgPool,
+    metrics: Metrics,
 }
 
 impl Application {
@@ -43,6 +45,8 @@ impl Application {
             },
         );
         let workers = settings.server.workers;
+        let metrics = Metrics::new();
+        let metrics_data = web::Data::new(metrics.clone());
         let state = web::Data::new(AppState {
             pool: pool.clone(),
             providers: Providers::from_settings(&settings.providers),
@@ -50,16 +54,24 @@ impl Application {
             latest_migration: db::latest_migration_version(),
         });
         let server = HttpServer::new(move || {
+            // The last wrap is the outermost: the request span encloses the observation.
             App::new()
+                .wrap(actix_web::middleware::from_fn(routes::observe))
                 .wrap(TracingLogger::<GatewayRootSpan>::new())
                 .app_data(state.clone())
+                .app_data(metrics_data.clone())
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
         })
         .workers(workers)
         .listen(listener)?
         .run();
-        Ok(Self { port, server, pool })
+        Ok(Self {
+            port,
+            server,
+            pool,
+            metrics,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -73,6 +85,11 @@ impl Application {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The application's metrics (the cleaner in `serve` reports into them).
+    pub fn metrics(&self) -> Metrics {
+        self.metrics.clone()
     }
 
     /// Serves until the server is stopped (SIGTERM and SIGINT stop it gracefully).

@@ -65,13 +65,21 @@ pub async fn run_exclusive_pass(
 }
 
 /// The background cleaner inside `serve`: a pass every `interval`, forever.
-pub async fn run_periodically(database_url: String, interval: Duration, batch_size: i64) {
+pub async fn run_periodically(
+    database_url: String,
+    interval: Duration,
+    batch_size: i64,
+    metrics: crate::metrics::Metrics,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
         match run_exclusive_pass(&database_url, batch_size).await {
-            Ok(Some(deleted)) => tracing::info!(deleted, "expired idempotency records removed"),
+            Ok(Some(deleted)) => {
+                metrics.record_cleanup(deleted);
+                tracing::info!(deleted, "expired idempotency records removed");
+            }
             Ok(None) => tracing::debug!("another gateway holds the cleaner lock"),
             Err(error) => tracing::warn!(error = %error, "idempotency cleanup failed; will retry"),
         }

@@ -4,7 +4,8 @@ use tracing_actix_web::RootSpan;
 
 use super::{idempotent_response, read_body};
 use crate::error::ApiError;
-use crate::idempotency;
+use crate::idempotency::{self, Executed};
+use crate::metrics::Metrics;
 use crate::payments::ProcessCallback;
 use crate::startup::AppState;
 
@@ -15,6 +16,7 @@ pub async fn receive_callback(
     path: web::Path<String>,
     payload: web::Payload,
     state: web::Data<AppState>,
+    metrics: web::Data<Metrics>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
     let provider = state
@@ -36,6 +38,7 @@ pub async fn receive_callback(
         .scheme()
         .verify(request.headers(), &body, now.timestamp())
         .inspect_err(|error| tracing::warn!(%error, "callback signature refused"))?;
+    metrics.observe_skew(provider.name(), verified.timestamp - now.timestamp());
     let event_id = provider
         .event_id(&verified, &body)
         .map_err(|e| ApiError::InvalidPayload(e.0))?;
@@ -49,5 +52,23 @@ pub async fn receive_callback(
     };
     let mut conn = state.pool.get().await?;
     let executed = idempotency::execute(&mut conn, &idempotent, &work).await?;
-    Ok(idempotent_response(executed))
+    let outcome = match &executed {
+        Executed::First(stored) => first_outcome(stored.status, &stored.body),
+        Executed::Replayed(_) => "replayed",
+    };
+    Ok(idempotent_response(executed, outcome))
+}
+
+/// The ack's outcome (applied, ignored, rejected) or `invalid_payload`, for metrics and logs.
+fn first_outcome(status: u16, body: &str) -> &'static str {
+    if status != 200 {
+        return "invalid_payload";
+    }
+    let ack: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match ack["outcome"].as_str() {
+        Some("applied") => "applied",
+        Some("ignored") => "ignored",
+        Some("rejected") => "rejected",
+        _ => "first",
+    }
 }

@@ -1,6 +1,7 @@
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
+use crate::metrics::Metrics;
 use crate::startup::AppState;
 
 /// 200 while the process runs.
@@ -18,4 +19,11 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
             "message": "the database does not answer or its migrations are not applied",
         }))
     }
+}
+
+/// Prometheus text exposition.
+pub async fn metrics(state: web::Data<AppState>, metrics: web::Data<Metrics>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(metrics.render(&state.pool, state.settings.database.pool_size))
 }

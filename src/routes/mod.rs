@@ -5,6 +5,7 @@ mod admin;
 mod body;
 mod callbacks;
 mod health;
+mod observe;
 mod orders;
 
 use actix_web::http::StatusCode;
@@ -13,8 +14,10 @@ use actix_web::{HttpResponse, web};
 
 use crate::error::error_body;
 use crate::idempotency::Executed;
+use crate::metrics::OutcomeLabel;
 
 pub use body::read_body;
+pub use observe::observe;
 
 /// The header that marks a replayed response.
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
@@ -22,6 +25,7 @@ pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
+        .route("/metrics", web::get().to(health::metrics))
         .route("/v1/orders", web::post().to(orders::create_order))
         .route("/v1/orders/{id}", web::get().to(orders::get_order))
         .route(
@@ -46,7 +50,8 @@ pub async fn not_found() -> HttpResponse {
 }
 
 /// The stored status and the stored bytes, exactly; a replay says so in a header.
-pub fn idempotent_response(executed: Executed) -> HttpResponse {
+/// `first_outcome` labels a first response in the metrics and the request log.
+pub fn idempotent_response(executed: Executed, first_outcome: &'static str) -> HttpResponse {
     let (stored, replayed) = match executed {
         Executed::First(stored) => (stored, false),
         Executed::Replayed(stored) => (stored, true),
@@ -57,5 +62,8 @@ pub fn idempotent_response(executed: Executed) -> HttpResponse {
     if replayed {
         response.insert_header((REPLAYED_HEADER, "true"));
     }
-    response.body(stored.body)
+    let label = if replayed { "replayed" } else { first_outcome };
+    let mut response = response.body(stored.body);
+    response.extensions_mut().insert(OutcomeLabel(label));
+    response
 }

@@ -59,7 +59,7 @@ pub async fn create_order(
         },
     )
     .await?;
-    Ok(idempotent_response(executed))
+    Ok(idempotent_response(executed, "first"))
 }
 
 /// `GET /v1/orders/{id}`: the caller's own order, 404 for anyone else's.

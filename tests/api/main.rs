@@ -12,5 +12,6 @@ mod cleanup;
 mod cli;
 mod health;
 mod migrations;
+mod operability;
 mod orders;
 mod replay;

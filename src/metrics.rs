@@ -1,0 +1,159 @@
+//! Prometheus metrics, one registry per application (no global state, so parallel test apps
+//! stay apart): requests by route, status and outcome, latency per route, pool state, cleanup
+//! counts and each provider's timestamp skew.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::db::PgPool;
+
+/// How a request ended, for the `outcome` label. Handlers attach it to their response;
+/// errors derive it from their code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutcomeLabel(pub &'static str);
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    skew: HistogramVec,
+    cleanup_deleted: IntCounter,
+    pool: IntGaugeVec,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// Registration only fails for a duplicate or malformed name, fixed at compile time here.
+fn register<T: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    collector: T,
+) -> T {
+    registry
+        .register(Box::new(collector.clone()))
+        .unwrap_or_else(|e| unreachable!("metric registration: {e}"));
+    collector
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "gateway_http_requests_total",
+                    "HTTP requests by route, status and outcome",
+                ),
+                &["route", "status", "outcome"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let latency = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "gateway_http_request_duration_seconds",
+                    "Request latency by route",
+                )
+                .buckets(vec![
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]),
+                &["route"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let skew = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "gateway_provider_timestamp_skew_seconds",
+                    "Signed timestamp minus server time, per provider (verified deliveries)",
+                )
+                .buckets(vec![
+                    -300.0, -60.0, -10.0, -1.0, 0.0, 1.0, 10.0, 60.0, 300.0,
+                ]),
+                &["provider"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let cleanup_deleted = register(
+            &registry,
+            IntCounter::new(
+                "gateway_cleanup_deleted_total",
+                "Expired idempotency records deleted",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let pool = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "gateway_db_pool",
+                    "Database pool: max size, open, idle and waiting requests",
+                ),
+                &["state"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        Self {
+            registry,
+            requests,
+            latency,
+            skew,
+            cleanup_deleted,
+            pool,
+        }
+    }
+
+    pub fn observe_request(&self, route: &str, status: u16, outcome: &str, elapsed: Duration) {
+        self.requests
+            .with_label_values(&[route, &status.to_string(), outcome])
+            .inc();
+        self.latency
+            .with_label_values(&[route])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_skew(&self, provider: &str, skew_secs: i64) {
+        self.skew
+            .with_label_values(&[provider])
+            .observe(skew_secs as f64);
+    }
+
+    pub fn record_cleanup(&self, deleted: u64) {
+        self.cleanup_deleted.inc_by(deleted);
+    }
+
+    /// The Prometheus text exposition, with the pool gauges read now.
+    pub fn render(&self, pool: &PgPool, pool_size: u32) -> String {
+        let state = pool.state();
+        let stats = &state.statistics;
+        let finished = stats.get_direct + stats.get_waited + stats.get_timed_out;
+        let waiting = stats.get_started.saturating_sub(finished);
+        for (label, value) in [
+            ("max", u64::from(pool_size)),
+            ("open", u64::from(state.connections)),
+            ("idle", u64::from(state.idle_connections)),
+            ("waiting", waiting),
+            ("timed_out_total", stats.get_timed_out),
+            ("closed_broken_total", stats.connections_closed_broken),
+        ] {
+            self.pool
+                .with_label_values(&[label])
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+        let mut out = Vec::new();
+        // Encoding our own registry into a Vec cannot fail.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
