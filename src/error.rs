@@ -95,9 +95,25 @@ impl ApiError {
     }
 }
 
-/// `{"error": code, "message": ..}`: the shape of every error body.
+/// The shape of every error body.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody<'a> {
+    /// Stable snake_case code, e.g. idempotency_key_in_flight.
+    pub error: &'a str,
+    pub message: &'a str,
+    /// For out_of_order: what the event waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+}
+
+/// `{"error": code, "message": ..}`.
 pub fn error_body(code: &str, message: &str) -> serde_json::Value {
-    json!({ "error": code, "message": message })
+    serde_json::to_value(ErrorBody {
+        error: code,
+        message,
+        reason: None,
+    })
+    .unwrap_or_default()
 }
 
 impl ResponseError for ApiError {

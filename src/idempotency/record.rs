@@ -198,7 +198,7 @@ fn corrupt(what: &'static str) -> diesel::result::Error {
 }
 
 /// A record as the admin endpoint shows it.
-#[derive(Debug, Queryable, Selectable, serde::Serialize)]
+#[derive(Debug, Queryable, Selectable, serde::Serialize, utoipa::ToSchema)]
 #[diesel(table_name = idempotency_keys)]
 pub struct IdempotencyRecord {
     pub id: i64,
@@ -208,6 +208,7 @@ pub struct IdempotencyRecord {
     pub request_hash: String,
     pub status: String,
     pub response_status: Option<i32>,
+    #[schema(value_type = Option<Object>)]
     pub response_body: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,

@@ -105,7 +105,7 @@ impl NewTransfer<'_> {
 }
 
 /// One account's balance in one currency.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, QueryableByName)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, QueryableByName, utoipa::ToSchema)]
 pub struct Balance {
     #[diesel(sql_type = Text)]
     pub account: String,

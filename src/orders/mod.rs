@@ -6,7 +6,6 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::error::{ApiError, error_body};
 use crate::idempotency::{Completion, IdempotentWork};
@@ -65,17 +64,43 @@ struct NewOrder<'a> {
     status: &'static str,
 }
 
+/// An order as the API shows it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct OrderView {
+    pub id: i64,
+    /// pending_payment, paid, partially_refunded or refunded
+    pub status: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub reference: Option<String>,
+    /// RFC 3339
+    pub created_at: String,
+}
+
+/// The body of `POST /v1/orders`.
+#[derive(Debug, utoipa::ToSchema)]
+#[allow(dead_code)] // documents the request; parsing is lenient on purpose (see ValidOrder)
+pub struct CreateOrderRequest {
+    /// Integer minor units, greater than 0.
+    amount_minor: i64,
+    /// Upper-case ISO 4217 code.
+    currency: String,
+    /// At most 255 bytes, no control characters.
+    reference: Option<String>,
+}
+
 impl Order {
     /// The order as its API answers show it.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "id": self.id,
-            "status": self.status,
-            "amount_minor": self.amount_minor,
-            "currency": self.currency,
-            "reference": self.reference,
-            "created_at": self.created_at.to_rfc3339_opts(SecondsFormat::Micros, true),
+        serde_json::to_value(OrderView {
+            id: self.id,
+            status: self.status.clone(),
+            amount_minor: self.amount_minor,
+            currency: self.currency.clone(),
+            reference: self.reference.clone(),
+            created_at: self.created_at.to_rfc3339_opts(SecondsFormat::Micros, true),
         })
+        .unwrap_or_default()
     }
 
     /// The caller's order `id`, or `None` if it does not exist or belongs to someone else.
@@ -187,12 +212,19 @@ impl ValidOrder {
             })?;
         let reference = match parsed.reference {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(s)) if s.len() <= MAX_REFERENCE_LEN => Some(s),
+            // PostgreSQL text cannot hold NUL, and no reference needs control characters.
+            Some(serde_json::Value::String(s))
+                if s.len() <= MAX_REFERENCE_LEN && !s.chars().any(char::is_control) =>
+            {
+                Some(s)
+            }
             Some(_) => {
                 return Err(reject(
                     422,
                     "invalid_reference",
-                    format!("reference must be a string of at most {MAX_REFERENCE_LEN} bytes"),
+                    format!(
+                        "reference must be a string of at most {MAX_REFERENCE_LEN} bytes without control characters"
+                    ),
                 ));
             }
         };
@@ -286,6 +318,14 @@ mod tests {
         assert_eq!(
             rejection_code(r#"{"amount_minor":1,"currency":"usd"}"#),
             "unknown_currency"
+        );
+    }
+
+    #[test]
+    fn a_reference_with_a_nul_character_is_rejected() {
+        assert_eq!(
+            rejection_code(r#"{"amount_minor":1,"currency":"USD","reference":"a\u0000b"}"#),
+            "invalid_reference"
         );
     }
 

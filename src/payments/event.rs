@@ -94,9 +94,14 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
 fn string_at(value: &Value, path: &[&str]) -> Result<String, PayloadError> {
     field(value, path)
         .and_then(Value::as_str)
-        .filter(|s| !s.is_empty() && s.len() <= MAX_EVENT_ID_LEN)
+        .filter(|s| !s.is_empty() && s.len() <= MAX_EVENT_ID_LEN && !s.chars().any(char::is_control))
         .map(str::to_owned)
-        .ok_or_else(|| invalid(format!("{} must be a non-empty string", path.join("."))))
+        .ok_or_else(|| {
+            invalid(format!(
+                "{} must be a string of 1 to {MAX_EVENT_ID_LEN} characters without control characters",
+                path.join(".")
+            ))
+        })
 }
 
 fn amount_at(value: &Value, path: &[&str]) -> Result<AmountMinor, PayloadError> {
@@ -265,6 +270,14 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn a_nul_character_in_an_id_is_a_payload_error_not_a_database_error() {
+        let body =
+            br#"{"id":"e","type":"payment.failed","data":{"payment_id":"p\u0000","order_id":1}}"#;
+        assert!(PaymentEvent::parse(PayloadFormat::Canonical, body).is_err());
+        assert!(event_id_from_body(br#"{"id":"e\u0000"}"#).is_err());
     }
 
     #[test]

@@ -8,7 +8,6 @@ pub mod state;
 use diesel_async::AsyncPgConnection;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use serde_json::json;
 
 use crate::deliveries;
 use crate::error::{ApiError, error_body};
@@ -39,21 +38,35 @@ impl Outcome {
     }
 }
 
-/// The ack body a provider gets (and gets again, byte for byte, on every redelivery).
+/// The ack a provider gets (and gets again, byte for byte, on every redelivery).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Ack<'a> {
+    pub received: bool,
+    pub event_id: &'a str,
+    /// applied, ignored or rejected
+    pub outcome: &'static str,
+    /// Why an event was ignored or rejected, e.g. amount_mismatch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    /// The ledger transfer an applied event posted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_id: Option<i64>,
+}
+
 pub fn ack(
     event_id: &str,
     outcome: Outcome,
     reason: Option<&str>,
     transfer_id: Option<i64>,
 ) -> serde_json::Value {
-    let mut body = json!({ "received": true, "event_id": event_id, "outcome": outcome.as_str() });
-    if let Some(reason) = reason {
-        body["reason"] = json!(reason);
-    }
-    if let Some(transfer_id) = transfer_id {
-        body["transfer_id"] = json!(transfer_id);
-    }
-    body
+    serde_json::to_value(Ack {
+        received: true,
+        event_id,
+        outcome: outcome.as_str(),
+        reason,
+        transfer_id,
+    })
+    .unwrap_or_default()
 }
 
 /// One verified delivery of a provider event.

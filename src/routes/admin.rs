@@ -1,8 +1,7 @@
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde_json::json;
 
 use crate::auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
 use crate::startup::AppState;
@@ -23,6 +22,23 @@ fn parse_op(op: &str) -> Option<Operation> {
 }
 
 /// `GET /admin/idempotency/{user_id}/{op}/{key}`: one record as stored.
+#[utoipa::path(
+    get,
+    path = "/admin/idempotency/{user_id}/{op}/{key}",
+    tag = "admin",
+    security(("admin" = [])),
+    params(
+        ("user_id" = String, Path),
+        ("op" = String, Path, description = "order.create or payment.callback"),
+        ("key" = String, Path, description = "The key; for callbacks {provider}:{event id}"),
+    ),
+    responses(
+        (status = 200, body = crate::idempotency::IdempotencyRecord),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "record_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
 pub async fn idempotency_record(
     request: HttpRequest,
     path: web::Path<(String, String, String)>,
@@ -44,7 +60,27 @@ pub async fn idempotency_record(
     Ok(HttpResponse::Ok().json(record))
 }
 
+/// A merchant's balances per account and currency.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Balances {
+    pub merchant_id: i64,
+    pub balances: Vec<ledger::Balance>,
+}
+
 /// `GET /admin/merchants/{merchant_id}/balances`.
+#[utoipa::path(
+    get,
+    path = "/admin/merchants/{merchant_id}/balances",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("merchant_id" = String, Path)),
+    responses(
+        (status = 200, body = Balances),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "merchant_not_found (not a number)", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
 pub async fn balances(
     request: HttpRequest,
     path: web::Path<String>,
@@ -60,5 +96,8 @@ pub async fn balances(
         })?;
     let mut conn = state.pool.get().await?;
     let balances = ledger::balances(&mut conn, merchant_id).await?;
-    Ok(HttpResponse::Ok().json(json!({ "merchant_id": merchant_id, "balances": balances })))
+    Ok(HttpResponse::Ok().json(Balances {
+        merchant_id,
+        balances,
+    }))
 }

@@ -3,7 +3,7 @@ use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
 use super::{idempotent_response, read_body};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::{self, Executed};
 use crate::metrics::Metrics;
 use crate::payments::ProcessCallback;
@@ -11,6 +11,32 @@ use crate::startup::AppState;
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
 /// apply and acknowledge the event in one transaction.
+#[utoipa::path(
+    post,
+    path = "/v1/callbacks/{provider}",
+    tag = "callbacks",
+    params(
+        ("provider" = String, Path, description = "A configured provider name"),
+        ("webhook-id" = Option<String>, Header, description = "standard-webhooks: the event id"),
+        ("webhook-timestamp" = Option<String>, Header, description = "standard-webhooks: unix seconds"),
+        ("webhook-signature" = Option<String>, Header, description = "standard-webhooks: v1,<base64> ..."),
+        ("Stripe-Signature" = Option<String>, Header, description = "stripe: t=<unix>,v1=<hex>"),
+        ("X-Timestamp" = Option<String>, Header, description = "hmac-sha256: unix seconds"),
+        ("X-Signature" = Option<String>, Header, description = "hmac-sha256: sha256=<hex>"),
+    ),
+    request_body(content = Object, content_type = "application/json", description = "The provider's raw event (canonical or Stripe payload)"),
+    responses(
+        (status = 200, description = "Ack (outcome applied, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = crate::payments::Ack),
+        (status = 400, description = "invalid_payload", body = ErrorBody),
+        (status = 401, description = "invalid_signature: nothing is written", body = ErrorBody),
+        (status = 404, description = "unknown_provider", body = ErrorBody),
+        (status = 408, description = "request_timeout", body = ErrorBody),
+        (status = 409, description = "idempotency_key_in_flight (Retry-After: 2) or out_of_order (Retry-After: 30)", body = ErrorBody),
+        (status = 413, description = "payload_too_large", body = ErrorBody),
+        (status = 422, description = "key_reused_with_different_body", body = ErrorBody),
+        (status = 503, description = "unavailable: nothing stored, redeliver", body = ErrorBody),
+    )
+)]
 pub async fn receive_callback(
     request: HttpRequest,
     path: web::Path<String>,

@@ -5,11 +5,16 @@ use crate::metrics::Metrics;
 use crate::startup::AppState;
 
 /// 200 while the process runs.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "The process runs")))]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
 /// 200 when the database answers and the migrations are applied, else 503.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
+    (status = 200, description = "Ready"),
+    (status = 503, description = "not_ready: the database does not answer or is not migrated", body = crate::error::ErrorBody),
+))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if crate::db::is_ready(&state.pool, &state.latest_migration).await {
         HttpResponse::Ok().json(json!({ "status": "ready" }))
@@ -22,6 +27,9 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses(
+    (status = 200, description = "Prometheus text format", content_type = "text/plain", body = String),
+))]
 pub async fn metrics(state: web::Data<AppState>, metrics: web::Data<Metrics>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

@@ -6,6 +6,7 @@ mod body;
 mod callbacks;
 mod health;
 mod observe;
+mod openapi;
 mod orders;
 
 use actix_web::http::StatusCode;
@@ -18,6 +19,7 @@ use crate::metrics::OutcomeLabel;
 
 pub use body::read_body;
 pub use observe::observe;
+pub use openapi::ApiDoc;
 
 /// The header that marks a replayed response.
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
@@ -26,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(health::metrics))
+        .route("/openapi.json", web::get().to(openapi::document))
         .route("/v1/orders", web::post().to(orders::create_order))
         .route("/v1/orders/{id}", web::get().to(orders::get_order))
         .route(

@@ -4,7 +4,7 @@ use tracing_actix_web::RootSpan;
 
 use super::{idempotent_response, read_body};
 use crate::auth;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::{self, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope};
 use crate::orders::{CreateOrder, Order};
 use crate::startup::AppState;
@@ -19,6 +19,24 @@ async fn authenticate(request: &HttpRequest, state: &AppState) -> Result<i64, Ap
 }
 
 /// `POST /v1/orders` (op `order.create`).
+#[utoipa::path(
+    post,
+    path = "/v1/orders",
+    tag = "orders",
+    security(("bearer" = [])),
+    params(("Idempotency-Key" = String, Header, description = "1 to 128 visible ASCII characters; the quoted form \"abc\" means abc")),
+    request_body(content = crate::orders::CreateOrderRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created, or the replay of an earlier 201 (Idempotent-Replayed: true)", body = crate::orders::OrderView),
+        (status = 400, description = "missing_idempotency_key, invalid_idempotency_key, invalid_json (stored and replayed)", body = ErrorBody),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 408, description = "request_timeout: the body did not arrive in time", body = ErrorBody),
+        (status = 409, description = "idempotency_key_in_flight, with Retry-After: 2", body = ErrorBody),
+        (status = 413, description = "payload_too_large", body = ErrorBody),
+        (status = 422, description = "key_reused_with_different_body; or invalid_amount, unknown_currency, invalid_reference (stored and replayed)", body = ErrorBody),
+        (status = 503, description = "unavailable: nothing stored, retry", body = ErrorBody),
+    )
+)]
 pub async fn create_order(
     request: HttpRequest,
     payload: web::Payload,
@@ -63,6 +81,19 @@ pub async fn create_order(
 }
 
 /// `GET /v1/orders/{id}`: the caller's own order, 404 for anyone else's.
+#[utoipa::path(
+    get,
+    path = "/v1/orders/{id}",
+    tag = "orders",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The order id")),
+    responses(
+        (status = 200, body = crate::orders::OrderView),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "order_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
 pub async fn get_order(
     request: HttpRequest,
     path: web::Path<String>,

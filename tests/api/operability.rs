@@ -243,3 +243,53 @@ async fn json_logs_carry_request_fields_and_no_secret() {
         assert!(!logs.contains(secret), "a secret reached the log: {secret}");
     }
 }
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_endpoint_and_error_code() {
+    let app = spawn_app().await;
+    let response = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let doc: serde_json::Value = response.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for (path, method) in [
+        ("/v1/orders", "post"),
+        ("/v1/orders/{id}", "get"),
+        ("/v1/callbacks/{provider}", "post"),
+        ("/admin/idempotency/{user_id}/{op}/{key}", "get"),
+        ("/admin/merchants/{merchant_id}/balances", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ] {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} is not documented"
+        );
+    }
+    let text = doc.to_string();
+    for code in [
+        "unauthorized",
+        "missing_idempotency_key",
+        "invalid_idempotency_key",
+        "payload_too_large",
+        "idempotency_key_in_flight",
+        "key_reused_with_different_body",
+        "invalid_amount",
+        "unknown_currency",
+        "unknown_provider",
+        "invalid_signature",
+        "invalid_payload",
+        "out_of_order",
+        "unavailable",
+        "Idempotency-Key",
+        "Stripe-Signature",
+        "webhook-signature",
+    ] {
+        assert!(text.contains(code), "{code} is not in the OpenAPI document");
+    }
+}
