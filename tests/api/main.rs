@@ -15,3 +15,4 @@ mod migrations;
 mod operability;
 mod orders;
 mod replay;
+mod resilience;

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod sign;
+pub mod simulator;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -363,4 +365,10 @@ pub async fn answer(response: reqwest::Response) -> (u16, bool, String) {
 
 pub fn shared<T>(value: T) -> Arc<T> {
     Arc::new(value)
+}
+
+/// The base configuration for `database_url` with `extra` TOML merged in (as `spawn_app_with`
+/// does), for tests that start several gateways on one database or run the real binary.
+pub fn config_with(database_url: &str, extra: &str) -> String {
+    merge_config(&base_config(database_url), extra)
 }

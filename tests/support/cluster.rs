@@ -1,0 +1,181 @@
+//! A throwaway PostgreSQL cluster owned by one test, for tests that stop, restart or crash the
+//! server (never the shared one other tests run on). As root, `initdb` and `pg_ctl` run as the
+//! `postgres` user in a fresh temp directory that user owns; the cluster listens on 127.0.0.1
+//! only, on a free port, with its socket in its own directory. Dropping it stops the server
+//! (`-m immediate`) and removes the directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+
+pub struct Cluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    /// Runs `initdb` and starts the server; blocks until it accepts connections.
+    pub fn start() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("cg-cluster-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cluster = Self {
+            port: free_port(),
+            dir,
+        };
+        if is_root() {
+            let chown = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&cluster.dir)
+                .output()
+                .unwrap();
+            assert!(
+                chown.status.success(),
+                "chown of the cluster directory failed: {}",
+                text(&chown)
+            );
+        }
+        let data = cluster.data_dir();
+        let initdb = cluster.run(
+            "initdb",
+            &[
+                "-D",
+                path_str(&data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+                "--no-instructions",
+                "-E",
+                "UTF8",
+            ],
+        );
+        assert!(initdb.status.success(), "initdb failed: {}", text(&initdb));
+        cluster.pg_ctl(&["start"]);
+        cluster
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `name` on this cluster.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates database `name` and applies the gateway's migrations to it; returns its URL.
+    pub async fn migrated_database(&self, name: &str) -> String {
+        let admin = super::connect(&self.url("postgres")).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let url = self.url(name);
+        callback_gateway::db::run_migrations(&url).await.unwrap();
+        url
+    }
+
+    /// `pg_ctl restart -m immediate`: every backend dies at once (a crash, as far as clients can
+    /// tell) and the server runs crash recovery before it accepts connections again.
+    pub fn restart_immediate(&self) {
+        self.pg_ctl(&["restart", "-m", "immediate"]);
+    }
+
+    /// Stops the server (`-m fast`: open sessions are terminated, nothing waits for clients).
+    pub fn stop(&self) {
+        self.pg_ctl(&["stop", "-m", "fast"]);
+    }
+
+    /// Starts a stopped server again; blocks until it accepts connections.
+    pub fn start_again(&self) {
+        self.pg_ctl(&["start"]);
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn pg_ctl(&self, action: &[&str]) {
+        let options = format!(
+            "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off -c max_connections=100",
+            self.port,
+            path_str(&self.dir)
+        );
+        let data = self.data_dir();
+        let log = self.dir.join("server.log");
+        let mut args = vec![
+            "-D",
+            path_str(&data),
+            "-l",
+            path_str(&log),
+            "-w",
+            "-t",
+            "60",
+        ];
+        if action[0] != "stop" {
+            args.extend(["-o", options.as_str()]);
+        }
+        args.extend_from_slice(action);
+        let output = self.run("pg_ctl", &args);
+        assert!(
+            output.status.success(),
+            "pg_ctl {action:?} failed: {}\nserver log:\n{}",
+            text(&output),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        let program = Path::new(BIN_DIR).join(program);
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        };
+        command.args(args).current_dir(&self.dir).output().unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let _ = self.run(
+            "pg_ctl",
+            &["-D", path_str(&data), "stop", "-m", "immediate", "-w"],
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port nothing listens on right now (bind port 0, read it, let it go).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}

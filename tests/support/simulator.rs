@@ -1,0 +1,206 @@
+//! A payment provider as the gateway meets it in production: it signs each event (Standard
+//! Webhooks, provider "acme", canonical payloads for merchant 42), sends some events twice at
+//! once to different gateway instances, and retries every delivery with backoff until it gets
+//! a 2xx, re-signing each attempt with a fresh timestamp. 409, 408, 429, 5xx and connection
+//! errors are retried; `Retry-After` is honoured but capped so tests stay fast. Any other
+//! answer (401, 422, ..) is a bug a retry cannot fix, and is reported as a failure at once.
+//! Every 2xx ack is recorded per event, so a test can compare them byte for byte.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::{ACME, sign};
+
+/// One provider event: its id (the `webhook-id`), its canonical body and the amount it pays.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: String,
+    pub body: String,
+    pub amount_minor: i64,
+}
+
+impl Event {
+    /// A `payment.succeeded` for `order_id` paying `amount_minor` USD.
+    pub fn payment(id: &str, order_id: i64, amount_minor: i64) -> Self {
+        let body = format!(
+            r#"{{"id":"{id}","type":"payment.succeeded","data":{{"payment_id":"pay_{id}","order_id":{order_id},"amount_minor":{amount_minor},"currency":"USD"}}}}"#
+        );
+        Self {
+            id: id.to_owned(),
+            body,
+            amount_minor,
+        }
+    }
+}
+
+/// A 2xx answer the provider got for an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    pub status: u16,
+    pub replayed: bool,
+    pub body: String,
+}
+
+/// How the attempts that were not acks ended, summed over all events.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub attempts: u64,
+    pub acks: u64,
+    pub in_flight_409: u64,
+    pub unavailable_503: u64,
+    pub other_retryable: u64,
+    pub connection_errors: u64,
+}
+
+pub struct Simulator {
+    client: reqwest::Client,
+    targets: Vec<String>,
+    /// Upper bound of any wait between two attempts (backoff and Retry-After alike).
+    max_wait: Duration,
+    /// A delivery that has no 2xx after this long is a failure.
+    give_up_after: Duration,
+    acks: Mutex<HashMap<String, Vec<Ack>>>,
+    failures: Mutex<Vec<String>>,
+    tally: Mutex<Tally>,
+}
+
+impl Simulator {
+    /// A provider delivering to the gateways at `targets` (base URLs such as `http://127.0.0.1:8080`).
+    pub fn new(targets: Vec<String>) -> Self {
+        Self {
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .unwrap(),
+            targets,
+            max_wait: Duration::from_millis(50),
+            give_up_after: Duration::from_secs(90),
+            acks: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Vec::new()),
+            tally: Mutex::new(Tally::default()),
+        }
+    }
+
+    /// Delivers `event` to target `target` until it is acknowledged; records the ack.
+    pub async fn deliver(&self, event: &Event, target: usize) -> Option<Ack> {
+        let started = Instant::now();
+        let url = format!("{}/v1/callbacks/{ACME}", self.targets[target]);
+        let mut backoff = Duration::from_millis(5);
+        let mut last = String::new();
+        while started.elapsed() < self.give_up_after {
+            let headers = sign::sign_now(ACME, &event.id, &event.body);
+            let mut request = self
+                .client
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .body(event.body.clone());
+            for (name, value) in &headers {
+                request = request.header(name, value);
+            }
+            self.count(|t| t.attempts += 1);
+            let mut wait = backoff;
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let replayed = response
+                        .headers()
+                        .get("Idempotent-Replayed")
+                        .is_some_and(|v| v == "true");
+                    let retry_after = response
+                        .headers()
+                        .get("Retry-After")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let body = response.text().await.unwrap_or_default();
+                    match status {
+                        200..=299 => {
+                            self.count(|t| t.acks += 1);
+                            let ack = Ack {
+                                status,
+                                replayed,
+                                body,
+                            };
+                            self.acks
+                                .lock()
+                                .unwrap()
+                                .entry(event.id.clone())
+                                .or_default()
+                                .push(ack.clone());
+                            return Some(ack);
+                        }
+                        409 => self.count(|t| t.in_flight_409 += 1),
+                        503 => self.count(|t| t.unavailable_503 += 1),
+                        408 | 429 | 500..=599 => self.count(|t| t.other_retryable += 1),
+                        _ => {
+                            self.fail(format!(
+                                "event {} got {status} from target {target}, which no retry can fix: {body}",
+                                event.id
+                            ));
+                            return None;
+                        }
+                    }
+                    if let Some(retry_after) = retry_after {
+                        wait = retry_after;
+                    }
+                    last = format!("{status} {body}");
+                }
+                Err(error) => {
+                    self.count(|t| t.connection_errors += 1);
+                    last = format!("connection error: {error}");
+                }
+            }
+            // Waiting between attempts is the provider's behaviour under test, not a
+            // synchronisation: correctness never depends on how long it is.
+            tokio::time::sleep(wait.min(self.max_wait)).await;
+            backoff = (backoff * 2).min(self.max_wait);
+        }
+        self.fail(format!(
+            "event {} was never acknowledged by target {target} within {:?}; last answer: {last}",
+            event.id, self.give_up_after
+        ));
+        None
+    }
+
+    /// Delivers `event` to two targets at the same time, as a provider that retries a delivery
+    /// it thought was lost while the first one is still being processed.
+    pub async fn deliver_twice(&self, event: &Event, first: usize, second: usize) {
+        tokio::join!(self.deliver(event, first), self.deliver(event, second));
+    }
+
+    /// Delivers every event twice at once, event `i` to targets `i` and `i + 1` (mod the
+    /// number of targets), with at most `concurrency` events in flight.
+    pub async fn deliver_all_twice(&self, events: &[Event], concurrency: usize) {
+        let n = self.targets.len();
+        futures_util::stream::iter(events.iter().enumerate())
+            .for_each_concurrent(concurrency, |(i, event)| async move {
+                self.deliver_twice(event, i % n, (i + 1) % n).await;
+            })
+            .await;
+    }
+
+    /// Every ack recorded so far, by event id.
+    pub fn acks(&self) -> HashMap<String, Vec<Ack>> {
+        self.acks.lock().unwrap().clone()
+    }
+
+    /// Deliveries that failed (an unfixable answer, or no ack before giving up).
+    pub fn failures(&self) -> Vec<String> {
+        self.failures.lock().unwrap().clone()
+    }
+
+    pub fn tally(&self) -> Tally {
+        self.tally.lock().unwrap().clone()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Tally)) {
+        f(&mut self.tally.lock().unwrap());
+    }
+
+    fn fail(&self, message: String) {
+        self.failures.lock().unwrap().push(message);
+    }
+}
