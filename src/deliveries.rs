@@ -7,9 +7,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use crate::schema::callback_deliveries;
 
 /// Records a verified body; a later first delivery of the same event (after its idempotency
-/// record expired) keeps the original.
+/// record expired) keeps the original. Takes a shared connection so it can be pipelined.
 pub async fn record(
-    conn: &mut AsyncPgConnection,
+    mut conn: &AsyncPgConnection,
     merchant_id: i64,
     provider: &str,
     event_id: &str,
@@ -23,7 +23,7 @@ pub async fn record(
             callback_deliveries::body.eq(body),
         ))
         .on_conflict_do_nothing()
-        .execute(conn)
+        .execute(&mut conn)
         .await
         .map(|_| ())
 }

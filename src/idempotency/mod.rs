@@ -15,7 +15,7 @@ use crate::error::ApiError;
 pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
 pub use record::{
     Acquired, Claim, Fingerprint, IdempotencyRecord, Operation, RecordStatus, Scope,
-    StoredResponse, acquire, finish,
+    StoredResponse, acquire, finish, lookup,
 };
 
 /// One idempotent request: its scope, the fingerprint of its body and when its record expires.
@@ -111,6 +111,15 @@ pub async fn execute(
     request: &IdempotentRequest,
     work: &dyn IdempotentWork,
 ) -> Result<Executed, ApiError> {
+    // A duplicate of a finished request is answered from one read, without a transaction.
+    if let Some(existing) = lookup(conn, &request.scope).await? {
+        match Decision::from_acquired(existing, &request.fingerprint) {
+            Decision::Replay(stored) => return Ok(Executed::Replayed(stored)),
+            Decision::Mismatch => return Err(ApiError::KeyReusedWithDifferentBody),
+            // Not visible when committed; the acquire below decides.
+            Decision::First(_) | Decision::InFlight => {}
+        }
+    }
     conn.transaction(async |conn| {
         let acquired = acquire(
             conn,

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Int4, Nullable, Text, Timestamptz};
+use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
@@ -103,23 +103,28 @@ pub enum Acquired {
     InFlight,
 }
 
-#[derive(QueryableByName)]
-struct AcquireRow {
-    #[diesel(sql_type = Nullable<BigInt>)]
-    record_id: Option<i64>,
-    #[diesel(sql_type = Bool)]
-    acquired: bool,
-    #[diesel(sql_type = Bool)]
-    in_flight: bool,
-    #[diesel(sql_type = Nullable<Text>)]
-    status: Option<String>,
-    #[diesel(sql_type = Nullable<Int4>)]
-    response_status: Option<i32>,
-    #[diesel(sql_type = Nullable<Text>)]
-    response_body: Option<String>,
-    #[diesel(sql_type = Nullable<Text>)]
-    request_hash: Option<String>,
+diesel::define_sql_function! {
+    /// The migration's plpgsql acquire: one row (record id, acquired, in flight, status,
+    /// response status, response body as text, request hash). Called through the query
+    /// builder so the statement is prepared once per connection.
+    fn idempotency_acquire(
+        user_id: BigInt,
+        op: Text,
+        idem_key: Text,
+        request_hash: Text,
+        expires_at: Timestamptz,
+    ) -> Record<(Nullable<BigInt>, Bool, Bool, Nullable<Text>, Nullable<Int4>, Nullable<Text>, Nullable<Text>)>;
 }
+
+type AcquireRow = (
+    Option<i64>,
+    bool,
+    bool,
+    Option<String>,
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+);
 
 /// INSERT .. ON CONFLICT DO NOTHING, then read the row, in one round trip (see the
 /// `idempotency_acquire` function in the migrations). Must run inside a transaction.
@@ -129,33 +134,37 @@ pub async fn acquire(
     fingerprint: &Fingerprint,
     expires_at: DateTime<Utc>,
 ) -> QueryResult<Acquired> {
-    let row: AcquireRow = diesel::sql_query(
-        "SELECT record_id, acquired, in_flight, status, response_status, response_body, request_hash \
-         FROM idempotency_acquire($1, $2, $3, $4, $5)",
-    )
-    .bind::<BigInt, _>(scope.user_id)
-    .bind::<Text, _>(scope.op.as_str())
-    .bind::<Text, _>(&scope.key)
-    .bind::<Text, _>(fingerprint.as_str())
-    .bind::<Timestamptz, _>(expires_at)
-    .get_result(conn)
-    .await?;
-
-    if row.in_flight {
+    let (record_id, acquired, in_flight, status, response_status, response_body, request_hash): AcquireRow =
+        diesel::select(idempotency_acquire(
+            scope.user_id,
+            scope.op.as_str(),
+            &scope.key,
+            fingerprint.as_str(),
+            expires_at,
+        ))
+        .get_result(conn)
+        .await?;
+    if in_flight {
         return Ok(Acquired::InFlight);
     }
-    let record_id = row
-        .record_id
-        .ok_or_else(|| corrupt("acquire returned no record id"))?;
-    if row.acquired {
+    let record_id = record_id.ok_or_else(|| corrupt("acquire returned no record id"))?;
+    if acquired {
         return Ok(Acquired::First(Claim { record_id }));
     }
-    let status = row
-        .status
+    existing(status, response_status, response_body, request_hash)
+}
+
+fn existing(
+    status: Option<String>,
+    response_status: Option<i32>,
+    response_body: Option<String>,
+    request_hash: Option<String>,
+) -> QueryResult<Acquired> {
+    let status = status
         .as_deref()
         .and_then(RecordStatus::parse)
         .ok_or_else(|| corrupt("unknown idempotency record status"))?;
-    let response = match (row.response_status, row.response_body) {
+    let response = match (response_status, response_body) {
         (Some(code), Some(body)) => Some(StoredResponse {
             status: u16::try_from(code).map_err(|_| corrupt("stored status out of range"))?,
             body,
@@ -165,8 +174,37 @@ pub async fn acquire(
     Ok(Acquired::Existing {
         status,
         response,
-        request_hash: row.request_hash.unwrap_or_default(),
+        request_hash: request_hash.unwrap_or_default(),
     })
+}
+
+/// The committed record of `scope`, if any: one prepared read outside any transaction, so a
+/// duplicate costs one indexed lookup. A committed record is always finished (it is created
+/// and finished in one transaction), and finished records never change, so this read is as
+/// good as the one inside the acquire.
+pub async fn lookup(conn: &mut AsyncPgConnection, scope: &Scope) -> QueryResult<Option<Acquired>> {
+    let row: Option<(String, Option<i32>, Option<String>, String)> = idempotency_keys::table
+        .filter(idempotency_keys::user_id.eq(scope.user_id))
+        .filter(idempotency_keys::op.eq(scope.op.as_str()))
+        .filter(idempotency_keys::idem_key.eq(&scope.key))
+        .select((
+            idempotency_keys::status,
+            idempotency_keys::response_status,
+            diesel::dsl::sql::<Nullable<Text>>("response_body::text"),
+            idempotency_keys::request_hash,
+        ))
+        .first(conn)
+        .await
+        .optional()?;
+    row.map(|(status, response_status, response_body, request_hash)| {
+        existing(
+            Some(status),
+            response_status,
+            response_body,
+            Some(request_hash),
+        )
+    })
+    .transpose()
 }
 
 /// Writes the final response into the claimed record, in the same transaction as the

@@ -60,7 +60,7 @@ impl NewTransfer<'_> {
 
     /// Posts the transfer and its entries. `None` when this event was posted before (its
     /// idempotency record may have expired since): nothing is written then.
-    pub async fn post(&self, conn: &mut AsyncPgConnection) -> QueryResult<Option<i64>> {
+    pub async fn post(&self, mut conn: &AsyncPgConnection) -> QueryResult<Option<i64>> {
         let transfer_id: Option<i64> = diesel::insert_into(ledger_transfers::table)
             .values((
                 ledger_transfers::merchant_id.eq(self.merchant_id),
@@ -77,7 +77,7 @@ impl NewTransfer<'_> {
             ))
             .do_nothing()
             .returning(ledger_transfers::id)
-            .get_result(conn)
+            .get_result(&mut conn)
             .await
             .optional()?;
         let Some(transfer_id) = transfer_id else {
@@ -98,7 +98,7 @@ impl NewTransfer<'_> {
             .collect();
         diesel::insert_into(ledger_entries::table)
             .values(rows)
-            .execute(conn)
+            .execute(&mut conn)
             .await?;
         Ok(Some(transfer_id))
     }

@@ -119,8 +119,9 @@ impl Order {
     }
 
     /// Locks the merchant's order for the rest of the transaction (payments change it).
+    /// Takes a shared connection so it can be pipelined with other statements.
     pub async fn lock_for_merchant(
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         merchant_id: i64,
         id: i64,
     ) -> QueryResult<Option<Order>> {
@@ -129,19 +130,19 @@ impl Order {
             .filter(orders::user_id.eq(merchant_id))
             .select(Order::as_select())
             .for_update()
-            .first(conn)
+            .first(&mut conn)
             .await
             .optional()
     }
 
     pub async fn set_status(
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         id: i64,
         status: OrderStatus,
     ) -> QueryResult<()> {
         diesel::update(orders::table.find(id))
             .set(orders::status.eq(status.as_str()))
-            .execute(conn)
+            .execute(&mut conn)
             .await
             .map(|_| ())
     }

@@ -90,11 +90,16 @@ impl ProcessCallback<'_> {
     async fn process(&self, conn: &mut AsyncPgConnection) -> Result<Completion, ApiError> {
         let merchant_id = self.provider.merchant_id();
         let provider = self.provider.name();
-        deliveries::record(conn, merchant_id, provider, self.event_id, self.body).await?;
+        // Shared from here on: independent statements are pipelined on the one connection
+        // (sent together, executed in order, one round trip).
+        let shared: &AsyncPgConnection = conn;
+        let record_delivery =
+            deliveries::record(shared, merchant_id, provider, self.event_id, self.body);
 
         let event = match PaymentEvent::parse(self.provider.payload_format(), self.body) {
             Ok(event) => event,
             Err(PayloadError(message)) => {
+                record_delivery.await?;
                 tracing::Span::current().record("outcome", "invalid_payload");
                 return Ok(Completion::failed(
                     400,
@@ -109,20 +114,27 @@ impl ProcessCallback<'_> {
         };
 
         // Locks are always taken order first, then payment, so two events of one order
-        // (a payment and its refund) wait for each other instead of deadlocking.
+        // (a payment and its refund) wait for each other instead of deadlocking. Pipelined
+        // statements execute in the order they were sent, so that order holds.
         let order_id = match &event {
             PaymentEvent::Succeeded { order_id, .. } | PaymentEvent::Failed { order_id, .. } => {
                 Some(*order_id)
             }
             PaymentEvent::Refunded { .. } => {
-                Payment::find(conn, key, false).await?.map(|p| p.order_id)
+                Payment::find(shared, key, false).await?.map(|p| p.order_id)
             }
         };
-        let order = match order_id {
-            Some(id) => Order::lock_for_merchant(conn, merchant_id, id).await?,
-            None => None,
+        let lock_order = async {
+            match order_id {
+                Some(id) => Order::lock_for_merchant(shared, merchant_id, id).await,
+                None => Ok(None),
+            }
         };
-        let payment = Payment::find(conn, key, true).await?;
+        let ((), order, payment) = futures_util::try_join!(
+            record_delivery,
+            lock_order,
+            Payment::find(shared, key, true)
+        )?;
 
         let order_state = order.as_ref().and_then(|o| {
             Some(OrderState {
@@ -151,18 +163,19 @@ impl ProcessCallback<'_> {
                     currency,
                     amount_minor,
                 };
-                match transfer.post(conn).await? {
+                match transfer.post(shared).await? {
                     Some(id) => {
-                        Payment::upsert(
-                            conn,
-                            key,
-                            order_id,
-                            PaymentStatus::Succeeded,
-                            amount_minor,
-                            currency.code(),
-                        )
-                        .await?;
-                        Order::set_status(conn, order_id, OrderStatus::Paid).await?;
+                        futures_util::try_join!(
+                            Payment::upsert(
+                                shared,
+                                key,
+                                order_id,
+                                PaymentStatus::Succeeded,
+                                amount_minor,
+                                currency.code(),
+                            ),
+                            Order::set_status(shared, order_id, OrderStatus::Paid),
+                        )?;
                         (Outcome::Applied, None, Some(id))
                     }
                     None => (Outcome::Ignored, Some("already_applied"), None),
@@ -173,7 +186,7 @@ impl ProcessCallback<'_> {
                     .as_ref()
                     .map(|o| o.currency.as_str())
                     .unwrap_or_default();
-                Payment::upsert(conn, key, order_id, PaymentStatus::Failed, 0, currency).await?;
+                Payment::upsert(shared, key, order_id, PaymentStatus::Failed, 0, currency).await?;
                 (Outcome::Applied, None, None)
             }
             Plan::Refund {
@@ -193,7 +206,7 @@ impl ProcessCallback<'_> {
                     currency,
                     amount_minor,
                 };
-                match transfer.post(conn).await? {
+                match transfer.post(shared).await? {
                     Some(id) => {
                         let (payment_status, order_status) = if fully_refunded {
                             (PaymentStatus::Refunded, OrderStatus::Refunded)
@@ -203,8 +216,10 @@ impl ProcessCallback<'_> {
                                 OrderStatus::PartiallyRefunded,
                             )
                         };
-                        Payment::record_refund(conn, key, refunded_total, payment_status).await?;
-                        Order::set_status(conn, order_id, order_status).await?;
+                        futures_util::try_join!(
+                            Payment::record_refund(shared, key, refunded_total, payment_status),
+                            Order::set_status(shared, order_id, order_status),
+                        )?;
                         (Outcome::Applied, None, Some(id))
                     }
                     None => (Outcome::Ignored, Some("already_applied"), None),

@@ -24,6 +24,7 @@ pub struct PaymentKey<'a> {
     pub payment_id: &'a str,
 }
 
+// Every query takes a shared connection so the callback path can pipeline them.
 impl Payment {
     pub fn state(&self) -> Option<PaymentState> {
         Some(PaymentState {
@@ -37,7 +38,7 @@ impl Payment {
 
     /// Reads the payment; `lock` holds its row until the transaction ends.
     pub async fn find(
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         key: PaymentKey<'_>,
         lock: bool,
     ) -> QueryResult<Option<Payment>> {
@@ -47,15 +48,15 @@ impl Payment {
             .filter(payments::payment_id.eq(key.payment_id))
             .select(Payment::as_select());
         if lock {
-            query.for_update().first(conn).await.optional()
+            query.for_update().first(&mut conn).await.optional()
         } else {
-            query.first(conn).await.optional()
+            query.first(&mut conn).await.optional()
         }
     }
 
     /// Creates or moves the payment to `status` with `captured` minor units (0 for a failure).
     pub async fn upsert(
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         key: PaymentKey<'_>,
         order_id: i64,
         status: PaymentStatus,
@@ -85,13 +86,13 @@ impl Payment {
                 payments::currency.eq(currency),
                 payments::updated_at.eq(diesel::dsl::now),
             ))
-            .execute(conn)
+            .execute(&mut conn)
             .await
             .map(|_| ())
     }
 
     pub async fn record_refund(
-        conn: &mut AsyncPgConnection,
+        mut conn: &AsyncPgConnection,
         key: PaymentKey<'_>,
         refunded_total: i64,
         status: PaymentStatus,
@@ -105,7 +106,7 @@ impl Payment {
                 payments::status.eq(status.as_str()),
                 payments::updated_at.eq(diesel::dsl::now),
             ))
-            .execute(conn)
+            .execute(&mut conn)
             .await
             .map(|_| ())
     }
