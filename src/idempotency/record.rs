@@ -116,6 +116,21 @@ diesel::define_sql_function! {
     ) -> Record<(Nullable<BigInt>, Bool, Bool, Nullable<Text>, Nullable<Int4>, Nullable<Text>, Nullable<Text>)>;
 }
 
+diesel::define_sql_function! {
+    /// UPDATE .. RETURNING response_body::text, as a prepared call (see the migrations).
+    fn idempotency_finish(
+        record_id: BigInt,
+        status: Text,
+        response_status: diesel::sql_types::Int4,
+        response_body: diesel::sql_types::Jsonb,
+    ) -> Text;
+}
+
+diesel::define_sql_function! {
+    /// `body::text`: how PostgreSQL renders a stored response, the bytes every answer sends.
+    fn idempotency_response_text(body: Nullable<diesel::sql_types::Jsonb>) -> Nullable<Text>;
+}
+
 type AcquireRow = (
     Option<i64>,
     bool,
@@ -190,7 +205,7 @@ pub async fn lookup(conn: &mut AsyncPgConnection, scope: &Scope) -> QueryResult<
         .select((
             idempotency_keys::status,
             idempotency_keys::response_status,
-            diesel::dsl::sql::<Nullable<Text>>("response_body::text"),
+            idempotency_response_text(idempotency_keys::response_body),
             idempotency_keys::request_hash,
         ))
         .first(conn)
@@ -216,15 +231,14 @@ pub async fn finish(
     http_status: u16,
     body: &serde_json::Value,
 ) -> QueryResult<StoredResponse> {
-    let stored_body: String = diesel::update(idempotency_keys::table.find(claim.record_id))
-        .set((
-            idempotency_keys::status.eq(status.as_str()),
-            idempotency_keys::response_status.eq(i32::from(http_status)),
-            idempotency_keys::response_body.eq(body),
-        ))
-        .returning(diesel::dsl::sql::<Text>("response_body::text"))
-        .get_result(conn)
-        .await?;
+    let stored_body: String = diesel::select(idempotency_finish(
+        claim.record_id,
+        status.as_str(),
+        i32::from(http_status),
+        body,
+    ))
+    .get_result(conn)
+    .await?;
     Ok(StoredResponse {
         status: http_status,
         body: stored_body,

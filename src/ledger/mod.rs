@@ -83,19 +83,16 @@ impl NewTransfer<'_> {
         let Some(transfer_id) = transfer_id else {
             return Ok(None);
         };
-        let rows: Vec<_> = self
-            .entries()
-            .into_iter()
-            .map(|(account, amount)| {
-                (
-                    ledger_entries::transfer_id.eq(transfer_id),
-                    ledger_entries::merchant_id.eq(self.merchant_id),
-                    ledger_entries::account.eq(account),
-                    ledger_entries::currency.eq(self.currency.code()),
-                    ledger_entries::amount_minor.eq(amount),
-                )
-            })
-            .collect();
+        // A fixed-size array (not a Vec) keeps the statement's shape static, so it is prepared.
+        let rows = self.entries().map(|(account, amount)| {
+            (
+                ledger_entries::transfer_id.eq(transfer_id),
+                ledger_entries::merchant_id.eq(self.merchant_id),
+                ledger_entries::account.eq(account),
+                ledger_entries::currency.eq(self.currency.code()),
+                ledger_entries::amount_minor.eq(amount),
+            )
+        });
         diesel::insert_into(ledger_entries::table)
             .values(rows)
             .execute(&mut conn)
