@@ -49,35 +49,21 @@ pub fn build_pool(
 ) -> PgPool {
     let mut config = ManagerConfig::default();
     let setup_sql = limits.sql();
-    // A connection's I/O task is spawned on the runtime that opens it. Opened from an actix
-    // worker, it would die with that worker's runtime: at a graceful shutdown an idle worker
-    // stops first and breaks the connection an in-flight request on another worker is using.
-    // So connections are opened on the runtime that builds the pool, which outlives the workers.
-    let runtime = tokio::runtime::Handle::try_current().ok();
+    // A connection's I/O task runs on the runtime that opens it. Each actix worker has a
+    // pool of its own (see startup.rs), so its connections live on its own runtime: no
+    // cross-thread hop per round trip, and a worker stopping at shutdown only closes the
+    // connections of its own requests, which it drains first.
     config.custom_setup = Box::new(move |url| {
         let setup_sql = setup_sql.clone();
         let url = url.to_owned();
-        let open = async move {
+        async move {
             let mut conn = AsyncPgConnection::establish(&url).await?;
             conn.batch_execute(&setup_sql)
                 .await
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
             Ok(conn)
-        };
-        match &runtime {
-            Some(runtime) => {
-                let opening = runtime.spawn(open);
-                async move {
-                    opening.await.map_err(|e| {
-                        diesel::ConnectionError::BadConnection(format!(
-                            "opening a connection was cancelled: {e}"
-                        ))
-                    })?
-                }
-                .boxed()
-            }
-            None => open.boxed(),
         }
+        .boxed()
     });
     // No test query on checkout (one round trip saved per request): a connection whose
     // socket closed or whose transaction broke is dropped instead of handed out.

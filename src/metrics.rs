@@ -2,6 +2,7 @@
 //! stay apart): requests by route, status and outcome, latency per route, pool state, cleanup
 //! counts and each provider's timestamp skew.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus::{
@@ -133,19 +134,30 @@ impl Metrics {
         self.cleanup_deleted.inc_by(deleted);
     }
 
-    /// The Prometheus text exposition, with the pool gauges read now.
-    pub fn render(&self, pool: &PgPool, pool_size: u32) -> String {
-        let state = pool.state();
-        let stats = &state.statistics;
-        let finished = stats.get_direct + stats.get_waited + stats.get_timed_out;
-        let waiting = stats.get_started.saturating_sub(finished);
+    /// The Prometheus text exposition, with the pool gauges (summed over the workers' pools)
+    /// read now.
+    pub fn render(&self, pools: &Mutex<Vec<PgPool>>, pool_size: u32) -> String {
+        let (mut open, mut idle, mut waiting, mut timed_out, mut broken) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        if let Ok(pools) = pools.lock() {
+            for pool in pools.iter() {
+                let state = pool.state();
+                let stats = &state.statistics;
+                let finished = stats.get_direct + stats.get_waited + stats.get_timed_out;
+                open += u64::from(state.connections);
+                idle += u64::from(state.idle_connections);
+                waiting += stats.get_started.saturating_sub(finished);
+                timed_out += stats.get_timed_out;
+                broken += stats.connections_closed_broken;
+            }
+        }
         for (label, value) in [
             ("max", u64::from(pool_size)),
-            ("open", u64::from(state.connections)),
-            ("idle", u64::from(state.idle_connections)),
+            ("open", open),
+            ("idle", idle),
             ("waiting", waiting),
-            ("timed_out_total", stats.get_timed_out),
-            ("closed_broken_total", stats.connections_closed_broken),
+            ("timed_out_total", timed_out),
+            ("closed_broken_total", broken),
         ] {
             self.pool
                 .with_label_values(&[label])

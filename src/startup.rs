@@ -2,7 +2,7 @@
 //! the app; used by `serve` and by the tests alike.
 
 use std::net::TcpListener;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::{App, HttpServer, web};
@@ -15,9 +15,12 @@ use crate::providers::Providers;
 use crate::routes;
 use crate::telemetry::GatewayRootSpan;
 
-/// What every handler shares.
+/// What the handlers of one worker share.
 pub struct AppState {
+    /// This worker's own pool.
     pub pool: PgPool,
+    /// Every worker's pool, for the metrics.
+    pub all_pools: Arc<Mutex<Vec<PgPool>>>,
     pub settings: Arc<Settings>,
     pub providers: Providers,
     pub latest_migration: String,
@@ -26,7 +29,6 @@ pub struct AppState {
 pub struct Application {
     port: u16,
     server: Server,
-    pool: PgPool,
     metrics: Metrics,
 }
 
@@ -35,30 +37,39 @@ impl Application {
         let listener = TcpListener::bind(&settings.server.bind)
             .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", settings.server.bind))?;
         let port = listener.local_addr()?.port();
-        let pool = db::build_pool(
-            settings.database_url()?,
-            settings.database.pool_size,
-            settings.server.acquire_timeout,
-            SessionLimits {
-                lock_timeout: settings.server.acquire_timeout,
-                statement_timeout: settings.database.statement_timeout,
-            },
-        );
+        let database_url = settings.database_url()?.to_owned();
         let workers = settings.server.workers;
+        // `pool_size` is the process's total, split over the workers (each has its own pool).
+        let pool_per_worker = settings.database.pool_size.div_ceil(workers as u32).max(1);
+        let limits = SessionLimits {
+            lock_timeout: settings.server.acquire_timeout,
+            statement_timeout: settings.database.statement_timeout,
+        };
+        let acquire_timeout = settings.server.acquire_timeout;
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
-        let state = web::Data::new(AppState {
-            pool: pool.clone(),
-            providers: Providers::from_settings(&settings.providers),
-            settings: Arc::new(settings),
-            latest_migration: db::latest_migration_version(),
-        });
+        let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
+        let providers = Providers::from_settings(&settings.providers);
+        let settings = Arc::new(settings);
+        let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
+            // Runs once per worker, on that worker's runtime.
+            let pool = db::build_pool(&database_url, pool_per_worker, acquire_timeout, limits);
+            if let Ok(mut pools) = all_pools.lock() {
+                pools.push(pool.clone());
+            }
+            let state = web::Data::new(AppState {
+                pool,
+                all_pools: all_pools.clone(),
+                settings: settings.clone(),
+                providers: providers.clone(),
+                latest_migration: latest_migration.clone(),
+            });
             // The last wrap is the outermost: the request span encloses the observation.
             App::new()
                 .wrap(actix_web::middleware::from_fn(routes::observe))
                 .wrap(TracingLogger::<GatewayRootSpan>::new())
-                .app_data(state.clone())
+                .app_data(state)
                 .app_data(metrics_data.clone())
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
@@ -69,7 +80,6 @@ impl Application {
         Ok(Self {
             port,
             server,
-            pool,
             metrics,
         })
     }
@@ -81,10 +91,6 @@ impl Application {
     /// Stops the server (gracefully) from elsewhere.
     pub fn handle(&self) -> ServerHandle {
         self.server.handle()
-    }
-
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 
     /// The application's metrics (the cleaner in `serve` reports into them).

@@ -33,5 +33,5 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 pub async fn metrics(state: web::Data<AppState>, metrics: web::Data<Metrics>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(metrics.render(&state.pool, state.settings.database.pool_size))
+        .body(metrics.render(&state.all_pools, state.settings.database.pool_size))
 }
