@@ -146,6 +146,17 @@ impl ProcessCallback<'_> {
         });
         let payment_state = payment.as_ref().and_then(Payment::state);
         let plan = plan(&event, order_state.as_ref(), payment_state.as_ref());
+        // The ledger transfer of this event, unique per (merchant, provider, event id).
+        let transfer = |kind, order_id, currency, amount_minor| NewTransfer {
+            merchant_id,
+            provider,
+            event_id: self.event_id,
+            kind,
+            order_id,
+            payment_id: key.payment_id,
+            currency,
+            amount_minor,
+        };
 
         let (outcome, reason, transfer_id) = match plan {
             Plan::Capture {
@@ -153,17 +164,10 @@ impl ProcessCallback<'_> {
                 amount_minor,
                 currency,
             } => {
-                let transfer = NewTransfer {
-                    merchant_id,
-                    provider,
-                    event_id: self.event_id,
-                    kind: TransferKind::Payment,
-                    order_id,
-                    payment_id: key.payment_id,
-                    currency,
-                    amount_minor,
-                };
-                match transfer.post(shared).await? {
+                match transfer(TransferKind::Payment, order_id, currency, amount_minor)
+                    .post(shared)
+                    .await?
+                {
                     Some(id) => {
                         futures_util::try_join!(
                             Payment::upsert(
@@ -196,17 +200,10 @@ impl ProcessCallback<'_> {
                 fully_refunded,
                 currency,
             } => {
-                let transfer = NewTransfer {
-                    merchant_id,
-                    provider,
-                    event_id: self.event_id,
-                    kind: TransferKind::Refund,
-                    order_id,
-                    payment_id: key.payment_id,
-                    currency,
-                    amount_minor,
-                };
-                match transfer.post(shared).await? {
+                match transfer(TransferKind::Refund, order_id, currency, amount_minor)
+                    .post(shared)
+                    .await?
+                {
                     Some(id) => {
                         let (payment_status, order_status) = if fully_refunded {
                             (PaymentStatus::Refunded, OrderStatus::Refunded)

@@ -1,21 +1,21 @@
 //! Reading a request body: bounded in size (413) and in time (408), so a slow or huge
 //! upload can neither exhaust memory nor hold a worker forever.
 
-use std::time::Duration;
-
 use actix_web::HttpRequest;
 use actix_web::http::header::CONTENT_LENGTH;
 use actix_web::web::{Bytes, BytesMut, Payload};
 use futures_util::StreamExt;
 
+use crate::config::ServerSettings;
 use crate::error::ApiError;
 
+/// The whole body, at most `body_limit_bytes`, within `body_read_timeout`.
 pub async fn read_body(
     request: &HttpRequest,
     mut payload: Payload,
-    limit: usize,
-    timeout: Duration,
+    server: &ServerSettings,
 ) -> Result<Bytes, ApiError> {
+    let (limit, timeout) = (server.body_limit_bytes, server.body_read_timeout);
     let declared = request
         .headers()
         .get(CONTENT_LENGTH)

@@ -50,13 +50,7 @@ pub async fn receive_callback(
         .get(&path)
         .ok_or(ApiError::UnknownProvider)?;
     root_span.record("provider", provider.name());
-    let body = read_body(
-        &request,
-        payload,
-        state.settings.server.body_limit_bytes,
-        state.settings.server.body_read_timeout,
-    )
-    .await?;
+    let body = read_body(&request, payload, &state.settings.server).await?;
 
     // Nothing is parsed or written before the signature over the raw bytes holds.
     let now = Utc::now();

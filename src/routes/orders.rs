@@ -51,13 +51,7 @@ pub async fn create_order(
             .get("Idempotency-Key")
             .map(|v| v.as_bytes()),
     )?;
-    let body = read_body(
-        &request,
-        payload,
-        state.settings.server.body_limit_bytes,
-        state.settings.server.body_read_timeout,
-    )
-    .await?;
+    let body = read_body(&request, payload, &state.settings.server).await?;
     let idempotent = IdempotentRequest {
         scope: Scope {
             user_id,

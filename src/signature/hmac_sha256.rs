@@ -1,26 +1,17 @@
 //! Plain HMAC senders: `X-Timestamp: <unix>` and `X-Signature: sha256=<hex>`, the HMAC-SHA256
 //! of `{timestamp}.{body}` keyed with the secret's UTF-8 bytes.
 
-use super::{
-    HeaderSource, SignatureError, SignatureScheme, Verified, any_matches, check_tolerance,
-    mac_bytes, parse_timestamp,
-};
+use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
 use crate::config::Secret;
 
 pub struct HmacSha256Scheme {
-    keys: Vec<Vec<u8>>,
-    tolerance_secs: i64,
+    keys: Keys,
 }
 
 impl HmacSha256Scheme {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
-        let keys = secrets
-            .iter()
-            .map(|s| s.expose().as_bytes().to_vec())
-            .collect();
         Self {
-            keys,
-            tolerance_secs,
+            keys: Keys::utf8(secrets, tolerance_secs),
         }
     }
 }
@@ -43,26 +34,18 @@ impl SignatureScheme for HmacSha256Scheme {
             .strip_prefix("sha256=")
             .and_then(|hex_text| hex::decode(hex_text).ok())
             .ok_or(SignatureError::MalformedHeader("X-Signature"))?;
-        check_tolerance(timestamp, now, self.tolerance_secs)?;
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
-        if any_matches(&self.keys, &parts, &[candidate]) {
-            Ok(Verified {
-                timestamp,
-                header_event_id: None,
-            })
-        } else {
-            Err(SignatureError::NoMatch)
-        }
+        self.keys.check(&parts, timestamp, now, &[candidate])?;
+        Ok(Verified {
+            timestamp,
+            header_event_id: None,
+        })
     }
 
     fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
         let timestamp = timestamp.to_string();
         let parts: [&[u8]; 3] = [timestamp.as_bytes(), b".", body];
-        let signature = self
-            .keys
-            .first()
-            .map(|key| hex::encode(mac_bytes(key, &parts)))
-            .unwrap_or_default();
+        let signature = hex::encode(self.keys.sign(&parts));
         vec![
             ("X-Timestamp".to_owned(), timestamp),
             ("X-Signature".to_owned(), format!("sha256={signature}")),

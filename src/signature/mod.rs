@@ -128,16 +128,53 @@ fn mac_over(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
     mac
 }
 
-/// True when any candidate signature matches the MAC of any key, compared in constant time.
-fn any_matches(keys: &[Vec<u8>], parts: &[&[u8]], candidates: &[Vec<u8>]) -> bool {
-    keys.iter().any(|key| {
-        let mac = mac_over(key, parts);
-        candidates
-            .iter()
-            .any(|candidate| mac.clone().verify_slice(candidate).is_ok())
-    })
+/// A provider's HMAC keys (one per configured secret) and its timestamp tolerance.
+struct Keys {
+    keys: Vec<Vec<u8>>,
+    tolerance_secs: i64,
 }
 
-fn mac_bytes(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
-    mac_over(key, parts).finalize().into_bytes().to_vec()
+impl Keys {
+    /// Keys that are the secrets' own UTF-8 bytes (Stripe, plain HMAC).
+    fn utf8(secrets: &[Secret], tolerance_secs: i64) -> Self {
+        let keys = secrets
+            .iter()
+            .map(|s| s.expose().as_bytes().to_vec())
+            .collect();
+        Self {
+            keys,
+            tolerance_secs,
+        }
+    }
+
+    /// Accepts when the timestamp is within tolerance and any candidate signature matches the
+    /// MAC of the signed parts under any key, compared in constant time.
+    fn check(
+        &self,
+        parts: &[&[u8]],
+        timestamp: i64,
+        now: i64,
+        candidates: &[Vec<u8>],
+    ) -> Result<(), SignatureError> {
+        check_tolerance(timestamp, now, self.tolerance_secs)?;
+        let matches = self.keys.iter().any(|key| {
+            let mac = mac_over(key, parts);
+            candidates
+                .iter()
+                .any(|candidate| mac.clone().verify_slice(candidate).is_ok())
+        });
+        if matches {
+            Ok(())
+        } else {
+            Err(SignatureError::NoMatch)
+        }
+    }
+
+    /// The MAC of the parts under the first key, as a provider signs.
+    fn sign(&self, parts: &[&[u8]]) -> Vec<u8> {
+        self.keys
+            .first()
+            .map(|key| mac_over(key, parts).finalize().into_bytes().to_vec())
+            .unwrap_or_default()
+    }
 }

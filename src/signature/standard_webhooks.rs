@@ -5,15 +5,11 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{
-    HeaderSource, SignatureError, SignatureScheme, Verified, any_matches, check_tolerance,
-    mac_bytes, parse_timestamp,
-};
+use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
 use crate::config::Secret;
 
 pub struct StandardWebhooks {
-    keys: Vec<Vec<u8>>,
-    tolerance_secs: i64,
+    keys: Keys,
 }
 
 /// The HMAC key of a `whsec_...` secret (the prefix is optional, as in the reference libraries).
@@ -29,8 +25,10 @@ impl StandardWebhooks {
             .filter_map(|s| decode_secret(s.expose()))
             .collect();
         Self {
-            keys,
-            tolerance_secs,
+            keys: Keys {
+                keys,
+                tolerance_secs,
+            },
         }
     }
 }
@@ -55,7 +53,6 @@ impl SignatureScheme for StandardWebhooks {
         let signatures = headers
             .header("webhook-signature")
             .ok_or(SignatureError::MissingHeader("webhook-signature"))?;
-        check_tolerance(timestamp, now, self.tolerance_secs)?;
 
         // Versions other than v1 (e.g. asymmetric v1a) are skipped, not errors.
         let candidates: Vec<Vec<u8>> = signatures
@@ -64,24 +61,17 @@ impl SignatureScheme for StandardWebhooks {
             .filter_map(|encoded| STANDARD.decode(encoded).ok())
             .collect();
         let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
-        if any_matches(&self.keys, &parts, &candidates) {
-            Ok(Verified {
-                timestamp,
-                header_event_id: Some(id.to_owned()),
-            })
-        } else {
-            Err(SignatureError::NoMatch)
-        }
+        self.keys.check(&parts, timestamp, now, &candidates)?;
+        Ok(Verified {
+            timestamp,
+            header_event_id: Some(id.to_owned()),
+        })
     }
 
     fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
         let timestamp = timestamp.to_string();
         let parts: [&[u8]; 5] = [event_id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-        let signature = self
-            .keys
-            .first()
-            .map(|key| format!("v1,{}", STANDARD.encode(mac_bytes(key, &parts))))
-            .unwrap_or_default();
+        let signature = format!("v1,{}", STANDARD.encode(self.keys.sign(&parts)));
         vec![
             ("webhook-id".to_owned(), event_id.to_owned()),
             ("webhook-timestamp".to_owned(), timestamp),

@@ -1,28 +1,19 @@
 //! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, signed content `{t}.{body}`,
 //! key = the UTF-8 bytes of the whole secret string (no decoding).
 
-use super::{
-    HeaderSource, SignatureError, SignatureScheme, Verified, any_matches, check_tolerance,
-    mac_bytes, parse_timestamp,
-};
+use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
 use crate::config::Secret;
 
 const HEADER: &str = "stripe-signature";
 
 pub struct StripeScheme {
-    keys: Vec<Vec<u8>>,
-    tolerance_secs: i64,
+    keys: Keys,
 }
 
 impl StripeScheme {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
-        let keys = secrets
-            .iter()
-            .map(|s| s.expose().as_bytes().to_vec())
-            .collect();
         Self {
-            keys,
-            tolerance_secs,
+            keys: Keys::utf8(secrets, tolerance_secs),
         }
     }
 }
@@ -54,26 +45,18 @@ impl SignatureScheme for StripeScheme {
         let timestamp_text =
             timestamp_text.ok_or(SignatureError::MalformedHeader("Stripe-Signature"))?;
         let timestamp = parse_timestamp(timestamp_text, "Stripe-Signature")?;
-        check_tolerance(timestamp, now, self.tolerance_secs)?;
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
-        if any_matches(&self.keys, &parts, &candidates) {
-            Ok(Verified {
-                timestamp,
-                header_event_id: None,
-            })
-        } else {
-            Err(SignatureError::NoMatch)
-        }
+        self.keys.check(&parts, timestamp, now, &candidates)?;
+        Ok(Verified {
+            timestamp,
+            header_event_id: None,
+        })
     }
 
     fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
         let timestamp = timestamp.to_string();
         let parts: [&[u8]; 3] = [timestamp.as_bytes(), b".", body];
-        let signature = self
-            .keys
-            .first()
-            .map(|key| hex::encode(mac_bytes(key, &parts)))
-            .unwrap_or_default();
+        let signature = hex::encode(self.keys.sign(&parts));
         vec![(
             "Stripe-Signature".to_owned(),
             format!("t={timestamp},v1={signature}"),

@@ -12,6 +12,20 @@ fn canonical(event_id: &str, kind: &str, payment_id: &str, order_id: i64, amount
     )
 }
 
+/// A Stripe `payment_intent.succeeded` of 5000 USD cents for `order`.
+fn stripe_succeeded(event_id: &str, intent: &str, order: i64) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"payment_intent.succeeded","data":{{"object":{{"id":"{intent}","amount_received":5000,"currency":"usd","metadata":{{"order_id":"{order}"}}}}}}}}"#
+    )
+}
+
+/// A Stripe `charge.refunded` whose cumulative `amount_refunded` is `total`.
+fn stripe_refunded(event_id: &str, intent: &str, total: i64) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"charge.refunded","data":{{"object":{{"id":"ch_9","payment_intent":"{intent}","amount_refunded":{total},"currency":"usd"}}}}}}"#
+    )
+}
+
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
@@ -113,9 +127,7 @@ async fn a_duplicate_gets_the_byte_identical_ack_and_posts_nothing() {
 async fn a_re_signed_retry_with_a_new_timestamp_replays_identically() {
     let app = spawn_app().await;
     let order = app.create_order(MERCHANT, 5000, "USD").await;
-    let body = format!(
-        r#"{{"id":"evt_s1","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_1","amount_received":5000,"currency":"usd","metadata":{{"order_id":"{order}"}}}}}}}}"#
-    );
+    let body = stripe_succeeded("evt_s1", "pi_1", order);
     let now = chrono::Utc::now().timestamp();
     let (_, _, first) = answer(
         app.post_callback(STRIPE, &sign_at(STRIPE, "", &body, now - 100), &body)
@@ -424,14 +436,8 @@ async fn fifty_concurrent_deliveries_of_one_event_post_exactly_one_transfer() {
 async fn stripe_success_then_two_cumulative_refunds_post_5000_500_300_and_balance() {
     let app = spawn_app().await;
     let order = app.create_order(MERCHANT, 5000, "USD").await;
-    let succeeded = format!(
-        r#"{{"id":"evt_a","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_9","amount_received":5000,"currency":"usd","metadata":{{"order_id":"{order}"}}}}}}}}"#
-    );
-    let refund = |id: &str, total: i64| {
-        format!(
-            r#"{{"id":"{id}","type":"charge.refunded","data":{{"object":{{"id":"ch_9","payment_intent":"pi_9","amount_refunded":{total},"currency":"usd"}}}}}}"#
-        )
-    };
+    let succeeded = stripe_succeeded("evt_a", "pi_9", order);
+    let refund = |id: &str, total: i64| stripe_refunded(id, "pi_9", total);
     for body in [succeeded, refund("evt_b", 500), refund("evt_c", 800)] {
         let (status, _, ack) = answer(app.deliver(STRIPE, "", &body).await).await;
         assert_eq!(status, 200, "{ack}");
@@ -487,15 +493,9 @@ async fn stripe_success_then_two_cumulative_refunds_post_5000_500_300_and_balanc
 async fn an_older_cumulative_refund_arriving_late_is_ignored() {
     let app = spawn_app().await;
     let order = app.create_order(MERCHANT, 5000, "USD").await;
-    let succeeded = format!(
-        r#"{{"id":"evt_a","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_9","amount_received":5000,"currency":"usd","metadata":{{"order_id":"{order}"}}}}}}}}"#
-    );
+    let succeeded = stripe_succeeded("evt_a", "pi_9", order);
     app.deliver(STRIPE, "", &succeeded).await;
-    let refund = |id: &str, total: i64| {
-        format!(
-            r#"{{"id":"{id}","type":"charge.refunded","data":{{"object":{{"id":"ch_9","payment_intent":"pi_9","amount_refunded":{total},"currency":"usd"}}}}}}"#
-        )
-    };
+    let refund = |id: &str, total: i64| stripe_refunded(id, "pi_9", total);
     let (_, _, newer) = answer(app.deliver(STRIPE, "", &refund("evt_c", 5000)).await).await;
     assert_eq!(json(&newer)["outcome"], "applied");
     let (_, _, older) = answer(app.deliver(STRIPE, "", &refund("evt_b", 500)).await).await;

@@ -253,21 +253,31 @@ async fn forty_concurrent_same_key_requests_create_exactly_one_order() {
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
 }
 
-#[tokio::test]
-async fn a_duplicate_of_an_in_flight_request_gets_409_after_the_acquire_timeout() {
-    let app = spawn_app_with("[server]\nacquire_timeout_ms = 300\n").await;
-    let token = app.token_for(7).await;
+/// Another "request" for user 7's `key` with the ORDER body, in flight: it holds the key in
+/// an open transaction on a connection of its own, which the caller commits or rolls back.
+async fn hold_key_in_open_transaction(
+    app: &crate::support::TestApp,
+    key: &str,
+) -> tokio_postgres::Client {
     let fingerprint = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ORDER.as_bytes()));
-    // Another "request" holds the key in an open transaction.
     let holder = crate::support::connect(&app.database_url).await;
     holder.batch_execute("BEGIN").await.unwrap();
     holder
         .execute(
-            "SELECT acquired FROM idempotency_acquire(7, 'order.create', 'busy', $1, now() + interval '1 hour')",
-            &[&fingerprint],
+            "SELECT acquired FROM idempotency_acquire(7, 'order.create', $2, $1, now() + interval '1 hour')",
+            &[&fingerprint, &key],
         )
         .await
         .unwrap();
+    holder
+}
+
+#[tokio::test]
+async fn a_duplicate_of_an_in_flight_request_gets_409_after_the_acquire_timeout() {
+    let app = spawn_app_with("[server]\nacquire_timeout_ms = 300\n").await;
+    let token = app.token_for(7).await;
+    // Another "request" holds the key in an open transaction.
+    let holder = hold_key_in_open_transaction(&app, "busy").await;
 
     let response = app.post_order(&token, "busy", ORDER).await;
     assert_eq!(response.status(), 409);
@@ -288,16 +298,7 @@ async fn a_duplicate_of_an_in_flight_request_gets_409_after_the_acquire_timeout(
 async fn a_waiting_duplicate_replays_the_first_once_it_commits() {
     let app = spawn_app().await;
     let token = app.token_for(7).await;
-    let fingerprint = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ORDER.as_bytes()));
-    let holder = crate::support::connect(&app.database_url).await;
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "SELECT acquired FROM idempotency_acquire(7, 'order.create', 'slow', $1, now() + interval '1 hour')",
-            &[&fingerprint],
-        )
-        .await
-        .unwrap();
+    let holder = hold_key_in_open_transaction(&app, "slow").await;
     let waiting = {
         let (client, url, token) = (app.client.clone(), app.url("/v1/orders"), token.clone());
         tokio::spawn(async move {
