@@ -90,8 +90,4 @@ impl Providers {
     pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
         self.0.get(name).cloned()
     }
-
-    pub fn first(&self) -> Option<Arc<Provider>> {
-        self.0.values().next().cloned()
-    }
 }

@@ -74,6 +74,9 @@ pub struct ProcessCallback<'a> {
     pub provider: &'a Provider,
     pub event_id: &'a str,
     pub body: &'a [u8],
+    /// How a first delivery ended (applied, ignored, rejected, invalid_payload), for the
+    /// request's metrics and log line.
+    pub outcome: std::sync::OnceLock<&'static str>,
 }
 
 impl IdempotentWork for ProcessCallback<'_> {
@@ -101,6 +104,7 @@ impl ProcessCallback<'_> {
             Err(PayloadError(message)) => {
                 record_delivery.await?;
                 tracing::Span::current().record("outcome", "invalid_payload");
+                let _ = self.outcome.set("invalid_payload");
                 return Ok(Completion::failed(
                     400,
                     error_body("invalid_payload", &message),
@@ -230,6 +234,7 @@ impl ProcessCallback<'_> {
             }
         };
         tracing::Span::current().record("outcome", outcome.as_str());
+        let _ = self.outcome.set(outcome.as_str());
         Ok(Completion::succeeded(
             200,
             ack(self.event_id, outcome, reason, transfer_id),

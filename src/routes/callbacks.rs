@@ -4,7 +4,9 @@ use tracing_actix_web::RootSpan;
 
 use super::{idempotent_response, read_body};
 use crate::error::{ApiError, ErrorBody};
-use crate::idempotency::{self, Executed};
+use std::sync::OnceLock;
+
+use crate::idempotency;
 use crate::metrics::Metrics;
 use crate::payments::ProcessCallback;
 use crate::startup::AppState;
@@ -69,26 +71,11 @@ pub async fn receive_callback(
         provider: &provider,
         event_id: &event_id,
         body: &body,
+        outcome: OnceLock::new(),
     };
     let mut conn = state.pool.get().await?;
     let executed = idempotency::execute(&mut conn, &idempotent, &work).await?;
-    let outcome = match &executed {
-        Executed::First(stored) => first_outcome(stored.status, &stored.body),
-        Executed::Replayed(_) => "replayed",
-    };
-    Ok(idempotent_response(executed, outcome))
-}
-
-/// The ack's outcome (applied, ignored, rejected) or `invalid_payload`, for metrics and logs.
-fn first_outcome(status: u16, body: &str) -> &'static str {
-    if status != 200 {
-        return "invalid_payload";
-    }
-    let ack: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    match ack["outcome"].as_str() {
-        Some("applied") => "applied",
-        Some("ignored") => "ignored",
-        Some("rejected") => "rejected",
-        _ => "first",
-    }
+    // A replay's label is set by idempotent_response; a first one says how the event ended.
+    let first_outcome = work.outcome.get().copied().unwrap_or("first");
+    Ok(idempotent_response(executed, first_outcome))
 }
