@@ -7,7 +7,33 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use crate::money::Currency;
-use crate::schema::{ledger_entries, ledger_transfers};
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the call mirrors the SQL function's parameters, one per column written"
+)]
+mod sql {
+    use diesel::sql_types::{BigInt, Text};
+
+    diesel::define_sql_function! {
+        /// Inserts the transfer (ON CONFLICT DO NOTHING) and, when new, its two entries; returns
+        /// the transfer id or NULL (migration 000005).
+        fn ledger_post_transfer(
+            merchant_id: BigInt,
+            provider: Text,
+            event_id: Text,
+            kind: Text,
+            order_id: BigInt,
+            payment_id: Text,
+            currency: Text,
+            account_a: Text,
+            amount_a: BigInt,
+            account_b: Text,
+            amount_b: BigInt,
+        ) -> diesel::sql_types::Nullable<BigInt>;
+    }
+}
+use sql::ledger_post_transfer;
 
 /// The merchant's liability: what the gateway owes the merchant.
 pub const MERCHANT_PAYABLE: &str = "merchant_payable";
@@ -58,46 +84,25 @@ impl NewTransfer<'_> {
         }
     }
 
-    /// Posts the transfer and its entries. `None` when this event was posted before (its
-    /// idempotency record may have expired since): nothing is written then.
+    /// Posts the transfer and its entries in one prepared call. `None` when this event was
+    /// posted before (its idempotency record may have expired since): nothing is written then.
     pub async fn post(&self, mut conn: &AsyncPgConnection) -> QueryResult<Option<i64>> {
-        let transfer_id: Option<i64> = diesel::insert_into(ledger_transfers::table)
-            .values((
-                ledger_transfers::merchant_id.eq(self.merchant_id),
-                ledger_transfers::provider.eq(self.provider),
-                ledger_transfers::event_id.eq(self.event_id),
-                ledger_transfers::kind.eq(self.kind.as_str()),
-                ledger_transfers::order_id.eq(self.order_id),
-                ledger_transfers::payment_id.eq(self.payment_id),
-            ))
-            .on_conflict((
-                ledger_transfers::merchant_id,
-                ledger_transfers::provider,
-                ledger_transfers::event_id,
-            ))
-            .do_nothing()
-            .returning(ledger_transfers::id)
-            .get_result(&mut conn)
-            .await
-            .optional()?;
-        let Some(transfer_id) = transfer_id else {
-            return Ok(None);
-        };
-        // A fixed-size array (not a Vec) keeps the statement's shape static, so it is prepared.
-        let rows = self.entries().map(|(account, amount)| {
-            (
-                ledger_entries::transfer_id.eq(transfer_id),
-                ledger_entries::merchant_id.eq(self.merchant_id),
-                ledger_entries::account.eq(account),
-                ledger_entries::currency.eq(self.currency.code()),
-                ledger_entries::amount_minor.eq(amount),
-            )
-        });
-        diesel::insert_into(ledger_entries::table)
-            .values(rows)
-            .execute(&mut conn)
-            .await?;
-        Ok(Some(transfer_id))
+        let [(account_a, amount_a), (account_b, amount_b)] = self.entries();
+        diesel::select(ledger_post_transfer(
+            self.merchant_id,
+            self.provider,
+            self.event_id,
+            self.kind.as_str(),
+            self.order_id,
+            self.payment_id,
+            self.currency.code(),
+            account_a,
+            amount_a,
+            account_b,
+            amount_b,
+        ))
+        .get_result(&mut conn)
+        .await
     }
 }
 

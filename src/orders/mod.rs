@@ -12,6 +12,10 @@ use crate::idempotency::{Completion, IdempotentWork};
 use crate::money::{AmountMinor, Currency};
 use crate::schema::orders;
 
+diesel::define_sql_function! {
+    fn orders_set_status(order_id: diesel::sql_types::BigInt, status: diesel::sql_types::Text) -> diesel::sql_types::Integer;
+}
+
 /// An order's payment status, as stored in its `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderStatus {
@@ -140,8 +144,8 @@ impl Order {
         id: i64,
         status: OrderStatus,
     ) -> QueryResult<()> {
-        diesel::update(orders::table.find(id))
-            .set(orders::status.eq(status.as_str()))
+        // A prepared helper call (migration 000005): diesel re-plans every UPDATE.
+        diesel::select(orders_set_status(id, status.as_str()))
             .execute(&mut conn)
             .await
             .map(|_| ())

@@ -6,6 +6,30 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use super::state::{PaymentState, PaymentStatus};
 use crate::schema::payments;
 
+// The writes go through prepared helper functions (migration 000005): diesel would re-plan an
+// ON CONFLICT DO UPDATE or an UPDATE on every call.
+diesel::define_sql_function! {
+    fn payments_upsert(
+        merchant_id: diesel::sql_types::BigInt,
+        provider: diesel::sql_types::Text,
+        payment_id: diesel::sql_types::Text,
+        order_id: diesel::sql_types::BigInt,
+        status: diesel::sql_types::Text,
+        amount_minor: diesel::sql_types::BigInt,
+        currency: diesel::sql_types::Text,
+    ) -> diesel::sql_types::Integer;
+}
+
+diesel::define_sql_function! {
+    fn payments_record_refund(
+        merchant_id: diesel::sql_types::BigInt,
+        provider: diesel::sql_types::Text,
+        payment_id: diesel::sql_types::Text,
+        refunded_minor: diesel::sql_types::BigInt,
+        status: diesel::sql_types::Text,
+    ) -> diesel::sql_types::Integer;
+}
+
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = payments)]
 pub struct Payment {
@@ -63,32 +87,18 @@ impl Payment {
         captured_minor: i64,
         currency: &str,
     ) -> QueryResult<()> {
-        diesel::insert_into(payments::table)
-            .values((
-                payments::merchant_id.eq(key.merchant_id),
-                payments::provider.eq(key.provider),
-                payments::payment_id.eq(key.payment_id),
-                payments::order_id.eq(order_id),
-                payments::status.eq(status.as_str()),
-                payments::amount_minor.eq(captured_minor),
-                payments::currency.eq(currency),
-            ))
-            .on_conflict((
-                payments::merchant_id,
-                payments::provider,
-                payments::payment_id,
-            ))
-            .do_update()
-            .set((
-                payments::order_id.eq(order_id),
-                payments::status.eq(status.as_str()),
-                payments::amount_minor.eq(captured_minor),
-                payments::currency.eq(currency),
-                payments::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(&mut conn)
-            .await
-            .map(|_| ())
+        diesel::select(payments_upsert(
+            key.merchant_id,
+            key.provider,
+            key.payment_id,
+            order_id,
+            status.as_str(),
+            captured_minor,
+            currency,
+        ))
+        .execute(&mut conn)
+        .await
+        .map(|_| ())
     }
 
     pub async fn record_refund(
@@ -97,17 +107,15 @@ impl Payment {
         refunded_total: i64,
         status: PaymentStatus,
     ) -> QueryResult<()> {
-        diesel::update(payments::table)
-            .filter(payments::merchant_id.eq(key.merchant_id))
-            .filter(payments::provider.eq(key.provider))
-            .filter(payments::payment_id.eq(key.payment_id))
-            .set((
-                payments::refunded_minor.eq(refunded_total),
-                payments::status.eq(status.as_str()),
-                payments::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(&mut conn)
-            .await
-            .map(|_| ())
+        diesel::select(payments_record_refund(
+            key.merchant_id,
+            key.provider,
+            key.payment_id,
+            refunded_total,
+            status.as_str(),
+        ))
+        .execute(&mut conn)
+        .await
+        .map(|_| ())
     }
 }
