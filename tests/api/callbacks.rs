@@ -85,13 +85,7 @@ async fn a_first_delivery_applies_the_payment_posts_one_balanced_transfer_and_ac
             .await,
         1
     );
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders WHERE id = $1", &[&order])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "paid");
+    assert_eq!(app.order_status(order).await, "paid");
     assert_eq!(
         app.count("SELECT count(*) FROM idempotency_keys WHERE user_id = 42 AND op = 'payment.callback' AND idem_key = 'acme:msg_1'")
             .await,
@@ -294,13 +288,7 @@ async fn a_refund_before_its_payment_is_409_out_of_order_and_stores_nothing() {
         "the provider's retry is processed as new"
     );
     assert_eq!(json(&ack)["outcome"], "applied");
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "partially_refunded");
+    assert_eq!(app.order_status(order).await, "partially_refunded");
 }
 
 #[tokio::test]
@@ -343,13 +331,7 @@ async fn business_rule_violations_are_acked_as_rejected_without_a_ledger_change(
         assert_eq!(second, first);
     }
     assert_eq!(transfers(&app).await, 0);
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders WHERE id = $1", &[&order])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "pending_payment");
+    assert_eq!(app.order_status(order).await, "pending_payment");
 }
 
 #[tokio::test]
@@ -366,13 +348,7 @@ async fn a_failure_after_success_is_ignored_and_a_failure_before_leaves_the_orde
     )
     .await;
     assert_eq!(json(&ack)["outcome"], "applied");
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "pending_payment");
+    assert_eq!(app.order_status(order).await, "pending_payment");
 
     app.deliver(
         ACME,
@@ -391,13 +367,7 @@ async fn a_failure_after_success_is_ignored_and_a_failure_before_leaves_the_orde
     .await;
     assert_eq!(status, 200);
     assert_eq!(json(&ack)["outcome"], "ignored");
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "paid");
+    assert_eq!(app.order_status(order).await, "paid");
     assert_eq!(transfers(&app).await, 1);
 }
 
@@ -480,13 +450,7 @@ async fn stripe_success_then_two_cumulative_refunds_post_5000_500_300_and_balanc
         rows.iter()
             .any(|b| b["account"] == "merchant_payable" && b["balance_minor"] == -4200)
     );
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "partially_refunded");
+    assert_eq!(app.order_status(order).await, "partially_refunded");
 }
 
 #[tokio::test]
@@ -500,13 +464,7 @@ async fn an_older_cumulative_refund_arriving_late_is_ignored() {
     assert_eq!(json(&newer)["outcome"], "applied");
     let (_, _, older) = answer(app.deliver(STRIPE, "", &refund("evt_b", 500)).await).await;
     assert_eq!(json(&older)["outcome"], "ignored");
-    let status: String = app
-        .db
-        .query_one("SELECT status FROM orders", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(status, "refunded");
+    assert_eq!(app.order_status(order).await, "refunded");
     assert_eq!(
         app.count("SELECT count(*) FROM ledger_transfers WHERE kind = 'refund'")
             .await,

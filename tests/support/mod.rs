@@ -285,6 +285,15 @@ impl TestApp {
         self.db.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
     }
 
+    /// The `status` column of order `id`, as the database holds it.
+    pub async fn order_status(&self, id: i64) -> String {
+        self.db
+            .query_one("SELECT status FROM orders WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
     /// Mints an API token for `user_id` through the same code as `token issue`.
     pub async fn token_for(&self, user_id: i64) -> String {
         use diesel_async::AsyncConnection;
