@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::{ACME, MERCHANT, TestApp, base_config, spawn_app};
+use crate::support::{ACME, TestApp, base_config, insert_orders, spawn_app};
 
 struct Run {
     code: Option<i32>,
@@ -74,26 +74,11 @@ fn replay_line(provider: &str, id: &str, body: &str) -> String {
     serde_json::json!({ "provider": provider, "id": id, "body": body }).to_string()
 }
 
-/// 300 pending orders of the merchant; returns (order id, amount).
-async fn orders(app: &TestApp, n: i64) -> Vec<(i64, i64)> {
-    app.db
-        .query(
-            "INSERT INTO orders (user_id, amount_minor, currency) \
-             SELECT $1, 100 + g, 'USD' FROM generate_series(1, $2::bigint) g RETURNING id, amount_minor",
-            &[&MERCHANT, &n],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect()
-}
-
 #[tokio::test]
 async fn replaying_300_events_of_which_100_arrived_live_applies_200_and_replays_100() {
     let app = spawn_app().await;
     let dir = scratch();
-    let orders = orders(&app, 300).await;
+    let orders = insert_orders(&app.db, 300).await;
     let mut lines = Vec::new();
     for (i, (order, amount)) in orders.iter().enumerate() {
         let id = format!("evt_{i}");
@@ -154,7 +139,7 @@ async fn replaying_300_events_of_which_100_arrived_live_applies_200_and_replays_
 async fn export_then_replay_round_trips() {
     let app = spawn_app().await;
     let dir = scratch();
-    for (i, (order, amount)) in orders(&app, 20).await.iter().enumerate() {
+    for (i, (order, amount)) in insert_orders(&app.db, 20).await.iter().enumerate() {
         let id = format!("evt_{i}");
         app.deliver(ACME, &id, &payment_body(&id, *order, *amount))
             .await;
@@ -201,7 +186,7 @@ async fn export_then_replay_round_trips() {
 async fn a_tampered_body_is_a_conflict_and_a_malformed_line_a_failure_and_the_exit_is_non_zero() {
     let app = spawn_app().await;
     let dir = scratch();
-    let orders = orders(&app, 2).await;
+    let orders = insert_orders(&app.db, 2).await;
     let body = payment_body("evt_a", orders[0].0, orders[0].1);
     app.deliver(ACME, "evt_a", &body).await;
     let tampered = body.replace("pay_evt_a", "pay_evt_x");
@@ -251,7 +236,7 @@ async fn a_tampered_body_is_a_conflict_and_a_malformed_line_a_failure_and_the_ex
 async fn a_gateway_answering_503_for_a_while_is_retried_until_it_succeeds() {
     let app = spawn_app().await;
     let dir = scratch();
-    let orders = orders(&app, 1).await;
+    let orders = insert_orders(&app.db, 1).await;
     // The first three attempts to post a transfer fail (a sequence is not rolled back), so the
     // gateway answers 503 three times and stores nothing, then recovers.
     app.db
@@ -298,7 +283,7 @@ async fn a_gateway_answering_503_for_a_while_is_retried_until_it_succeeds() {
 async fn too_few_retries_against_a_failing_gateway_end_as_failed() {
     let app = spawn_app().await;
     let dir = scratch();
-    let orders = orders(&app, 1).await;
+    let orders = insert_orders(&app.db, 1).await;
     app.db
         .batch_execute(
             "CREATE FUNCTION always_fail() RETURNS trigger LANGUAGE plpgsql AS $$ \
@@ -327,7 +312,7 @@ async fn too_few_retries_against_a_failing_gateway_end_as_failed() {
 async fn a_dry_run_signs_and_prints_but_sends_nothing() {
     let app = spawn_app().await;
     let dir = scratch();
-    let orders = orders(&app, 1).await;
+    let orders = insert_orders(&app.db, 1).await;
     let file = dir.join("events.jsonl");
     std::fs::write(
         &file,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::support::cluster::{Cluster, free_port};
 use crate::support::simulator::{Event, Simulator};
 use crate::support::{
-    ACME, MERCHANT, answer, config_with, connect, fresh_database, sign, spawn_app_on,
+    ACME, answer, config_with, connect, fresh_database, insert_orders, sign, spawn_app_on,
     spawn_app_with,
 };
 
@@ -41,21 +41,6 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Inserts `n` pending USD orders of merchant 42 with distinct amounts; returns (id, amount).
-async fn insert_orders(db: &tokio_postgres::Client, n: i64) -> Vec<(i64, i64)> {
-    db.query(
-        "INSERT INTO orders (user_id, amount_minor, currency) \
-         SELECT $1, 1000 + g, 'USD' FROM generate_series(1, $2::bigint) g \
-         RETURNING id, amount_minor",
-        &[&MERCHANT, &n],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|row| (row.get(0), row.get(1)))
-    .collect()
 }
 
 /// One `payment.succeeded` per order, with ids unique to this test run.

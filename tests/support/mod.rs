@@ -381,3 +381,18 @@ pub fn shared<T>(value: T) -> Arc<T> {
 pub fn config_with(database_url: &str, extra: &str) -> String {
     merge_config(&base_config(database_url), extra)
 }
+
+/// Inserts `n` pending USD orders of merchant 42 with distinct amounts; returns (id, amount).
+pub async fn insert_orders(db: &tokio_postgres::Client, n: i64) -> Vec<(i64, i64)> {
+    db.query(
+        "INSERT INTO orders (user_id, amount_minor, currency) \
+         SELECT $1, 1000 + g, 'USD' FROM generate_series(1, $2::bigint) g \
+         RETURNING id, amount_minor",
+        &[&MERCHANT, &n],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| (row.get(0), row.get(1)))
+    .collect()
+}
