@@ -15,7 +15,7 @@ use crate::error::ApiError;
 pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
 pub use record::{
     Acquired, Claim, Fingerprint, IdempotencyRecord, Operation, RecordStatus, Scope,
-    StoredResponse, acquire, finish, lookup,
+    StoredResponse, acquire, existing, finish, lookup,
 };
 
 /// One idempotent request: its scope, the fingerprint of its body and when its record expires.
@@ -94,6 +94,19 @@ pub enum Executed {
     Replayed(StoredResponse),
 }
 
+/// What a one-statement attempt (see [`IdempotentWork::run_in_one_statement`]) found.
+#[derive(Debug)]
+pub enum OneStatement {
+    /// The request claimed its key, ran and committed: its stored response.
+    Finished(StoredResponse),
+    /// A record committed by an earlier request (a replay or a mismatch).
+    Existing(Acquired),
+    /// Another request holds the key past the lock timeout.
+    InFlight,
+    /// The shortcut does not fit this request's state; nothing was written.
+    Declined,
+}
+
 /// The business step of an idempotent operation, run inside the claiming transaction.
 /// Returning `Err` rolls back the whole transaction, the claim included (transient failures,
 /// out-of-order events); a deterministic failure is an `Ok(Completion::failed(..))`.
@@ -102,6 +115,17 @@ pub trait IdempotentWork: Sync {
         &'c self,
         conn: &'c mut AsyncPgConnection,
     ) -> BoxFuture<'c, Result<Completion, ApiError>>;
+
+    /// A shortcut for the common case: look up, claim, apply and finish in one statement (one
+    /// round trip, its own transaction), all or nothing. `None` when this request has none;
+    /// `Declined` sends it down the general path. Either way the guarantees are the same.
+    fn run_in_one_statement<'c>(
+        &'c self,
+        _conn: &'c mut AsyncPgConnection,
+        _request: &'c IdempotentRequest,
+    ) -> Option<BoxFuture<'c, Result<OneStatement, ApiError>>> {
+        None
+    }
 }
 
 /// Claims the key, runs `work` for a first request, and stores its response: one transaction.
@@ -111,8 +135,21 @@ pub async fn execute(
     request: &IdempotentRequest,
     work: &dyn IdempotentWork,
 ) -> Result<Executed, ApiError> {
-    // A duplicate of a finished request is answered from one read, without a transaction.
-    if let Some(existing) = lookup(conn, &request.scope).await? {
+    // A duplicate of a finished request is answered from one read, without a transaction:
+    // the plain lookup, or the first statement of the work's one-statement shortcut.
+    let shortcut = match work.run_in_one_statement(conn, request) {
+        Some(attempt) => Some(attempt.await?),
+        None => None,
+    };
+    let existing = match shortcut {
+        Some(OneStatement::Finished(stored)) => return Ok(Executed::First(stored)),
+        Some(OneStatement::Existing(existing)) => Some(existing),
+        Some(OneStatement::InFlight) => return Err(ApiError::IdempotencyKeyInFlight),
+        // It read no record before it declined; the acquire below decides.
+        Some(OneStatement::Declined) => None,
+        None => lookup(conn, &request.scope).await?,
+    };
+    if let Some(existing) = existing {
         match Decision::from_acquired(existing, &request.fingerprint) {
             Decision::Replay(stored) => return Ok(Executed::Replayed(stored)),
             Decision::Mismatch => return Err(ApiError::KeyReusedWithDifferentBody),

@@ -169,7 +169,8 @@ pub async fn acquire(
     existing(status, response_status, response_body, request_hash)
 }
 
-fn existing(
+/// A committed record from its columns (status, response status, response text, request hash).
+pub fn existing(
     status: Option<String>,
     response_status: Option<i32>,
     response_body: Option<String>,

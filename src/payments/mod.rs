@@ -1,6 +1,7 @@
 //! `payment.callback`: a verified provider event applied to the payment state machine, the
 //! ledger and the order, inside the idempotency transaction.
 
+pub mod capture;
 pub mod event;
 pub mod model;
 pub mod state;
@@ -11,7 +12,7 @@ use futures_util::future::BoxFuture;
 
 use crate::deliveries;
 use crate::error::{ApiError, error_body};
-use crate::idempotency::{Completion, IdempotentWork};
+use crate::idempotency::{Completion, IdempotentRequest, IdempotentWork, OneStatement};
 use crate::ledger::{NewTransfer, TransferKind};
 use crate::orders::{Order, OrderStatus};
 use crate::providers::Provider;
@@ -85,6 +86,36 @@ impl IdempotentWork for ProcessCallback<'_> {
         conn: &'c mut AsyncPgConnection,
     ) -> BoxFuture<'c, Result<Completion, ApiError>> {
         self.process(conn).boxed()
+    }
+
+    /// A `payment.succeeded` goes through the one-statement capture first.
+    fn run_in_one_statement<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+        request: &'c IdempotentRequest,
+    ) -> Option<BoxFuture<'c, Result<OneStatement, ApiError>>> {
+        // An invalid payload is answered (and stored) by the general path.
+        let event = PaymentEvent::parse(self.provider.payload_format(), self.body).ok()?;
+        let plan = capture::expected_capture(&event)?;
+        Some(
+            async move {
+                let attempt = capture::capture_in_one_statement(
+                    conn,
+                    self.provider,
+                    self.event_id,
+                    self.body,
+                    event.payment_id(),
+                    &plan,
+                    request,
+                )
+                .await?;
+                if matches!(attempt, OneStatement::Finished(_)) {
+                    let _ = self.outcome.set(Outcome::Applied.as_str());
+                }
+                Ok(attempt)
+            }
+            .boxed(),
+        )
     }
 }
 

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use crate::support::sign::{sign_at, sign_now};
-use crate::support::{ACME, MERCHANT, OTHER_MERCHANT, PLAIN, STRIPE, answer, spawn_app};
+use crate::support::{
+    ACME, MERCHANT, OTHER_MERCHANT, PLAIN, STRIPE, answer, spawn_app, spawn_app_with,
+};
 
 fn canonical(event_id: &str, kind: &str, payment_id: &str, order_id: i64, amount: i64) -> String {
     format!(
@@ -75,6 +77,11 @@ async fn a_first_delivery_applies_the_payment_posts_one_balanced_transfer_and_ac
     assert_eq!(ack["outcome"], "applied");
 
     assert_eq!(transfers(&app).await, 1);
+    assert_eq!(
+        ack["transfer_id"].as_i64(),
+        Some(app.count("SELECT id FROM ledger_transfers").await),
+        "the ack names the transfer it posted"
+    );
     assert_eq!(
         app.count("SELECT sum(amount_minor)::bigint FROM ledger_entries")
             .await,
@@ -400,6 +407,80 @@ async fn fifty_concurrent_deliveries_of_one_event_post_exactly_one_transfer() {
     );
     assert_eq!(transfers(&app).await, 1);
     assert_eq!(app.count("SELECT count(*) FROM ledger_entries").await, 2);
+}
+
+#[tokio::test]
+async fn twenty_different_payments_racing_for_one_order_capture_it_exactly_once() {
+    let app = Arc::new(spawn_app().await);
+    let order = app.create_order(MERCHANT, 1999, "USD").await;
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let app = app.clone();
+            let body = canonical(
+                &format!("evt_{i}"),
+                "payment.succeeded",
+                &format!("pay_{i}"),
+                order,
+                1999,
+            );
+            tokio::spawn(async move {
+                answer(app.deliver(ACME, &format!("msg_{i}"), &body).await).await
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        let (status, _, ack) = task.await.unwrap();
+        assert_eq!(status, 200, "{ack}");
+        let ack = json(&ack);
+        outcomes.push(format!(
+            "{}/{}",
+            ack["outcome"].as_str().unwrap(),
+            ack["reason"].as_str().unwrap_or("-")
+        ));
+    }
+    outcomes.sort();
+    let mut expected = vec!["rejected/order_already_paid".to_owned(); 19];
+    expected.insert(0, "applied/-".to_owned());
+    assert_eq!(outcomes, expected);
+    assert_eq!(transfers(&app).await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM payments WHERE status = 'succeeded'")
+            .await,
+        1
+    );
+    assert_eq!(app.order_status(order).await, "paid");
+}
+
+#[tokio::test]
+async fn a_delivery_of_an_event_another_delivery_holds_gets_409_and_then_applies_once() {
+    let app = spawn_app_with("[server]\nacquire_timeout_ms = 300\n").await;
+    let order = app.create_order(MERCHANT, 1999, "USD").await;
+    let body = canonical("evt_h", "payment.succeeded", "pay_h", order, 1999);
+    // Another delivery of the event holds its key in an open transaction.
+    let holder = crate::support::connect(&app.database_url).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "INSERT INTO idempotency_keys (user_id, op, idem_key, request_hash, expires_at) \
+             VALUES ($1, 'payment.callback', 'acme:msg_h', 'x', now() + interval '1 hour')",
+            &[&MERCHANT],
+        )
+        .await
+        .unwrap();
+
+    let response = app.deliver(ACME, "msg_h", &body).await;
+    assert_eq!(response.headers()["retry-after"], "2");
+    let (status, _, error) = answer(response).await;
+    assert_eq!(status, 409);
+    assert!(error.contains("idempotency_key_in_flight"), "{error}");
+    assert_eq!(transfers(&app).await, 0);
+
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let (status, replayed, ack) = answer(app.deliver(ACME, "msg_h", &body).await).await;
+    assert_eq!((status, replayed), (200, false));
+    assert_eq!(json(&ack)["outcome"], "applied");
+    assert_eq!(transfers(&app).await, 1);
 }
 
 #[tokio::test]

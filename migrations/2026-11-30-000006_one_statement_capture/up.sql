@@ -1,0 +1,123 @@
+-- A first delivery of a payment capture in one statement (one round trip, its own
+-- transaction). The gateway's general path reads the state, decides in Rust, then writes in
+-- 7 round trips; this is the same work for the one case that dominates traffic: a
+-- payment.succeeded for a pending order. Rust still decides: it computes the capture plan
+-- (ack, entries) for the state it expects, and this function only checks that the rows are in
+-- that state while writing them. When they are not (unknown order, other amount or currency,
+-- order already paid, payment already captured, transfer already posted), everything it did is
+-- rolled back and it answers 'declined': the caller then runs the general path, which decides
+-- from the real state. A committed record is answered as 'existing'; a concurrent first
+-- delivery that holds the key past lock_timeout as 'in_flight'.
+CREATE FUNCTION payment_capture_first_delivery(
+    p_merchant_id BIGINT,
+    p_idem_key TEXT,
+    p_provider TEXT,
+    p_event_id TEXT,
+    p_request_hash TEXT,
+    p_expires_at TIMESTAMPTZ,
+    p_body BYTEA,
+    p_payment_id TEXT,
+    p_order_id BIGINT,
+    p_currency TEXT,
+    p_amount_minor BIGINT,
+    p_account_a TEXT,
+    p_amount_a BIGINT,
+    p_account_b TEXT,
+    p_amount_b BIGINT,
+    p_ack JSONB
+) RETURNS TABLE (
+    result TEXT,
+    status TEXT,
+    response_status INT,
+    response_body TEXT,
+    request_hash TEXT
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_transfer_id BIGINT;
+    v_record_id BIGINT;
+    v_response TEXT;
+    v_stage TEXT := 'acquire';
+BEGIN
+    -- A redelivery of a finished event: one indexed read, nothing written.
+    RETURN QUERY
+        SELECT 'existing'::TEXT, k.status, k.response_status, k.response_body::TEXT, k.request_hash
+        FROM idempotency_keys k
+        WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
+    -- The block is a subtransaction: 'declined' rolls back every write below.
+    BEGIN
+        -- The transfer id is drawn first so the record can be written finished, ack included,
+        -- in its one INSERT (the general path inserts 'processing' and updates it).
+        v_transfer_id := nextval('ledger_transfers_id_seq');
+        INSERT INTO idempotency_keys
+            (user_id, op, idem_key, request_hash, status, response_status, response_body, expires_at)
+        VALUES (p_merchant_id, 'payment.callback', p_idem_key, p_request_hash, 'succeeded', 200,
+                p_ack || jsonb_build_object('transfer_id', v_transfer_id), p_expires_at)
+        ON CONFLICT (user_id, op, idem_key) DO NOTHING
+        RETURNING id, response_body::TEXT INTO v_record_id, v_response;
+        IF v_record_id IS NULL THEN
+            -- A concurrent delivery committed the key while this one waited for it.
+            RETURN QUERY
+                SELECT 'existing'::TEXT, k.status, k.response_status, k.response_body::TEXT, k.request_hash
+                FROM idempotency_keys k
+                WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'record vanished during acquire';
+            END IF;
+            RETURN;
+        END IF;
+        v_stage := 'apply';
+
+        INSERT INTO callback_deliveries (merchant_id, provider, event_id, body)
+        VALUES (p_merchant_id, p_provider, p_event_id, p_body)
+        ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
+
+        -- Order before payment, as on the general path: the two paths lock in one order.
+        -- Each write carries the expected state in its WHERE; under READ COMMITTED a row
+        -- changed concurrently is re-checked after its lock is granted.
+        UPDATE orders SET status = 'paid'
+        WHERE id = p_order_id AND user_id = p_merchant_id AND amount_minor = p_amount_minor
+          AND currency = p_currency AND status = 'pending_payment';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'order not as expected';
+        END IF;
+
+        INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
+        VALUES (p_merchant_id, p_provider, p_payment_id, p_order_id, 'succeeded', p_amount_minor, p_currency)
+        ON CONFLICT (merchant_id, provider, payment_id) DO UPDATE
+        SET order_id = EXCLUDED.order_id, status = EXCLUDED.status, amount_minor = EXCLUDED.amount_minor,
+            currency = EXCLUDED.currency, updated_at = now()
+        WHERE payments.status IN ('pending', 'failed');
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment already captured';
+        END IF;
+
+        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id)
+        VALUES (v_transfer_id, p_merchant_id, p_provider, p_event_id, 'payment', p_order_id, p_payment_id)
+        ON CONFLICT ON CONSTRAINT uq_ledger_transfers_event DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'event already posted';
+        END IF;
+        INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+        VALUES (v_transfer_id, p_merchant_id, p_account_a, p_currency, p_amount_a),
+               (v_transfer_id, p_merchant_id, p_account_b, p_currency, p_amount_b);
+    EXCEPTION
+        WHEN SQLSTATE 'CGD01' THEN
+            RETURN QUERY SELECT 'declined'::TEXT, NULL::TEXT, NULL::INT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        WHEN lock_not_available THEN
+            -- Only waiting for the key means another delivery of this event is in flight;
+            -- any other lock timeout is an error, as on the general path.
+            IF v_stage <> 'acquire' THEN
+                RAISE;
+            END IF;
+            RETURN QUERY SELECT 'in_flight'::TEXT, NULL::TEXT, NULL::INT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+    END;
+    RETURN QUERY SELECT 'applied'::TEXT, 'succeeded'::TEXT, 200, v_response, p_request_hash;
+END
+$$;
