@@ -24,26 +24,25 @@ CREATE FUNCTION payment_capture_first_delivery(
     p_amount_a BIGINT,
     p_account_b TEXT,
     p_amount_b BIGINT,
-    p_ack JSONB
-) RETURNS TABLE (
-    result TEXT,
-    status TEXT,
-    response_status INT,
-    response_body TEXT,
-    request_hash TEXT
+    p_ack JSONB,
+    -- One row, not a set: a set-returning function would cost every call a tuplestore.
+    OUT result TEXT,
+    OUT status TEXT,
+    OUT response_status INT,
+    OUT response_body TEXT,
+    OUT request_hash TEXT
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_transfer_id BIGINT;
     v_record_id BIGINT;
-    v_response TEXT;
     v_stage TEXT := 'acquire';
 BEGIN
     -- A redelivery of a finished event: one indexed read, nothing written.
-    RETURN QUERY
-        SELECT 'existing'::TEXT, k.status, k.response_status, k.response_body::TEXT, k.request_hash
-        FROM idempotency_keys k
-        WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
+    SELECT 'existing', k.status, k.response_status, k.response_body::TEXT, k.request_hash
+    INTO result, status, response_status, response_body, request_hash
+    FROM idempotency_keys k
+    WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
     IF FOUND THEN
         RETURN;
     END IF;
@@ -58,13 +57,13 @@ BEGIN
         VALUES (p_merchant_id, 'payment.callback', p_idem_key, p_request_hash, 'succeeded', 200,
                 p_ack || jsonb_build_object('transfer_id', v_transfer_id), p_expires_at)
         ON CONFLICT (user_id, op, idem_key) DO NOTHING
-        RETURNING id, response_body::TEXT INTO v_record_id, v_response;
+        RETURNING id, response_body::TEXT INTO v_record_id, response_body;
         IF v_record_id IS NULL THEN
             -- A concurrent delivery committed the key while this one waited for it.
-            RETURN QUERY
-                SELECT 'existing'::TEXT, k.status, k.response_status, k.response_body::TEXT, k.request_hash
-                FROM idempotency_keys k
-                WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
+            SELECT 'existing', k.status, k.response_status, k.response_body::TEXT, k.request_hash
+            INTO result, status, response_status, response_body, request_hash
+            FROM idempotency_keys k
+            WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
             IF NOT FOUND THEN
                 RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'record vanished during acquire';
             END IF;
@@ -107,7 +106,8 @@ BEGIN
                (v_transfer_id, p_merchant_id, p_account_b, p_currency, p_amount_b);
     EXCEPTION
         WHEN SQLSTATE 'CGD01' THEN
-            RETURN QUERY SELECT 'declined'::TEXT, NULL::TEXT, NULL::INT, NULL::TEXT, NULL::TEXT;
+            result := 'declined';
+            response_body := NULL;
             RETURN;
         WHEN lock_not_available THEN
             -- Only waiting for the key means another delivery of this event is in flight;
@@ -115,9 +115,12 @@ BEGIN
             IF v_stage <> 'acquire' THEN
                 RAISE;
             END IF;
-            RETURN QUERY SELECT 'in_flight'::TEXT, NULL::TEXT, NULL::INT, NULL::TEXT, NULL::TEXT;
+            result := 'in_flight';
             RETURN;
     END;
-    RETURN QUERY SELECT 'applied'::TEXT, 'succeeded'::TEXT, 200, v_response, p_request_hash;
+    result := 'applied';
+    status := 'succeeded';
+    response_status := 200;
+    request_hash := p_request_hash;
 END
 $$;

@@ -24,7 +24,7 @@ mod sql {
     use diesel::sql_types::{BigInt, Bytea, Jsonb, Text, Timestamptz};
 
     diesel::define_sql_function! {
-        /// One row: (result, status, response status, response text, request hash), where
+        /// (result, status, response status, response text, request hash), where
         /// result is applied, existing, in_flight or declined.
         fn payment_capture_first_delivery(
             merchant_id: BigInt,
