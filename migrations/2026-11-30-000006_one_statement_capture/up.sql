@@ -6,8 +6,12 @@
 -- that state while writing them. When they are not (unknown order, other amount or currency,
 -- order already paid, payment already captured, transfer already posted), everything it did is
 -- rolled back and it answers 'declined': the caller then runs the general path, which decides
--- from the real state. A committed record is answered as 'existing'; a concurrent first
--- delivery that holds the key past lock_timeout as 'in_flight'.
+-- from the real state. A record committed meanwhile is answered as 'existing'; a concurrent
+-- first delivery that holds the key past lock_timeout as 'in_flight'.
+--
+-- The caller calls it only when its own read found no committed record for the key (see
+-- src/payments/capture.rs: COALESCE(the read, this call) in one prepared statement), so a
+-- redelivery costs one indexed read and no function call.
 CREATE FUNCTION payment_capture_first_delivery(
     p_merchant_id BIGINT,
     p_idem_key TEXT,
@@ -24,7 +28,7 @@ CREATE FUNCTION payment_capture_first_delivery(
     p_amount_a BIGINT,
     p_account_b TEXT,
     p_amount_b BIGINT,
-    p_ack JSONB,
+    p_ack TEXT,
     -- One row, not a set: a set-returning function would cost every call a tuplestore.
     OUT result TEXT,
     OUT status TEXT,
@@ -38,15 +42,6 @@ DECLARE
     v_record_id BIGINT;
     v_stage TEXT := 'acquire';
 BEGIN
-    -- A redelivery of a finished event: one indexed read, nothing written.
-    SELECT 'existing', k.status, k.response_status, k.response_body::TEXT, k.request_hash
-    INTO result, status, response_status, response_body, request_hash
-    FROM idempotency_keys k
-    WHERE k.user_id = p_merchant_id AND k.op = 'payment.callback' AND k.idem_key = p_idem_key;
-    IF FOUND THEN
-        RETURN;
-    END IF;
-
     -- The block is a subtransaction: 'declined' rolls back every write below.
     BEGIN
         -- The transfer id is drawn first so the record can be written finished, ack included,
@@ -55,11 +50,12 @@ BEGIN
         INSERT INTO idempotency_keys
             (user_id, op, idem_key, request_hash, status, response_status, response_body, expires_at)
         VALUES (p_merchant_id, 'payment.callback', p_idem_key, p_request_hash, 'succeeded', 200,
-                p_ack || jsonb_build_object('transfer_id', v_transfer_id), p_expires_at)
+                p_ack::JSONB || jsonb_build_object('transfer_id', v_transfer_id), p_expires_at)
         ON CONFLICT (user_id, op, idem_key) DO NOTHING
         RETURNING id, response_body::TEXT INTO v_record_id, response_body;
         IF v_record_id IS NULL THEN
-            -- A concurrent delivery committed the key while this one waited for it.
+            -- A concurrent delivery committed the key after the caller's read (this one may
+            -- have waited for it).
             SELECT 'existing', k.status, k.response_status, k.response_body::TEXT, k.request_hash
             INTO result, status, response_status, response_body, request_hash
             FROM idempotency_keys k

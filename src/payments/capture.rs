@@ -1,11 +1,16 @@
 //! The one-statement first delivery of a capture (migration 000006): a `payment.succeeded`
 //! for a pending order, the bulk of all callbacks, claimed, applied and acknowledged in one
-//! round trip. Rust still decides: the plan is computed here for the state the event expects
-//! (its order pending with the event's amount and currency, no captured payment), and the
-//! SQL function only checks that the rows are in that state while it writes them. When they are
-//! not, it writes nothing and the general path decides from the real state.
+//! round trip, while a redelivery of it costs one indexed read. Rust still decides: the plan is
+//! computed here for the state the event expects (its order pending with the event's amount and
+//! currency, no captured payment), and the SQL function only checks that the rows are in that
+//! state while it writes them. When they are not, it writes nothing and the general path
+//! decides from the real state.
 
+use chrono::{DateTime, Utc};
 use diesel::QueryResult;
+use diesel::pg::Pg;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{BigInt, Bytea, Int4, Nullable, Record, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::event::PaymentEvent;
@@ -16,37 +21,93 @@ use crate::ledger::{NewTransfer, TransferKind};
 use crate::orders::OrderStatus;
 use crate::providers::Provider;
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the call mirrors the SQL function's parameters, one per value written"
-)]
-mod sql {
-    use diesel::sql_types::{BigInt, Bytea, Jsonb, Text, Timestamptz};
+/// COALESCE(the committed record's answer, the capture): a redelivery is answered by the
+/// indexed read and the function (migration 000006) is never called; a first delivery runs it.
+/// Written by hand so the whole statement is one prepared statement (diesel caches a query by
+/// its static id; the statement text never changes).
+struct CaptureStatement<'a> {
+    merchant_id: i64,
+    idem_key: &'a str,
+    provider: &'a str,
+    event_id: &'a str,
+    request_hash: &'a str,
+    expires_at: DateTime<Utc>,
+    body: &'a [u8],
+    payment_id: &'a str,
+    order_id: i64,
+    currency: &'a str,
+    amount_minor: i64,
+    account_a: &'a str,
+    amount_a: i64,
+    account_b: &'a str,
+    amount_b: i64,
+    ack: &'a str,
+}
 
-    diesel::define_sql_function! {
-        /// (result, status, response status, response text, request hash), where
-        /// result is applied, existing, in_flight or declined.
-        fn payment_capture_first_delivery(
-            merchant_id: BigInt,
-            idem_key: Text,
-            provider: Text,
-            event_id: Text,
-            request_hash: Text,
-            expires_at: Timestamptz,
-            body: Bytea,
-            payment_id: Text,
-            order_id: BigInt,
-            currency: Text,
-            amount_minor: BigInt,
-            account_a: Text,
-            amount_a: BigInt,
-            account_b: Text,
-            amount_b: BigInt,
-            ack: Jsonb,
-        ) -> Record<(Text, Nullable<Text>, Nullable<Int4>, Nullable<Text>, Nullable<Text>)>;
+impl QueryId for CaptureStatement<'_> {
+    type QueryId = CaptureStatement<'static>;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for CaptureStatement<'_> {
+    /// (result, status, response status, response text, request hash), where result is
+    /// applied, existing, in_flight or declined.
+    type SqlType = Record<(
+        Text,
+        Nullable<Text>,
+        Nullable<Int4>,
+        Nullable<Text>,
+        Nullable<Text>,
+    )>;
+}
+
+impl QueryFragment<Pg> for CaptureStatement<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql(
+            "SELECT COALESCE((SELECT ROW('existing'::TEXT, k.status, k.response_status, \
+             k.response_body::TEXT, k.request_hash) FROM idempotency_keys k \
+             WHERE k.op = 'payment.callback' AND k.user_id = ",
+        );
+        out.push_bind_param::<BigInt, _>(&self.merchant_id)?;
+        out.push_sql(" AND k.idem_key = ");
+        out.push_bind_param::<Text, _>(&self.idem_key)?;
+        out.push_sql("), payment_capture_first_delivery(");
+        out.push_bind_param::<BigInt, _>(&self.merchant_id)?;
+        for text in [
+            self.idem_key,
+            self.provider,
+            self.event_id,
+            self.request_hash,
+        ] {
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(text)?;
+        }
+        out.push_sql(", ");
+        out.push_bind_param::<Timestamptz, _>(&self.expires_at)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bytea, _>(&self.body)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&self.payment_id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.order_id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&self.currency)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.amount_minor)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&self.account_a)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.amount_a)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&self.account_b)?;
+        out.push_sql(", ");
+        out.push_bind_param::<BigInt, _>(&self.amount_b)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&self.ack)?;
+        out.push_sql("))");
+        Ok(())
     }
 }
-use sql::payment_capture_first_delivery;
 
 type Row = (
     String,
@@ -111,27 +172,27 @@ pub async fn capture_in_one_statement(
     let [(account_a, amount_a), (account_b, amount_b)] = transfer.entries();
     // The function adds the transfer id it posts.
     let ack = ack(event_id, Outcome::Applied, None, None);
-    let (result, status, response_status, response_body, request_hash): Row =
-        diesel::select(payment_capture_first_delivery(
-            provider.merchant_id(),
-            &request.scope.key,
-            provider.name(),
-            event_id,
-            request.fingerprint.as_str(),
-            request.expires_at,
-            body,
-            payment_id,
-            order_id,
-            currency.code(),
-            amount_minor,
-            account_a,
-            amount_a,
-            account_b,
-            amount_b,
-            ack,
-        ))
-        .get_result(conn)
-        .await?;
+    let ack = ack.to_string();
+    let (result, status, response_status, response_body, request_hash): Row = CaptureStatement {
+        merchant_id: provider.merchant_id(),
+        idem_key: &request.scope.key,
+        provider: provider.name(),
+        event_id,
+        request_hash: request.fingerprint.as_str(),
+        expires_at: request.expires_at,
+        body,
+        payment_id,
+        order_id,
+        currency: currency.code(),
+        amount_minor,
+        account_a: &account_a,
+        amount_a,
+        account_b: &account_b,
+        amount_b,
+        ack: &ack,
+    }
+    .get_result(conn)
+    .await?;
     match result.as_str() {
         "applied" => Ok(OneStatement::Finished(StoredResponse {
             status: 200,
