@@ -11,7 +11,8 @@
 --
 -- The caller calls it only when its own read found no committed record for the key (see
 -- src/payments/capture.rs: COALESCE(the read, this call) in one prepared statement), so a
--- redelivery costs one indexed read and no function call.
+-- redelivery costs one indexed read and no function call. Its records are always op
+-- 'payment.callback' (p_idem_key is the scope's key, '{provider}:{event id}').
 CREATE FUNCTION payment_capture_first_delivery(
     p_merchant_id BIGINT,
     p_idem_key TEXT,

@@ -26,6 +26,7 @@ use crate::providers::Provider;
 /// Written by hand so the whole statement is one prepared statement (diesel caches a query by
 /// its static id; the statement text never changes).
 struct CaptureStatement<'a> {
+    op: &'a str,
     merchant_id: i64,
     idem_key: &'a str,
     provider: &'a str,
@@ -65,9 +66,10 @@ impl QueryFragment<Pg> for CaptureStatement<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql(
             "SELECT COALESCE((SELECT ROW('existing'::TEXT, k.status, k.response_status, \
-             k.response_body::TEXT, k.request_hash) FROM idempotency_keys k \
-             WHERE k.op = 'payment.callback' AND k.user_id = ",
+             k.response_body::TEXT, k.request_hash) FROM idempotency_keys k WHERE k.op = ",
         );
+        out.push_bind_param::<Text, _>(&self.op)?;
+        out.push_sql(" AND k.user_id = ");
         out.push_bind_param::<BigInt, _>(&self.merchant_id)?;
         out.push_sql(" AND k.idem_key = ");
         out.push_bind_param::<Text, _>(&self.idem_key)?;
@@ -174,6 +176,7 @@ pub async fn capture_in_one_statement(
     let ack = ack(event_id, Outcome::Applied, None, None);
     let ack = ack.to_string();
     let (result, status, response_status, response_body, request_hash): Row = CaptureStatement {
+        op: request.scope.op.as_str(),
         merchant_id: provider.merchant_id(),
         idem_key: &request.scope.key,
         provider: provider.name(),
