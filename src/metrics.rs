@@ -1,13 +1,13 @@
 //! Prometheus metrics, one registry per application (no global state, so parallel test apps
 //! stay apart): requests by route, status and outcome, latency per route, pool state, cleanup
-//! counts and each provider's timestamp skew.
+//! counts, each provider's timestamp skew and the size of capture batches.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::db::PgPool;
@@ -25,6 +25,8 @@ pub struct Metrics {
     skew: HistogramVec,
     cleanup_deleted: IntCounter,
     pool: IntGaugeVec,
+    capture_batch: Histogram,
+    capture_queue: IntGauge,
 }
 
 impl Default for Metrics {
@@ -105,6 +107,25 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let capture_batch = register(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "gateway_capture_batch_size",
+                    "One-statement captures sent together in one statement and commit",
+                )
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let capture_queue = register(
+            &registry,
+            IntGauge::new(
+                "gateway_capture_queue_length",
+                "One-statement captures waiting for a connection",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             registry,
             requests,
@@ -112,6 +133,8 @@ impl Metrics {
             skew,
             cleanup_deleted,
             pool,
+            capture_batch,
+            capture_queue,
         }
     }
 
@@ -128,6 +151,17 @@ impl Metrics {
         self.skew
             .with_label_values(&[provider])
             .observe(skew_secs as f64);
+    }
+
+    /// A batch of `size` captures left the queue.
+    pub fn observe_capture_batch(&self, size: usize) {
+        self.capture_batch.observe(size as f64);
+        self.capture_queue
+            .sub(i64::try_from(size).unwrap_or(i64::MAX));
+    }
+
+    pub fn capture_queued(&self) {
+        self.capture_queue.inc();
     }
 
     pub fn record_cleanup(&self, deleted: u64) {

@@ -11,6 +11,7 @@ use tracing_actix_web::TracingLogger;
 use crate::config::Settings;
 use crate::db::{self, PgPool, SessionLimits};
 use crate::metrics::Metrics;
+use crate::payments::batcher::CaptureBatcher;
 use crate::providers::Providers;
 use crate::routes;
 use crate::telemetry::GatewayRootSpan;
@@ -19,6 +20,8 @@ use crate::telemetry::GatewayRootSpan;
 pub struct AppState {
     /// This worker's own pool.
     pub pool: PgPool,
+    /// This worker's queue of one-statement captures, served from `pool`.
+    pub capture_batcher: CaptureBatcher,
     /// Every worker's pool, for the metrics.
     pub all_pools: Arc<Mutex<Vec<PgPool>>>,
     pub settings: Arc<Settings>,
@@ -59,6 +62,7 @@ impl Application {
                 pools.push(pool.clone());
             }
             let state = web::Data::new(AppState {
+                capture_batcher: CaptureBatcher::spawn(pool.clone(), Metrics::clone(&metrics_data)),
                 pool,
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),

@@ -102,22 +102,80 @@ BEGIN
         VALUES (v_transfer_id, p_merchant_id, p_account_a, p_currency, p_amount_a),
                (v_transfer_id, p_merchant_id, p_account_b, p_currency, p_amount_b);
     EXCEPTION
-        WHEN SQLSTATE 'CGD01' THEN
+        WHEN SQLSTATE 'CGD01' OR deadlock_detected THEN
+            -- A deadlock can only be with a batch (below) that locks other orders first.
             result := 'declined';
             response_body := NULL;
             RETURN;
         WHEN lock_not_available THEN
-            -- Only waiting for the key means another delivery of this event is in flight;
-            -- any other lock timeout is an error, as on the general path.
-            IF v_stage <> 'acquire' THEN
-                RAISE;
-            END IF;
-            result := 'in_flight';
+            -- Waiting for the key means another delivery of this event is in flight; waiting
+            -- for the order or the payment sends the event down the general path, which
+            -- waits with the full timeout and decides from what it then finds.
+            result := CASE WHEN v_stage = 'acquire' THEN 'in_flight' ELSE 'declined' END;
+            response_body := NULL;
             RETURN;
     END;
     result := 'applied';
     status := 'succeeded';
     response_status := 200;
     request_hash := p_request_hash;
+END
+$$;
+
+-- Several concurrent captures in one statement: one round trip and one commit for all of them
+-- (the gateway batches the captures that arrive while its connections are busy). Each item is
+-- answered as above, in its own subtransaction, and its redelivery by the read first, so items
+-- stay independent apart from sharing the commit. Every lock wait is short here
+-- (p_lock_timeout): an item that would wait longer is answered 'in_flight' or 'declined' and the
+-- gateway runs it alone with the full acquire timeout, so one waiting item cannot hold up the
+-- others for long.
+CREATE FUNCTION payment_capture_batch(
+    p_op TEXT,
+    p_lock_timeout TEXT,
+    p_merchant_id BIGINT[],
+    p_idem_key TEXT[],
+    p_provider TEXT[],
+    p_event_id TEXT[],
+    p_request_hash TEXT[],
+    p_expires_at TIMESTAMPTZ[],
+    p_body BYTEA[],
+    p_payment_id TEXT[],
+    p_order_id BIGINT[],
+    p_currency TEXT[],
+    p_amount_minor BIGINT[],
+    p_account_a TEXT[],
+    p_amount_a BIGINT[],
+    p_account_b TEXT[],
+    p_amount_b BIGINT[],
+    p_ack TEXT[]
+) RETURNS TABLE (
+    item INT,
+    result TEXT,
+    status TEXT,
+    response_status INT,
+    response_body TEXT,
+    request_hash TEXT
+) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    -- Transaction-local: the session's own lock_timeout is back after this statement.
+    PERFORM set_config('lock_timeout', p_lock_timeout, true);
+    FOR i IN 1 .. coalesce(array_length(p_merchant_id, 1), 0) LOOP
+        item := i;
+        SELECT 'existing', k.status, k.response_status, k.response_body::TEXT, k.request_hash
+        INTO result, status, response_status, response_body, request_hash
+        FROM idempotency_keys k
+        WHERE k.op = p_op AND k.user_id = p_merchant_id[i] AND k.idem_key = p_idem_key[i];
+        IF NOT FOUND THEN
+            SELECT c.result, c.status, c.response_status, c.response_body, c.request_hash
+            INTO result, status, response_status, response_body, request_hash
+            FROM payment_capture_first_delivery(
+                p_merchant_id[i], p_idem_key[i], p_provider[i], p_event_id[i], p_request_hash[i],
+                p_expires_at[i], p_body[i], p_payment_id[i], p_order_id[i], p_currency[i],
+                p_amount_minor[i], p_account_a[i], p_amount_a[i], p_account_b[i], p_amount_b[i],
+                p_ack[i]) c;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END
 $$;

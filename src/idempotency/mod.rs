@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::future::BoxFuture;
 
+use crate::db::PgPool;
 use crate::error::ApiError;
 
 pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
@@ -117,11 +118,11 @@ pub trait IdempotentWork: Sync {
     ) -> BoxFuture<'c, Result<Completion, ApiError>>;
 
     /// A shortcut for the common case: look up, claim, apply and finish in one statement (one
-    /// round trip, its own transaction), all or nothing. `None` when this request has none;
-    /// `Declined` sends it down the general path. Either way the guarantees are the same.
+    /// round trip, committed by the time it answers), all or nothing. It brings its own
+    /// connection. `None` when this request has none; `Declined` sends it down the general
+    /// path. Either way the guarantees are the same.
     fn run_in_one_statement<'c>(
         &'c self,
-        _conn: &'c mut AsyncPgConnection,
         _request: &'c IdempotentRequest,
     ) -> Option<BoxFuture<'c, Result<OneStatement, ApiError>>> {
         None
@@ -129,25 +130,31 @@ pub trait IdempotentWork: Sync {
 }
 
 /// Claims the key, runs `work` for a first request, and stores its response: one transaction.
+/// A connection is taken from `pool` only for the general path, after the shortcut.
 #[tracing::instrument(skip_all, fields(op = request.scope.op.as_str(), user_id = request.scope.user_id))]
 pub async fn execute(
-    conn: &mut AsyncPgConnection,
+    pool: &PgPool,
     request: &IdempotentRequest,
     work: &dyn IdempotentWork,
 ) -> Result<Executed, ApiError> {
     // A duplicate of a finished request is answered from one read, without a transaction:
     // the plain lookup, or the first statement of the work's one-statement shortcut.
-    let shortcut = match work.run_in_one_statement(conn, request) {
+    let shortcut = match work.run_in_one_statement(request) {
         Some(attempt) => Some(attempt.await?),
         None => None,
     };
+    // A connection is taken only once it is needed, and then kept for the transaction.
+    let mut pooled = None;
     let existing = match shortcut {
         Some(OneStatement::Finished(stored)) => return Ok(Executed::First(stored)),
         Some(OneStatement::Existing(existing)) => Some(existing),
         Some(OneStatement::InFlight) => return Err(ApiError::IdempotencyKeyInFlight),
         // It read no record before it declined; the acquire below decides.
         Some(OneStatement::Declined) => None,
-        None => lookup(conn, &request.scope).await?,
+        None => {
+            let conn = pooled.insert(pool.get().await?);
+            lookup(conn, &request.scope).await?
+        }
     };
     if let Some(existing) = existing {
         match Decision::from_acquired(existing, &request.fingerprint) {
@@ -157,6 +164,10 @@ pub async fn execute(
             Decision::First(_) | Decision::InFlight => {}
         }
     }
+    let mut conn = match pooled {
+        Some(conn) => conn,
+        None => pool.get().await?,
+    };
     conn.transaction(async |conn| {
         let acquired = acquire(
             conn,

@@ -1,6 +1,7 @@
 //! `payment.callback`: a verified provider event applied to the payment state machine, the
 //! ledger and the order, inside the idempotency transaction.
 
+pub mod batcher;
 pub mod capture;
 pub mod event;
 pub mod model;
@@ -73,6 +74,8 @@ pub fn ack(
 /// One verified delivery of a provider event.
 pub struct ProcessCallback<'a> {
     pub provider: &'a Provider,
+    /// The worker's queue for one-statement captures.
+    pub batcher: &'a batcher::CaptureBatcher,
     pub event_id: &'a str,
     pub body: &'a [u8],
     /// How a first delivery ended (applied, ignored, rejected, invalid_payload), for the
@@ -91,24 +94,22 @@ impl IdempotentWork for ProcessCallback<'_> {
     /// A `payment.succeeded` goes through the one-statement capture first.
     fn run_in_one_statement<'c>(
         &'c self,
-        conn: &'c mut AsyncPgConnection,
         request: &'c IdempotentRequest,
     ) -> Option<BoxFuture<'c, Result<OneStatement, ApiError>>> {
         // An invalid payload is answered (and stored) by the general path.
         let event = PaymentEvent::parse(self.provider.payload_format(), self.body).ok()?;
         let plan = capture::expected_capture(&event)?;
+        let capture = capture::Capture::new(
+            self.provider,
+            self.event_id,
+            self.body,
+            event.payment_id(),
+            &plan,
+            request,
+        )?;
         Some(
             async move {
-                let attempt = capture::capture_in_one_statement(
-                    conn,
-                    self.provider,
-                    self.event_id,
-                    self.body,
-                    event.payment_id(),
-                    &plan,
-                    request,
-                )
-                .await?;
+                let attempt = self.batcher.run(capture).await?;
                 if matches!(attempt, OneStatement::Finished(_)) {
                     let _ = self.outcome.set(Outcome::Applied.as_str());
                 }

@@ -69,12 +69,12 @@ pub async fn receive_callback(
     let idempotent = provider.idempotent_request(&event_id, &body, now);
     let work = ProcessCallback {
         provider: &provider,
+        batcher: &state.capture_batcher,
         event_id: &event_id,
         body: &body,
         outcome: OnceLock::new(),
     };
-    let mut conn = state.pool.get().await?;
-    let executed = idempotency::execute(&mut conn, &idempotent, &work).await?;
+    let executed = idempotency::execute(&state.pool, &idempotent, &work).await?;
     // A replay's label is set by idempotent_response; a first one says how the event ended.
     let first_outcome = work.outcome.get().copied().unwrap_or("first");
     Ok(idempotent_response(executed, first_outcome))

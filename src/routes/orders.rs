@@ -61,9 +61,8 @@ pub async fn create_order(
         fingerprint: Fingerprint::of(&body),
         expires_at: Utc::now() + state.settings.idempotency.ttl,
     };
-    let mut conn = state.pool.get().await?;
     let executed = idempotency::execute(
-        &mut conn,
+        &state.pool,
         &idempotent,
         &CreateOrder {
             user_id,

@@ -4,27 +4,9 @@ use std::process::Stdio;
 
 use crate::support::sign::sign_now;
 use crate::support::{
-    ACME, ACME_SECRET, ADMIN_TOKEN, MERCHANT, PLAIN_SECRET, STRIPE_SECRET, base_config, spawn_app,
+    ACME, ACME_SECRET, ADMIN_TOKEN, MERCHANT, PLAIN_SECRET, STRIPE_SECRET, base_config,
+    metric_sample as sample, spawn_app,
 };
-
-/// The value of the sample of `name` whose labels include every `labels` pair.
-fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    metrics.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?;
-        let (label_text, value) = match rest.strip_prefix('{') {
-            Some(rest) => rest.split_once("} ")?,
-            None => ("", rest.strip_prefix(' ')?),
-        };
-        labels
-            .iter()
-            .all(|(k, v)| {
-                label_text
-                    .split(',')
-                    .any(|pair| pair == format!("{k}=\"{v}\""))
-            })
-            .then(|| value.trim().parse().ok())?
-    })
-}
 
 #[tokio::test]
 async fn metrics_count_requests_by_route_status_and_outcome() {

@@ -396,3 +396,22 @@ pub async fn insert_orders(db: &tokio_postgres::Client, n: i64) -> Vec<(i64, i64
     .map(|row| (row.get(0), row.get(1)))
     .collect()
 }
+
+/// The value of the sample of `name` whose labels include every `labels` pair.
+pub fn metric_sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (label_text, value) = match rest.strip_prefix('{') {
+            Some(rest) => rest.split_once("} ")?,
+            None => ("", rest.strip_prefix(' ')?),
+        };
+        labels
+            .iter()
+            .all(|(k, v)| {
+                label_text
+                    .split(',')
+                    .any(|pair| pair == format!("{k}=\"{v}\""))
+            })
+            .then(|| value.trim().parse().ok())?
+    })
+}
