@@ -12,6 +12,18 @@ use crate::support::{
 
 const ONE_CONNECTION: &str = "[server]\nworkers = 1\n[database]\npool_size = 1\n";
 
+/// An app with one worker and one pooled connection, `n` pending orders and a payment event
+/// for each.
+async fn one_connection_app_with_orders(n: i64) -> (Arc<TestApp>, Vec<(i64, i64)>, Vec<Event>) {
+    let app = Arc::new(spawn_app_with(ONE_CONNECTION).await);
+    let orders = insert_orders(&app.db, n).await;
+    let events = orders
+        .iter()
+        .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
+        .collect();
+    (app, orders, events)
+}
+
 /// Locks `order_id` in an open transaction on a connection of the test's own.
 async fn lock_order(app: &TestApp, order_id: i64) -> tokio_postgres::Client {
     let holder = connect(&app.database_url).await;
@@ -78,12 +90,7 @@ async fn queue_behind_a_blocked_capture(
 
 #[tokio::test]
 async fn captures_queued_behind_a_busy_connection_commit_together_and_each_applies_once() {
-    let app = Arc::new(spawn_app_with(ONE_CONNECTION).await);
-    let orders = insert_orders(&app.db, 21).await;
-    let events: Vec<Event> = orders
-        .iter()
-        .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
-        .collect();
+    let (app, orders, events) = one_connection_app_with_orders(21).await;
     let holder = lock_order(&app, orders[0].0).await;
     let (first, queued) = queue_behind_a_blocked_capture(&app, &events[0], &events[1..]).await;
     holder.batch_execute("ROLLBACK").await.unwrap();
@@ -125,12 +132,7 @@ async fn captures_queued_behind_a_busy_connection_commit_together_and_each_appli
 
 #[tokio::test]
 async fn a_capture_whose_order_is_locked_does_not_hold_up_its_batch() {
-    let app = Arc::new(spawn_app_with(ONE_CONNECTION).await);
-    let orders = insert_orders(&app.db, 4).await;
-    let events: Vec<Event> = orders
-        .iter()
-        .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
-        .collect();
+    let (app, orders, events) = one_connection_app_with_orders(4).await;
     // events[0] keeps the connection busy; events[1]'s order stays locked throughout the batch.
     let first_holder = lock_order(&app, orders[0].0).await;
     let batch_holder = lock_order(&app, orders[1].0).await;
@@ -164,12 +166,7 @@ async fn a_capture_whose_order_is_locked_does_not_hold_up_its_batch() {
 
 #[tokio::test]
 async fn an_item_that_fails_its_batch_fails_alone() {
-    let app = Arc::new(spawn_app_with(ONE_CONNECTION).await);
-    let orders = insert_orders(&app.db, 6).await;
-    let events: Vec<Event> = orders
-        .iter()
-        .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
-        .collect();
+    let (app, orders, events) = one_connection_app_with_orders(6).await;
     // A fault injected into the database: storing one event's body fails, every time.
     app.db
         .batch_execute(&format!(
