@@ -38,17 +38,30 @@ async fn lock_order(app: &TestApp, order_id: i64) -> tokio_postgres::Client {
     holder
 }
 
-/// Returns once `n` backends wait for a lock (the server's own view, no timing involved).
+/// Returns once `n` backends of this test's database wait for a lock (the server's own view,
+/// no timing involved; other tests' databases on the same server do not count).
 async fn until_lock_waiters(app: &TestApp, n: i64) {
-    loop {
-        let waiting = app
-            .count("SELECT count(*) FROM pg_locks WHERE NOT granted")
-            .await;
-        if waiting >= n {
-            return;
+    until("a backend waiting for a lock", async || {
+        app.count(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .await
+            >= n
+    })
+    .await;
+}
+
+/// Polls `condition` until it holds; a scenario that never gets there fails instead of hanging.
+async fn until(what: &str, condition: impl AsyncFn() -> bool) {
+    let polling = async {
+        while !condition().await {
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
-    }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), polling)
+        .await
+        .unwrap_or_else(|_| panic!("still waiting for {what} after 60 s"));
 }
 
 fn deliver(app: &Arc<TestApp>, event: &Event) -> tokio::task::JoinHandle<(u16, bool, String)> {
@@ -82,9 +95,10 @@ async fn queue_behind_a_blocked_capture(
     let first = deliver(app, blocked);
     until_lock_waiters(app, 1).await;
     let queued = rest.iter().map(|event| deliver(app, event)).collect();
-    while metric(app, "gateway_capture_queue_length").await < rest.len() as f64 {
-        tokio::task::yield_now().await;
-    }
+    until("the captures to queue", async || {
+        metric(app, "gateway_capture_queue_length").await >= rest.len() as f64
+    })
+    .await;
     (first, queued)
 }
 
