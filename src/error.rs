@@ -51,6 +51,12 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// No pooled connection came (timeout or connect failure); also for each of the requests
+    /// that shared one failed checkout.
+    pub fn pool_unavailable(error: &dyn std::fmt::Display) -> Self {
+        ApiError::Unavailable(anyhow::anyhow!("database pool: {error}"))
+    }
+
     /// The stable code clients match on.
     pub fn code(&self) -> &'static str {
         match self {
@@ -186,6 +192,6 @@ impl From<diesel::result::Error> for ApiError {
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiError {
     fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
-        ApiError::Unavailable(anyhow::anyhow!("database pool: {error}"))
+        ApiError::pool_unavailable(&error)
     }
 }

@@ -74,48 +74,45 @@ async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::UnboundedRec
                 tokio::spawn(async move { run_jobs(&mut conn, batch).await });
             }
             Err(error) => {
-                let message = error.to_string();
                 for job in batch {
-                    let _ = job.answer.send(Err(ApiError::Unavailable(anyhow::anyhow!(
-                        "database pool: {message}"
-                    ))));
+                    let _ = job.answer.send(Err(ApiError::pool_unavailable(&error)));
                 }
             }
         }
     }
 }
 
-async fn run_jobs(conn: &mut AsyncPgConnection, batch: Vec<Job>) {
-    if batch.len() > 1 {
-        let captures: Vec<&Capture> = batch.iter().map(|job| &job.capture).collect();
-        match run_batch(conn, &captures).await {
-            Ok(answers) => {
-                for (job, answer) in batch.into_iter().zip(answers) {
-                    // A batch waits for locks only briefly; an item that found its key held
-                    // goes down the general path, which waits the full acquire timeout.
-                    let answer = match answer {
-                        OneStatement::InFlight => OneStatement::Declined,
-                        other => other,
-                    };
-                    let _ = job.answer.send(Ok(answer));
-                }
-                return;
-            }
-            Err(error) => {
-                // The statement failed, so nothing of it committed (had it committed and only the
-                // answer been lost, the general path finds the records and replays them). Every
-                // item goes down the general path on a connection of its own, so one bad item
-                // cannot fail the others.
-                tracing::warn!(%error, items = captures.len(), "capture batch failed; its items take the general path");
-                for job in batch {
-                    let _ = job.answer.send(Ok(OneStatement::Declined));
-                }
-                return;
+async fn run_jobs(conn: &mut AsyncPgConnection, mut batch: Vec<Job>) {
+    if batch.len() == 1 {
+        // Alone: the plain statement, with the session's full lock timeout.
+        if let Some(job) = batch.pop() {
+            let answer = job.capture.run(conn).await.map_err(ApiError::from);
+            let _ = job.answer.send(answer);
+        }
+        return;
+    }
+    let captures: Vec<&Capture> = batch.iter().map(|job| &job.capture).collect();
+    match run_batch(conn, &captures).await {
+        Ok(answers) => {
+            for (job, answer) in batch.into_iter().zip(answers) {
+                // A batch waits for locks only briefly; an item that found its key held goes
+                // down the general path, which waits the full acquire timeout.
+                let answer = match answer {
+                    OneStatement::InFlight => OneStatement::Declined,
+                    other => other,
+                };
+                let _ = job.answer.send(Ok(answer));
             }
         }
-    }
-    for job in batch {
-        let answer = job.capture.run(conn).await.map_err(ApiError::from);
-        let _ = job.answer.send(answer);
+        Err(error) => {
+            // The statement failed, so nothing of it committed (had it committed and only the
+            // answer been lost, the general path finds the records and replays them). Every item
+            // goes down the general path on a connection of its own, so one bad item cannot fail
+            // the others.
+            tracing::warn!(%error, items = captures.len(), "capture batch failed; its items take the general path");
+            for job in batch {
+                let _ = job.answer.send(Ok(OneStatement::Declined));
+            }
+        }
     }
 }
