@@ -458,16 +458,8 @@ async fn a_delivery_of_an_event_another_delivery_holds_gets_409_and_then_applies
     let order = app.create_order(MERCHANT, 1999, "USD").await;
     let body = canonical("evt_h", "payment.succeeded", "pay_h", order, 1999);
     // Another delivery of the event holds its key in an open transaction.
-    let holder = crate::support::connect(&app.database_url).await;
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "INSERT INTO idempotency_keys (user_id, op, idem_key, request_hash, expires_at) \
-             VALUES ($1, 'payment.callback', 'acme:msg_h', 'x', now() + interval '1 hour')",
-            &[&MERCHANT],
-        )
-        .await
-        .unwrap();
+    let holder =
+        crate::support::hold_key(&app, MERCHANT, "payment.callback", "acme:msg_h", "x").await;
 
     let response = app.deliver(ACME, "msg_h", &body).await;
     assert_eq!(response.headers()["retry-after"], "2");

@@ -253,23 +253,13 @@ async fn forty_concurrent_same_key_requests_create_exactly_one_order() {
     assert_eq!(app.count("SELECT count(*) FROM orders").await, 1);
 }
 
-/// Another "request" for user 7's `key` with the ORDER body, in flight: it holds the key in
-/// an open transaction on a connection of its own, which the caller commits or rolls back.
+/// Another "request" for user 7's `key` with the ORDER body, in flight.
 async fn hold_key_in_open_transaction(
     app: &crate::support::TestApp,
     key: &str,
 ) -> tokio_postgres::Client {
     let fingerprint = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ORDER.as_bytes()));
-    let holder = crate::support::connect(&app.database_url).await;
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "SELECT acquired FROM idempotency_acquire(7, 'order.create', $2, $1, now() + interval '1 hour')",
-            &[&fingerprint, &key],
-        )
-        .await
-        .unwrap();
-    holder
+    crate::support::hold_key(app, 7, "order.create", key, &fingerprint).await
 }
 
 #[tokio::test]

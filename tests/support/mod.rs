@@ -415,3 +415,24 @@ pub fn metric_sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> Opti
             .then(|| value.trim().parse().ok())?
     })
 }
+
+/// Another request in flight: it holds `(user_id, op, key)` in an open transaction on a
+/// connection of its own, which the caller commits or rolls back.
+pub async fn hold_key(
+    app: &TestApp,
+    user_id: i64,
+    op: &str,
+    key: &str,
+    request_hash: &str,
+) -> tokio_postgres::Client {
+    let holder = connect(&app.database_url).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT acquired FROM idempotency_acquire($1, $2, $3, $4, now() + interval '1 hour')",
+            &[&user_id, &op, &key, &request_hash],
+        )
+        .await
+        .unwrap();
+    holder
+}
