@@ -1,13 +1,13 @@
 //! Settings: the TOML file plus `DATABASE_URL` / `GATEWAY_BIND` overrides, validated once at
 //! startup. A bad setting becomes a [`ConfigError`] that names the field (exit code 2).
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::signature::{self, SignatureScheme};
+use crate::secret::MIN_SECRET_BYTES;
+pub use crate::secret::Secret;
 
 /// Where the configuration file is looked for when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
@@ -16,26 +16,6 @@ pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
-
-/// A secret value: never printed by `Debug`, so it cannot leak through a log line.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -62,7 +42,11 @@ pub struct ServerSettings {
 pub struct DatabaseSettings {
     /// Required by every command that touches the database; see [`Settings::database_url`].
     pub url: Option<Secret>,
+    /// Connections for provider callbacks (the process's total, split over its workers).
     pub pool_size: u32,
+    /// Connections for everything else: merchants' API, admin, readiness. Kept apart so that
+    /// unauthenticated or merchant traffic never makes a provider callback wait.
+    pub api_pool_size: u32,
     /// Upper bound of any one SQL statement, so a request never holds a connection forever.
     pub statement_timeout: Duration,
 }
@@ -93,13 +77,6 @@ pub struct ProviderSettings {
     pub retry_window: Duration,
     /// Lifetime of this provider's `payment.callback` records; longer than `retry_window`.
     pub ttl: Duration,
-}
-
-impl ProviderSettings {
-    /// The verifier for this provider's scheme, keyed with every configured secret.
-    pub fn signature_scheme(&self) -> Box<dyn SignatureScheme> {
-        signature::scheme_for(self.scheme, &self.secrets, self.tolerance)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -148,6 +125,7 @@ struct RawServer {
 struct RawDatabase {
     url: Option<String>,
     pool_size: Option<u32>,
+    api_pool_size: Option<u32>,
     statement_timeout_ms: Option<u64>,
 }
 
@@ -241,7 +219,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let body_limit_bytes = raw.server.body_limit_bytes.unwrap_or(1024 * 1024);
     positive("server.body_limit_bytes", body_limit_bytes as u64)?;
     let acquire_timeout_ms = raw.server.acquire_timeout_ms.unwrap_or(3000);
-    positive("server.acquire_timeout_ms", acquire_timeout_ms)?;
+    within("server.acquire_timeout_ms", acquire_timeout_ms, 1, 60_000)?;
     let workers = raw.server.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -260,12 +238,14 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         ));
     }
     let pool_size = raw.database.pool_size.unwrap_or(16);
-    positive("database.pool_size", u64::from(pool_size))?;
+    within("database.pool_size", u64::from(pool_size), 1, 1000)?;
+    let api_pool_size = raw.database.api_pool_size.unwrap_or(4);
+    within("database.api_pool_size", u64::from(api_pool_size), 1, 1000)?;
     let statement_timeout_ms = raw.database.statement_timeout_ms.unwrap_or(10_000);
     positive("database.statement_timeout_ms", statement_timeout_ms)?;
 
     let ttl_hours = raw.idempotency.ttl_hours.unwrap_or(72);
-    positive("idempotency.ttl_hours", ttl_hours)?;
+    within("idempotency.ttl_hours", ttl_hours, 1, MAX_HOURS)?;
     let cleanup_interval_secs = raw.idempotency.cleanup_interval_secs.unwrap_or(60);
     positive("idempotency.cleanup_interval_secs", cleanup_interval_secs)?;
     let cleanup_batch_size = raw.idempotency.cleanup_batch_size.unwrap_or(5000);
@@ -280,6 +260,9 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         .token
         .map(|t| resolve_secret("admin.token", &t, env))
         .transpose()?;
+    if let Some(token) = &admin_token {
+        long_enough("admin.token", token.expose().len())?;
+    }
 
     let mut providers: Vec<ProviderSettings> = Vec::with_capacity(raw.providers.len());
     for (index, provider) in raw.providers.into_iter().enumerate() {
@@ -304,6 +287,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         database: DatabaseSettings {
             url: url.map(Secret::new),
             pool_size,
+            api_pool_size,
             statement_timeout: Duration::from_millis(statement_timeout_ms),
         },
         idempotency: IdempotencySettings {
@@ -377,14 +361,31 @@ fn validate_provider(
     for (i, secret) in raw.secrets.iter().enumerate() {
         let name = format!("providers[{index}].secrets[{i}]");
         let secret = resolve_secret(&name, secret, env)?;
-        signature::check_secret(scheme, &secret)
-            .map_err(|why| ConfigError(format!("{name}: {why}")))?;
+        let key_len = match scheme {
+            SchemeName::StandardWebhooks => secret
+                .standard_webhooks_key()
+                .ok_or_else(|| {
+                    ConfigError(format!(
+                        "{name}: a standard-webhooks secret is whsec_ followed by base64"
+                    ))
+                })?
+                .len(),
+            SchemeName::Stripe | SchemeName::HmacSha256 => secret.expose().len(),
+        };
+        long_enough(&name, key_len)?;
         secrets.push(secret);
     }
     let tolerance_secs = raw.tolerance_secs.unwrap_or(300);
-    positive(&field("tolerance_secs"), tolerance_secs)?;
+    within(&field("tolerance_secs"), tolerance_secs, 1, 3600)?;
     let retry_window_hours = raw.retry_window_hours.unwrap_or(72);
+    within(
+        &field("retry_window_hours"),
+        retry_window_hours,
+        1,
+        MAX_HOURS,
+    )?;
     let ttl_hours = raw.ttl_hours.unwrap_or(168);
+    within(&field("ttl_hours"), ttl_hours, 1, MAX_HOURS)?;
     if ttl_hours <= retry_window_hours {
         return Err(ConfigError(format!(
             "{}: {ttl_hours} must be greater than retry_window_hours ({retry_window_hours}) of provider {name:?}, \
@@ -418,6 +419,28 @@ fn resolve_secret(field: &str, value: &str, env: &dyn Environment) -> Result<Sec
         return Err(ConfigError(format!("{field} is empty")));
     }
     Ok(Secret::new(resolved))
+}
+
+/// A year: the longest record lifetime or retry window a setting may name.
+const MAX_HOURS: u64 = 8760;
+
+fn within(field: &str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if !(min..=max).contains(&value) {
+        return Err(ConfigError(format!(
+            "{field} must be between {min} and {max} (got {value})"
+        )));
+    }
+    Ok(())
+}
+
+/// A signing key or token shorter than this is guessable.
+fn long_enough(field: &str, key_bytes: usize) -> Result<(), ConfigError> {
+    if key_bytes < MIN_SECRET_BYTES {
+        return Err(ConfigError(format!(
+            "{field} must be at least {MIN_SECRET_BYTES} bytes of key (got {key_bytes})"
+        )));
+    }
+    Ok(())
 }
 
 fn positive(field: &str, value: u64) -> Result<(), ConfigError> {
@@ -454,7 +477,7 @@ mod tests {
 
     fn provider(extra: &str) -> String {
         format!(
-            "[[providers]]\nname = \"acme\"\nscheme = \"hmac-sha256\"\nmerchant_id = 42\nsecrets = [\"s3cret\"]\n{extra}"
+            "[[providers]]\nname = \"acme\"\nscheme = \"hmac-sha256\"\nmerchant_id = 42\nsecrets = [\"s3cret-s3cret-s3cret\"]\n{extra}"
         )
     }
 
@@ -539,7 +562,58 @@ mod tests {
     fn secrets_are_not_printed_by_debug() {
         let settings = Settings::from_toml(&provider(""), &env()).unwrap();
         let printed = format!("{settings:?}");
-        assert!(!printed.contains("s3cret"));
+        assert!(!printed.contains("s3cret-s3cret-s3cret"));
         assert!(!printed.contains("postgres://u@localhost/db"));
+    }
+
+    #[test]
+    fn values_out_of_their_bounds_name_the_field() {
+        let cases = [
+            (provider("ttl_hours = 1000000\n"), "providers[0].ttl_hours"),
+            (
+                provider("retry_window_hours = 0\n"),
+                "providers[0].retry_window_hours",
+            ),
+            (
+                provider("tolerance_secs = 3601\n"),
+                "providers[0].tolerance_secs",
+            ),
+            (
+                "[server]\nacquire_timeout_ms = 60001\n".to_owned(),
+                "server.acquire_timeout_ms",
+            ),
+            (
+                "[database]\npool_size = 1001\n".to_owned(),
+                "database.pool_size",
+            ),
+            (
+                "[database]\napi_pool_size = 0\n".to_owned(),
+                "database.api_pool_size",
+            ),
+            (
+                "[idempotency]\nttl_hours = 8761\n".to_owned(),
+                "idempotency.ttl_hours",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = error_of(&text);
+            assert!(err.starts_with(field), "{field}: {err}");
+        }
+    }
+
+    #[test]
+    fn short_secrets_and_admin_tokens_are_refused() {
+        let text = "[[providers]]\nname = \"a\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"whsec_short\"]\n";
+        assert!(error_of(text).contains("providers[0].secrets[0] must be at least 16 bytes"));
+        // A Standard Webhooks key is measured after decoding: 12 bytes here.
+        let text = "[[providers]]\nname = \"a\"\nscheme = \"standard-webhooks\"\nmerchant_id = 1\nsecrets = [\"whsec_AAAAAAAAAAAAAAAA\"]\n";
+        assert!(error_of(text).contains("providers[0].secrets[0] must be at least 16 bytes"));
+        assert!(error_of("[admin]\ntoken = \"short\"\n").contains("admin.token must be at least"));
+    }
+
+    #[test]
+    fn the_api_pool_defaults_to_four() {
+        let settings = Settings::from_toml("", &env()).unwrap();
+        assert_eq!(settings.database.api_pool_size, 4);
     }
 }

@@ -1,10 +1,14 @@
 //! `callback_deliveries`: the raw verified body of each first delivery, kept so finance can
-//! export and replay provider events.
+//! export and replay provider events. Its one write is `callback_record_delivery` (migration
+//! 000007), which the one-statement capture calls too.
 
-use diesel::prelude::*;
+use diesel::QueryResult;
+use diesel::sql_types::{BigInt, Bytea, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use crate::schema::callback_deliveries;
+diesel::define_sql_function! {
+    fn callback_record_delivery(merchant_id: BigInt, provider: Text, event_id: Text, body: Bytea);
+}
 
 /// Records a verified body; a later first delivery of the same event (after its idempotency
 /// record expired) keeps the original. Takes a shared connection so it can be pipelined.
@@ -15,15 +19,13 @@ pub async fn record(
     event_id: &str,
     body: &[u8],
 ) -> QueryResult<()> {
-    diesel::insert_into(callback_deliveries::table)
-        .values((
-            callback_deliveries::merchant_id.eq(merchant_id),
-            callback_deliveries::provider.eq(provider),
-            callback_deliveries::event_id.eq(event_id),
-            callback_deliveries::body.eq(body),
-        ))
-        .on_conflict_do_nothing()
-        .execute(&mut conn)
-        .await
-        .map(|_| ())
+    diesel::select(callback_record_delivery(
+        merchant_id,
+        provider,
+        event_id,
+        body,
+    ))
+    .execute(&mut conn)
+    .await
+    .map(|_| ())
 }

@@ -1,13 +1,15 @@
-//! `ApiError`: every error a request can end in, each with a stable snake_case `error` code.
-//! This is the one place that maps database and pool errors: any of them is a transient
-//! 503 `unavailable` whose transaction rolled back, so a retry runs as the first time.
+//! `ApiError`: every error a request can end in, each with a stable snake_case `error` code,
+//! and the one table from the domain's errors and refusals to HTTP. Database and pool errors
+//! are a transient 503 `unavailable` whose transaction rolled back, so a retry runs as the
+//! first time.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
-use crate::idempotency::KeyError;
+use crate::idempotency::{IdempotencyError, KeyError};
+use crate::orders::RejectionKind;
 use crate::signature::SignatureError;
 
 /// Seconds a client should wait before retrying a key that is still in flight.
@@ -46,6 +48,9 @@ pub enum ApiError {
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// More load than the database can take: shed at once, retry shortly.
+    #[error("saturated: {0}")]
+    Saturated(&'static str),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -73,7 +78,7 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::InvalidPayload(_) => "invalid_payload",
             ApiError::OutOfOrder(_) => "out_of_order",
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unavailable(_) | ApiError::Saturated(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -86,6 +91,7 @@ impl ApiError {
             ApiError::OutOfOrder(_) => "out_of_order",
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Saturated(_) => "saturated",
             other => other.code(),
         }
     }
@@ -93,7 +99,9 @@ impl ApiError {
     /// The message clients see: never a cause chain, a secret or a signature.
     fn public_message(&self) -> String {
         match self {
-            ApiError::Unavailable(_) => "the service is temporarily unavailable; retry".into(),
+            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
+                "the service is temporarily unavailable; retry".into()
+            }
             ApiError::Internal(_) => "internal error".into(),
             ApiError::InvalidSignature(_) => "signature verification failed".into(),
             other => other.to_string(),
@@ -134,14 +142,14 @@ impl ResponseError for ApiError {
             ApiError::IdempotencyKeyInFlight | ApiError::OutOfOrder(_) => StatusCode::CONFLICT,
             ApiError::KeyReusedWithDifferentBody => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Saturated(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
-        if status.is_server_error() {
+        if status.is_server_error() && !matches!(self, ApiError::Saturated(_)) {
             // The whole cause chain goes to the log, never to the client.
             tracing::error!(error.code = self.code(), error.cause = ?anyhow_chain(self), "request failed");
         }
@@ -154,7 +162,7 @@ impl ResponseError for ApiError {
             ApiError::OutOfOrder(_) => {
                 response.insert_header((RETRY_AFTER, OUT_OF_ORDER_RETRY_AFTER_SECS.to_string()));
             }
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
                 response.insert_header((RETRY_AFTER, "1"));
             }
             _ => {}
@@ -195,3 +203,30 @@ impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiErro
         ApiError::pool_unavailable(&error)
     }
 }
+
+impl From<IdempotencyError> for ApiError {
+    fn from(error: IdempotencyError) -> Self {
+        match error {
+            IdempotencyError::InFlight => ApiError::IdempotencyKeyInFlight,
+            IdempotencyError::KeyReusedWithDifferentBody => ApiError::KeyReusedWithDifferentBody,
+            IdempotencyError::NotYet(reason) => ApiError::OutOfOrder(reason),
+            IdempotencyError::Database(error) => error.into(),
+            IdempotencyError::Pool(error) => ApiError::pool_unavailable(&error),
+            IdempotencyError::Saturated(why) => ApiError::Saturated(why),
+        }
+    }
+}
+
+/// The status a refused `order.create` is stored and replayed with.
+pub fn order_rejection_status(kind: RejectionKind) -> u16 {
+    match kind {
+        RejectionKind::InvalidJson => 400,
+        RejectionKind::InvalidAmount
+        | RejectionKind::UnknownCurrency
+        | RejectionKind::InvalidReference => 422,
+    }
+}
+
+/// The status of a provider's ack: every verified event that is answered at all is answered
+/// 200, so a provider never retries a deterministic outcome.
+pub const ACK_STATUS: u16 = 200;

@@ -18,6 +18,7 @@ pub mod providers;
 pub mod replay;
 pub mod routes;
 pub mod schema;
+pub mod secret;
 pub mod signature;
 pub mod startup;
 pub mod telemetry;

@@ -27,6 +27,7 @@ pub struct Metrics {
     pool: IntGaugeVec,
     capture_batch: Histogram,
     capture_queue: IntGauge,
+    capture_refused: IntCounter,
 }
 
 impl Default for Metrics {
@@ -126,6 +127,14 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let capture_refused = register(
+            &registry,
+            IntCounter::new(
+                "gateway_capture_refused_total",
+                "Deliveries refused with 503 because the capture queue was full",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             registry,
             requests,
@@ -135,6 +144,7 @@ impl Metrics {
             pool,
             capture_batch,
             capture_queue,
+            capture_refused,
         }
     }
 
@@ -162,6 +172,12 @@ impl Metrics {
 
     pub fn capture_queued(&self) {
         self.capture_queue.inc();
+    }
+
+    /// A capture counted as queued did not enter the queue (full, or the batcher stopped).
+    pub fn capture_refused(&self) {
+        self.capture_queue.dec();
+        self.capture_refused.inc();
     }
 
     pub fn record_cleanup(&self, deleted: u64) {

@@ -7,9 +7,13 @@ use std::fmt;
 pub struct AmountMinor(i64);
 
 impl AmountMinor {
-    /// Accepts amounts above zero.
+    /// The largest amount the gateway accepts: 10^15 minor units. Far above any real payment,
+    /// and low enough that sums of many of them stay exact in 64 bits.
+    pub const MAX: i64 = 1_000_000_000_000_000;
+
+    /// Accepts amounts above zero and at most [`Self::MAX`].
     pub fn parse(value: i64) -> Option<Self> {
-        (value > 0).then_some(Self(value))
+        (value > 0 && value <= Self::MAX).then_some(Self(value))
     }
 
     pub fn get(self) -> i64 {
@@ -68,6 +72,13 @@ mod tests {
         assert_eq!(AmountMinor::parse(0), None);
         assert_eq!(AmountMinor::parse(-5), None);
         assert_eq!(AmountMinor::parse(1999).map(AmountMinor::get), Some(1999));
+    }
+
+    #[test]
+    fn amounts_above_ten_to_the_fifteen_are_out_of_range() {
+        assert!(AmountMinor::parse(AmountMinor::MAX).is_some());
+        assert_eq!(AmountMinor::parse(AmountMinor::MAX + 1), None);
+        assert_eq!(AmountMinor::parse(i64::MAX), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use crate::config::{PayloadFormat, ProviderSettings};
 use crate::idempotency::{Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::payments::event::{PayloadError, check_event_id, event_id_from_body};
-use crate::signature::{SignatureScheme, Verified};
+use crate::signature::{self, SignatureScheme, Verified};
 
 pub struct Provider {
     settings: ProviderSettings,
@@ -17,7 +17,7 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(settings: ProviderSettings) -> Self {
-        let scheme = settings.signature_scheme();
+        let scheme = signature::scheme_for(settings.scheme, &settings.secrets, settings.tolerance);
         Self { settings, scheme }
     }
 

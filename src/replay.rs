@@ -11,9 +11,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SchemeName, Settings};
+use crate::idempotency::REPLAYED_HEADER;
 use crate::payments::event::event_id_from_body;
 use crate::providers::{Provider, Providers};
-use crate::routes::REPLAYED_HEADER;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {

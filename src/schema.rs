@@ -53,9 +53,10 @@ diesel::table! {
         provider -> Text,
         event_id -> Text,
         kind -> Text,
-        order_id -> Int8,
+        order_id -> Nullable<Int8>,
         payment_id -> Text,
         created_at -> Timestamptz,
+        refund_id -> Nullable<Text>,
     }
 }
 
@@ -77,7 +78,7 @@ diesel::table! {
         merchant_id -> Int8,
         provider -> Text,
         payment_id -> Text,
-        order_id -> Int8,
+        order_id -> Nullable<Int8>,
         status -> Text,
         amount_minor -> Int8,
         currency -> Text,

@@ -9,25 +9,12 @@ use actix_web::{App, HttpServer, web};
 use tracing_actix_web::TracingLogger;
 
 use crate::config::Settings;
-use crate::db::{self, PgPool, SessionLimits};
+use crate::db::{self, SessionLimits};
 use crate::metrics::Metrics;
 use crate::payments::batcher::CaptureBatcher;
 use crate::providers::Providers;
-use crate::routes;
+use crate::routes::{self, AppState};
 use crate::telemetry::GatewayRootSpan;
-
-/// What the handlers of one worker share.
-pub struct AppState {
-    /// This worker's own pool.
-    pub pool: PgPool,
-    /// This worker's queue of one-statement captures, served from `pool`.
-    pub capture_batcher: CaptureBatcher,
-    /// Every worker's pool, for the metrics.
-    pub all_pools: Arc<Mutex<Vec<PgPool>>>,
-    pub settings: Arc<Settings>,
-    pub providers: Providers,
-    pub latest_migration: String,
-}
 
 pub struct Application {
     port: u16,
@@ -44,6 +31,11 @@ impl Application {
         let workers = settings.server.workers;
         // `pool_size` is the process's total, split over the workers (each has its own pool).
         let pool_per_worker = settings.database.pool_size.div_ceil(workers as u32).max(1);
+        let api_pool_per_worker = settings
+            .database
+            .api_pool_size
+            .div_ceil(workers as u32)
+            .max(1);
         let limits = SessionLimits {
             lock_timeout: settings.server.acquire_timeout,
             statement_timeout: settings.database.statement_timeout,
@@ -58,12 +50,15 @@ impl Application {
         let server = HttpServer::new(move || {
             // Runs once per worker, on that worker's runtime.
             let pool = db::build_pool(&database_url, pool_per_worker, acquire_timeout, limits);
+            let api_pool =
+                db::build_pool(&database_url, api_pool_per_worker, acquire_timeout, limits);
             if let Ok(mut pools) = all_pools.lock() {
                 pools.push(pool.clone());
             }
             let state = web::Data::new(AppState {
                 capture_batcher: CaptureBatcher::spawn(pool.clone(), Metrics::clone(&metrics_data)),
                 pool,
+                api_pool,
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),
                 providers: providers.clone(),

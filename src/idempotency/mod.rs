@@ -11,13 +11,42 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::future::BoxFuture;
 
 use crate::db::PgPool;
-use crate::error::ApiError;
 
 pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
 pub use record::{
     Acquired, Claim, Fingerprint, IdempotencyRecord, Operation, RecordStatus, Scope,
-    StoredResponse, acquire, existing, finish, lookup,
+    StoredResponse, acquire, existing, finish, lookup, walk_scope,
 };
+
+/// The header that marks a replayed response; the replay client reads it too.
+pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
+
+/// Why an idempotent request ended without a response to store. Nothing was stored, so a
+/// retry runs as the first time.
+#[derive(Debug, thiserror::Error)]
+pub enum IdempotencyError {
+    #[error("a request with this idempotency key is still being processed")]
+    InFlight,
+    #[error("this idempotency key was used with a different request body")]
+    KeyReusedWithDifferentBody,
+    /// The operation cannot run yet (an event that depends on one not seen yet).
+    #[error("the operation must wait for an earlier one: {0}")]
+    NotYet(&'static str),
+    #[error("database error")]
+    Database(#[from] diesel::result::Error),
+    /// No pooled connection came in time, or the server refused one.
+    #[error("database pool: {0}")]
+    Pool(String),
+    /// More work is queued than the database can take; shed at once instead of queueing.
+    #[error("saturated: {0}")]
+    Saturated(&'static str),
+}
+
+impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for IdempotencyError {
+    fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
+        IdempotencyError::Pool(error.to_string())
+    }
+}
 
 /// One idempotent request: its scope, the fingerprint of its body and when its record expires.
 #[derive(Debug, Clone)]
@@ -88,18 +117,18 @@ impl Completion {
 
 /// How a request was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Executed {
-    /// The operation ran now; this is its stored response.
-    First(StoredResponse),
+pub enum Executed<O> {
+    /// The operation ran now: its stored response, and what it did.
+    First { response: StoredResponse, output: O },
     /// An earlier request's stored response, sent again unchanged.
     Replayed(StoredResponse),
 }
 
 /// What a one-statement attempt (see [`IdempotentWork::run_in_one_statement`]) found.
 #[derive(Debug)]
-pub enum OneStatement {
-    /// The request claimed its key, ran and committed: its stored response.
-    Finished(StoredResponse),
+pub enum OneStatement<O> {
+    /// The request claimed its key, ran and committed: its stored response and what it did.
+    Finished(StoredResponse, O),
     /// A record committed by an earlier request (a replay or a mismatch).
     Existing(Acquired),
     /// Another request holds the key past the lock timeout.
@@ -108,14 +137,21 @@ pub enum OneStatement {
     Declined,
 }
 
+/// How an operation's output is stored and answered (its HTTP status and body); supplied by
+/// the route, which owns the mapping to HTTP.
+pub type Respond<'a, O> = &'a (dyn Fn(&O) -> Completion + Sync);
+
 /// The business step of an idempotent operation, run inside the claiming transaction.
 /// Returning `Err` rolls back the whole transaction, the claim included (transient failures,
-/// out-of-order events); a deterministic failure is an `Ok(Completion::failed(..))`.
+/// operations that must wait); a deterministic failure is an output that is stored.
 pub trait IdempotentWork: Sync {
+    /// What the operation did, as its caller reports it (outcome, created row, refusal).
+    type Output: Send;
+
     fn run<'c>(
         &'c self,
         conn: &'c mut AsyncPgConnection,
-    ) -> BoxFuture<'c, Result<Completion, ApiError>>;
+    ) -> BoxFuture<'c, Result<Self::Output, IdempotencyError>>;
 
     /// A shortcut for the common case: look up, claim, apply and finish in one statement (one
     /// round trip, committed by the time it answers), all or nothing. It brings its own
@@ -124,31 +160,36 @@ pub trait IdempotentWork: Sync {
     fn run_in_one_statement<'c>(
         &'c self,
         _request: &'c IdempotentRequest,
-    ) -> Option<BoxFuture<'c, Result<OneStatement, ApiError>>> {
+        _respond: Respond<'c, Self::Output>,
+    ) -> Option<BoxFuture<'c, Result<OneStatement<Self::Output>, IdempotencyError>>> {
         None
     }
 }
 
-/// Claims the key, runs `work` for a first request, and stores its response: one transaction.
-/// A connection is taken from `pool` only for the general path, after the shortcut.
+/// Claims the key, runs `work` for a first request, and stores its response (as `respond`
+/// renders it): one transaction. A connection is taken from `pool` only for the general path,
+/// after the shortcut.
 #[tracing::instrument(skip_all, fields(op = request.scope.op.as_str(), user_id = request.scope.user_id))]
-pub async fn execute(
+pub async fn execute<W: IdempotentWork>(
     pool: &PgPool,
     request: &IdempotentRequest,
-    work: &dyn IdempotentWork,
-) -> Result<Executed, ApiError> {
+    work: &W,
+    respond: Respond<'_, W::Output>,
+) -> Result<Executed<W::Output>, IdempotencyError> {
     // A duplicate of a finished request is answered from one read, without a transaction:
     // the plain lookup, or the first statement of the work's one-statement shortcut.
-    let shortcut = match work.run_in_one_statement(request) {
+    let shortcut = match work.run_in_one_statement(request, respond) {
         Some(attempt) => Some(attempt.await?),
         None => None,
     };
     // A connection is taken only once it is needed, and then kept for the transaction.
     let mut pooled = None;
     let existing = match shortcut {
-        Some(OneStatement::Finished(stored)) => return Ok(Executed::First(stored)),
+        Some(OneStatement::Finished(response, output)) => {
+            return Ok(Executed::First { response, output });
+        }
         Some(OneStatement::Existing(existing)) => Some(existing),
-        Some(OneStatement::InFlight) => return Err(ApiError::IdempotencyKeyInFlight),
+        Some(OneStatement::InFlight) => return Err(IdempotencyError::InFlight),
         // It read no record before it declined; the acquire below decides.
         Some(OneStatement::Declined) => None,
         None => {
@@ -159,7 +200,7 @@ pub async fn execute(
     if let Some(existing) = existing {
         match Decision::from_acquired(existing, &request.fingerprint) {
             Decision::Replay(stored) => return Ok(Executed::Replayed(stored)),
-            Decision::Mismatch => return Err(ApiError::KeyReusedWithDifferentBody),
+            Decision::Mismatch => return Err(IdempotencyError::KeyReusedWithDifferentBody),
             // Not visible when committed; the acquire below decides.
             Decision::First(_) | Decision::InFlight => {}
         }
@@ -178,8 +219,9 @@ pub async fn execute(
         .await?;
         match Decision::from_acquired(acquired, &request.fingerprint) {
             Decision::First(claim) => {
-                let completion = work.run(conn).await?;
-                let stored = finish(
+                let output = work.run(conn).await?;
+                let completion = respond(&output);
+                let response = finish(
                     conn,
                     claim,
                     completion.record_status,
@@ -187,11 +229,11 @@ pub async fn execute(
                     &completion.body,
                 )
                 .await?;
-                Ok(Executed::First(stored))
+                Ok(Executed::First { response, output })
             }
             Decision::Replay(stored) => Ok(Executed::Replayed(stored)),
-            Decision::InFlight => Err(ApiError::IdempotencyKeyInFlight),
-            Decision::Mismatch => Err(ApiError::KeyReusedWithDifferentBody),
+            Decision::InFlight => Err(IdempotencyError::InFlight),
+            Decision::Mismatch => Err(IdempotencyError::KeyReusedWithDifferentBody),
         }
     })
     .await

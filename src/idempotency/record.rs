@@ -1,8 +1,10 @@
 //! The `idempotency_keys` rows: acquire and finish, inside the caller's transaction.
 
 use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{BigInt, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
@@ -17,11 +19,19 @@ pub enum Operation {
 
 impl Operation {
     pub fn as_str(self) -> &'static str {
+        self.as_str_ref()
+    }
+
+    /// The name as a place a bind parameter can borrow for the statement's lifetime.
+    pub fn as_str_ref(&self) -> &'static &'static str {
         match self {
-            Operation::OrderCreate => "order.create",
-            Operation::PaymentCallback => "payment.callback",
+            Operation::OrderCreate => &"order.create",
+            Operation::PaymentCallback => &"payment.callback",
         }
     }
+
+    /// Every operation, for parsing its name.
+    pub const ALL: [Operation; 2] = [Operation::OrderCreate, Operation::PaymentCallback];
 }
 
 /// The lifecycle of a record, as stored in its `status` column.
@@ -126,11 +136,6 @@ diesel::define_sql_function! {
     ) -> Text;
 }
 
-diesel::define_sql_function! {
-    /// `body::text`: how PostgreSQL renders a stored response, the bytes every answer sends.
-    fn idempotency_response_text(body: Nullable<diesel::sql_types::Jsonb>) -> Nullable<Text>;
-}
-
 type AcquireRow = (
     Option<i64>,
     bool,
@@ -162,8 +167,8 @@ pub async fn acquire(
     if in_flight {
         return Ok(Acquired::InFlight);
     }
-    let record_id = record_id.ok_or_else(|| corrupt("acquire returned no record id"))?;
     if acquired {
+        let record_id = record_id.ok_or_else(|| corrupt("acquire returned no record id"))?;
         return Ok(Acquired::First(Claim { record_id }));
     }
     existing(status, response_status, response_body, request_hash)
@@ -199,28 +204,53 @@ pub fn existing(
 /// and finished in one transaction), and finished records never change, so this read is as
 /// good as the one inside the acquire.
 pub async fn lookup(conn: &mut AsyncPgConnection, scope: &Scope) -> QueryResult<Option<Acquired>> {
-    let row: Option<(String, Option<i32>, Option<String>, String)> = idempotency_keys::table
-        .filter(idempotency_keys::user_id.eq(scope.user_id))
-        .filter(idempotency_keys::op.eq(scope.op.as_str()))
-        .filter(idempotency_keys::idem_key.eq(&scope.key))
-        .select((
-            idempotency_keys::status,
-            idempotency_keys::response_status,
-            idempotency_response_text(idempotency_keys::response_body),
-            idempotency_keys::request_hash,
-        ))
-        .first(conn)
-        .await
-        .optional()?;
+    let row: Option<RecordRow> = ReadRecord(scope).get_result(conn).await.optional()?;
     row.map(|(status, response_status, response_body, request_hash)| {
-        existing(
-            Some(status),
-            response_status,
-            response_body,
-            Some(request_hash),
-        )
+        existing(status, response_status, response_body, request_hash)
     })
     .transpose()
+}
+
+/// A record's (status, response status, response text, request hash).
+pub type RecordRow = (Option<String>, Option<i32>, Option<String>, Option<String>);
+
+/// `idempotency_record(user, op, key)`: the one read of a record (migration 000007), which
+/// the one-statement capture and the acquire use too. Written by hand so it is prepared once
+/// per connection (diesel caches a query by its static id).
+pub struct ReadRecord<'a>(pub &'a Scope);
+
+impl QueryId for ReadRecord<'_> {
+    type QueryId = ReadRecord<'static>;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl Query for ReadRecord<'_> {
+    type SqlType = (
+        Nullable<Text>,
+        Nullable<Int4>,
+        Nullable<Text>,
+        Nullable<Text>,
+    );
+}
+
+impl QueryFragment<Pg> for ReadRecord<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql(
+            "SELECT status, response_status, response_body, request_hash FROM idempotency_record(",
+        );
+        walk_scope(self.0, &mut out)?;
+        out.push_sql(")");
+        Ok(())
+    }
+}
+
+/// A scope as `idempotency_record`'s three arguments: user, op, key.
+pub fn walk_scope<'b>(scope: &'b Scope, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+    out.push_bind_param::<BigInt, _>(&scope.user_id)?;
+    out.push_sql(", ");
+    out.push_bind_param::<Text, _>(scope.op.as_str_ref())?;
+    out.push_sql(", ");
+    out.push_bind_param::<Text, _>(&scope.key)
 }
 
 /// Writes the final response into the claimed record, in the same transaction as the

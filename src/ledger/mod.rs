@@ -1,42 +1,16 @@
 //! The append-only double-entry ledger: one balanced transfer per applied event, unique per
 //! (merchant, provider, event id) forever, and per-merchant balances.
 
-use diesel::prelude::*;
+use diesel::QueryResult;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
-use crate::money::Currency;
-
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the call mirrors the SQL function's parameters, one per column written"
-)]
-mod sql {
-    use diesel::sql_types::{BigInt, Text};
-
-    diesel::define_sql_function! {
-        /// Inserts the transfer (ON CONFLICT DO NOTHING) and, when new, its two entries; returns
-        /// the transfer id or NULL (migration 000005).
-        fn ledger_post_transfer(
-            merchant_id: BigInt,
-            provider: Text,
-            event_id: Text,
-            kind: Text,
-            order_id: BigInt,
-            payment_id: Text,
-            currency: Text,
-            account_a: Text,
-            amount_a: BigInt,
-            account_b: Text,
-            amount_b: BigInt,
-        ) -> diesel::sql_types::Nullable<BigInt>;
-    }
-}
-use sql::ledger_post_transfer;
-
 /// The merchant's liability: what the gateway owes the merchant.
 pub const MERCHANT_PAYABLE: &str = "merchant_payable";
+
+/// Money captured for the merchant that could not be applied to an order (suspense).
+pub const UNAPPLIED_FUNDS: &str = "unapplied_funds";
 
 /// The provider's clearing account: money held at the payment provider.
 pub fn psp_clearing(provider: &str) -> String {
@@ -58,108 +32,153 @@ impl TransferKind {
     }
 }
 
-/// A transfer to post: its two entries are derived, so it is balanced by construction.
-#[derive(Debug, Clone)]
-pub struct NewTransfer<'a> {
-    pub merchant_id: i64,
-    pub provider: &'a str,
-    pub event_id: &'a str,
-    pub kind: TransferKind,
-    pub order_id: i64,
-    pub payment_id: &'a str,
-    pub currency: Currency,
-    /// Positive: the amount captured or refunded.
-    pub amount_minor: i64,
+/// The merchant-side account a transfer posts against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MerchantAccount {
+    /// Applied to an order: owed to the merchant.
+    Payable,
+    /// Held: captured, not applicable to its order.
+    Unapplied,
 }
 
-impl NewTransfer<'_> {
-    /// (account, signed amount): a payment moves money into clearing and owes it to the
-    /// merchant; a refund reverses that. The amounts always sum to zero.
-    pub fn entries(&self) -> [(String, i64); 2] {
-        let clearing = psp_clearing(self.provider);
-        let amount = self.amount_minor;
-        match self.kind {
-            TransferKind::Payment => [(clearing, amount), (MERCHANT_PAYABLE.to_owned(), -amount)],
-            TransferKind::Refund => [(MERCHANT_PAYABLE.to_owned(), amount), (clearing, -amount)],
+impl MerchantAccount {
+    pub fn name(self) -> &'static str {
+        match self {
+            MerchantAccount::Payable => MERCHANT_PAYABLE,
+            MerchantAccount::Unapplied => UNAPPLIED_FUNDS,
         }
     }
+}
 
-    /// Posts the transfer and its entries in one prepared call. `None` when this event was
-    /// posted before (its idempotency record may have expired since): nothing is written then.
-    pub async fn post(&self, mut conn: &AsyncPgConnection) -> QueryResult<Option<i64>> {
-        let [(account_a, amount_a), (account_b, amount_b)] = self.entries();
-        diesel::select(ledger_post_transfer(
-            self.merchant_id,
-            self.provider,
-            self.event_id,
-            self.kind.as_str(),
-            self.order_id,
-            self.payment_id,
-            self.currency.code(),
+/// A transfer's two entries, derived from one amount so they are balanced by construction:
+/// a payment moves money into clearing and owes it to the merchant side; a refund reverses
+/// that. Written by `ledger_post_transfer` (migration 000007), the ledger's one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entries {
+    pub account_a: String,
+    pub amount_a: i64,
+    pub account_b: String,
+    pub amount_b: i64,
+}
+
+impl Entries {
+    pub fn of(
+        kind: TransferKind,
+        provider: &str,
+        merchant: MerchantAccount,
+        amount_minor: i64,
+    ) -> Self {
+        let clearing = psp_clearing(provider);
+        let merchant = merchant.name().to_owned();
+        let (account_a, account_b) = match kind {
+            TransferKind::Payment => (clearing, merchant),
+            TransferKind::Refund => (merchant, clearing),
+        };
+        Self {
             account_a,
-            amount_a,
+            amount_a: amount_minor,
             account_b,
-            amount_b,
-        ))
-        .get_result(&mut conn)
-        .await
+            amount_b: -amount_minor,
+        }
     }
 }
 
-/// One account's balance in one currency.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, QueryableByName, utoipa::ToSchema)]
+/// One account's balance in one currency. Sums are exact: an `i128` holds the sum of any
+/// number of 64-bit entries this database can store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Balance {
-    #[diesel(sql_type = Text)]
     pub account: String,
-    #[diesel(sql_type = Text)]
     pub currency: String,
-    #[diesel(sql_type = BigInt)]
-    pub balance_minor: i64,
+    #[schema(value_type = i64)]
+    pub balance_minor: i128,
+}
+
+#[derive(diesel::QueryableByName)]
+struct BalanceRow {
+    #[diesel(sql_type = Text)]
+    account: String,
+    #[diesel(sql_type = Text)]
+    currency: String,
+    /// NUMERIC rendered as text: PostgreSQL sums BIGINT exactly into NUMERIC, and a cast back
+    /// to BIGINT would fail once a sum passes 2^63.
+    #[diesel(sql_type = Text)]
+    balance_minor: String,
 }
 
 /// A merchant's balances per account and currency; they sum to zero per currency.
 pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<Vec<Balance>> {
-    diesel::sql_query(
-        "SELECT account, currency, SUM(amount_minor)::BIGINT AS balance_minor \
+    let rows: Vec<BalanceRow> = diesel::sql_query(
+        "SELECT account, currency, SUM(amount_minor)::TEXT AS balance_minor \
          FROM ledger_entries WHERE merchant_id = $1 \
          GROUP BY account, currency ORDER BY account, currency",
     )
     .bind::<BigInt, _>(merchant_id)
     .load(conn)
-    .await
+    .await?;
+    rows.into_iter()
+        .map(|row| {
+            let balance_minor = row.balance_minor.parse::<i128>().map_err(|e| {
+                diesel::result::Error::DeserializationError(
+                    format!("balance {:?} is not an integer: {e}", row.balance_minor).into(),
+                )
+            })?;
+            Ok(Balance {
+                account: row.account,
+                currency: row.currency,
+                balance_minor,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn transfer(kind: TransferKind) -> NewTransfer<'static> {
-        NewTransfer {
-            merchant_id: 42,
-            provider: "acme",
-            event_id: "evt_1",
-            kind,
-            order_id: 1,
-            payment_id: "pay_1",
-            currency: Currency::parse("USD").unwrap_or_else(|| unreachable!()),
-            amount_minor: 1999,
-        }
-    }
-
     #[test]
     fn every_transfer_sums_to_zero() {
         for kind in [TransferKind::Payment, TransferKind::Refund] {
-            let sum: i64 = transfer(kind).entries().iter().map(|(_, a)| a).sum();
-            assert_eq!(sum, 0, "{kind:?}");
+            for merchant in [MerchantAccount::Payable, MerchantAccount::Unapplied] {
+                let e = Entries::of(kind, "acme", merchant, 1999);
+                assert_eq!(e.amount_a + e.amount_b, 0, "{kind:?} {merchant:?}");
+            }
         }
     }
 
     #[test]
     fn a_refund_reverses_a_payment() {
-        let payment = transfer(TransferKind::Payment).entries();
-        let refund = transfer(TransferKind::Refund).entries();
-        assert_eq!(payment[0], ("psp_clearing:acme".to_owned(), 1999));
-        assert_eq!(refund[1], ("psp_clearing:acme".to_owned(), -1999));
-        assert_eq!(refund[0], (MERCHANT_PAYABLE.to_owned(), 1999));
+        let payment = Entries::of(
+            TransferKind::Payment,
+            "acme",
+            MerchantAccount::Payable,
+            1999,
+        );
+        let refund = Entries::of(TransferKind::Refund, "acme", MerchantAccount::Payable, 1999);
+        assert_eq!(
+            (payment.account_a.as_str(), payment.amount_a),
+            ("psp_clearing:acme", 1999)
+        );
+        assert_eq!(
+            (refund.account_b.as_str(), refund.amount_b),
+            ("psp_clearing:acme", -1999)
+        );
+        assert_eq!(
+            (refund.account_a.as_str(), refund.amount_a),
+            (MERCHANT_PAYABLE, 1999)
+        );
+    }
+
+    #[test]
+    fn held_money_is_owed_from_unapplied_funds() {
+        let held = Entries::of(
+            TransferKind::Payment,
+            "acme",
+            MerchantAccount::Unapplied,
+            700,
+        );
+        assert_eq!(
+            (held.account_b.as_str(), held.amount_b),
+            (UNAPPLIED_FUNDS, -700)
+        );
     }
 }

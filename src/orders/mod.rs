@@ -7,14 +7,9 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use crate::error::{ApiError, error_body};
-use crate::idempotency::{Completion, IdempotentWork};
+use crate::idempotency::{IdempotencyError, IdempotentWork};
 use crate::money::{AmountMinor, Currency};
 use crate::schema::orders;
-
-diesel::define_sql_function! {
-    fn orders_set_status(order_id: diesel::sql_types::BigInt, status: diesel::sql_types::Text) -> diesel::sql_types::Integer;
-}
 
 /// An order's payment status, as stored in its `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +38,17 @@ impl OrderStatus {
             "refunded" => Some(OrderStatus::Refunded),
             _ => None,
         }
+    }
+}
+
+impl Order {
+    /// The order's status; one the code does not know is an error, never a guess.
+    pub fn status(&self) -> QueryResult<OrderStatus> {
+        OrderStatus::parse(&self.status).ok_or_else(|| {
+            diesel::result::Error::DeserializationError(
+                format!("unknown order status {:?}", self.status).into(),
+            )
+        })
     }
 }
 
@@ -138,18 +144,6 @@ impl Order {
             .await
             .optional()
     }
-
-    pub async fn set_status(
-        mut conn: &AsyncPgConnection,
-        id: i64,
-        status: OrderStatus,
-    ) -> QueryResult<()> {
-        // A prepared helper call (migration 000005): diesel re-plans every UPDATE.
-        diesel::select(orders_set_status(id, status.as_str()))
-            .execute(&mut conn)
-            .await
-            .map(|_| ())
-    }
 }
 
 /// The body of `POST /v1/orders`.
@@ -169,11 +163,31 @@ pub struct ValidOrder {
     pub reference: Option<String>,
 }
 
+/// Why a create request was refused: deterministic, so stored and replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectionKind {
+    InvalidJson,
+    InvalidAmount,
+    UnknownCurrency,
+    InvalidReference,
+}
+
+impl RejectionKind {
+    /// The stable `error` code clients match on.
+    pub fn code(self) -> &'static str {
+        match self {
+            RejectionKind::InvalidJson => "invalid_json",
+            RejectionKind::InvalidAmount => "invalid_amount",
+            RejectionKind::UnknownCurrency => "unknown_currency",
+            RejectionKind::InvalidReference => "invalid_reference",
+        }
+    }
+}
+
 /// A deterministic refusal of a create request: stored and replayed.
 #[derive(Debug, PartialEq, Eq)]
 pub struct OrderRejection {
-    pub http_status: u16,
-    pub code: &'static str,
+    pub kind: RejectionKind,
     pub message: String,
 }
 
@@ -181,15 +195,10 @@ const MAX_REFERENCE_LEN: usize = 255;
 
 impl ValidOrder {
     pub fn parse(body: &[u8]) -> Result<Self, OrderRejection> {
-        let reject = |http_status, code, message: String| OrderRejection {
-            http_status,
-            code,
-            message,
-        };
+        let reject = |kind, message: String| OrderRejection { kind, message };
         let parsed: CreateOrderBody = serde_json::from_slice(body).map_err(|e| {
             reject(
-                400,
-                "invalid_json",
+                RejectionKind::InvalidJson,
                 format!("the body is not a valid order: {e}"),
             )
         })?;
@@ -199,8 +208,7 @@ impl ValidOrder {
             .and_then(AmountMinor::parse)
             .ok_or_else(|| {
                 reject(
-                    422,
-                    "invalid_amount",
+                    RejectionKind::InvalidAmount,
                     "amount_minor must be an integer greater than 0".into(),
                 )
             })?;
@@ -210,8 +218,7 @@ impl ValidOrder {
             .and_then(Currency::parse)
             .ok_or_else(|| {
                 reject(
-                    422,
-                    "unknown_currency",
+                    RejectionKind::UnknownCurrency,
                     "currency must be an upper-case ISO 4217 code such as USD".into(),
                 )
             })?;
@@ -225,8 +232,7 @@ impl ValidOrder {
             }
             Some(_) => {
                 return Err(reject(
-                    422,
-                    "invalid_reference",
+                    RejectionKind::InvalidReference,
                     format!(
                         "reference must be a string of at most {MAX_REFERENCE_LEN} bytes without control characters"
                     ),
@@ -248,19 +254,17 @@ pub struct CreateOrder<'a> {
 }
 
 impl IdempotentWork for CreateOrder<'_> {
+    /// The created order, or why it was refused.
+    type Output = Result<Order, OrderRejection>;
+
     fn run<'c>(
         &'c self,
         conn: &'c mut AsyncPgConnection,
-    ) -> BoxFuture<'c, Result<Completion, ApiError>> {
+    ) -> BoxFuture<'c, Result<Self::Output, IdempotencyError>> {
         async move {
             let valid = match ValidOrder::parse(self.body) {
                 Ok(valid) => valid,
-                Err(rejection) => {
-                    return Ok(Completion::failed(
-                        rejection.http_status,
-                        error_body(rejection.code, &rejection.message),
-                    ));
-                }
+                Err(rejection) => return Ok(Err(rejection)),
             };
             let order: Order = diesel::insert_into(orders::table)
                 .values(NewOrder {
@@ -273,7 +277,7 @@ impl IdempotentWork for CreateOrder<'_> {
                 .returning(Order::as_returning())
                 .get_result(conn)
                 .await?;
-            Ok(Completion::succeeded(201, order.to_json()))
+            Ok(Ok(order))
         }
         .boxed()
     }
@@ -284,7 +288,7 @@ mod tests {
     use super::*;
 
     fn rejection_code(body: &str) -> &'static str {
-        ValidOrder::parse(body.as_bytes()).unwrap_err().code
+        ValidOrder::parse(body.as_bytes()).unwrap_err().kind.code()
     }
 
     #[test]
@@ -298,12 +302,9 @@ mod tests {
     }
 
     #[test]
-    fn malformed_json_is_a_400() {
+    fn malformed_json_is_invalid_json() {
         let rejection = ValidOrder::parse(b"{not json").unwrap_err();
-        assert_eq!(
-            (rejection.http_status, rejection.code),
-            (400, "invalid_json")
-        );
+        assert_eq!(rejection.kind, RejectionKind::InvalidJson);
     }
 
     #[test]

@@ -1,63 +1,82 @@
-//! Concurrent captures share a statement. Each actix worker has one batcher: a capture waits in
-//! its queue until the worker's pool has a connection free, then every capture queued by that
-//! time goes out in one statement (`payment_capture_batch`) with one commit. When connections
-//! are free a capture goes out alone at once, so batching adds no wait; under load the queue
-//! fills while the connections are busy and each round trip and commit serves many deliveries.
+//! Concurrent first deliveries share a statement. Each actix worker has one batcher: an
+//! attempt waits in its queue until the worker's pool has a connection free, then every
+//! attempt queued by that time goes out in one statement (`callback_first_delivery_batch`)
+//! with one commit. When connections are free an attempt goes out alone at once, so batching
+//! adds no wait; under load the queue fills while the connections are busy and each round trip
+//! and commit serves many deliveries.
 //!
-//! Items stay independent: each runs in its own subtransaction, waits for locks only briefly
-//! (an item that would wait is sent down the general path), and if the statement as a whole
-//! fails (an item's error, a connection lost, a commit refused) nothing of it committed and
-//! every item takes the general path on its own, so one bad item cannot fail the others.
-//! Nothing is answered before the statement has committed.
+//! The queue is bounded: past [`QUEUE_CAPACITY`] waiting attempts a delivery is refused at once
+//! (503, `Retry-After: 1`) instead of waiting longer than a provider's patience while memory
+//! grows. Items stay independent: each runs in its own subtransaction, waits for locks only
+//! briefly (an item that would wait is sent down the general path), and if the statement as a
+//! whole fails nothing of it committed and every item takes the general path on its own, so
+//! one bad item cannot fail the others. Nothing is answered before the statement has committed.
 
 use diesel_async::AsyncPgConnection;
 use tokio::sync::{mpsc, oneshot};
 
+use super::ack::CallbackOutcome;
 use super::capture::{Capture, run_batch};
 use crate::db::PgPool;
-use crate::error::ApiError;
-use crate::idempotency::OneStatement;
+use crate::idempotency::{IdempotencyError, OneStatement};
 use crate::metrics::Metrics;
 
-/// The most captures in one statement.
-const MAX_BATCH: usize = 64;
+/// The most attempts in one statement. Each item's subtransaction takes a subtransaction id,
+/// and PostgreSQL caches only 64 per transaction before every snapshot gets slower.
+const MAX_BATCH: usize = 32;
+
+/// Attempts a worker lets wait for a connection: a few batches' worth, so a queued delivery
+/// waits a few round trips at most.
+pub const QUEUE_CAPACITY: usize = 4 * MAX_BATCH;
+
+type Answer = Result<OneStatement<CallbackOutcome>, IdempotencyError>;
 
 struct Job {
     capture: Capture,
-    answer: oneshot::Sender<Result<OneStatement, ApiError>>,
+    answer: oneshot::Sender<Answer>,
 }
 
-/// A worker's capture queue.
+/// A worker's first-delivery queue.
 #[derive(Clone)]
 pub struct CaptureBatcher {
-    queue: mpsc::UnboundedSender<Job>,
+    queue: mpsc::Sender<Job>,
     metrics: Metrics,
 }
 
 impl CaptureBatcher {
     /// Starts the batching task on the current runtime (the worker's own).
     pub fn spawn(pool: PgPool, metrics: Metrics) -> Self {
-        let (queue, jobs) = mpsc::unbounded_channel();
+        let (queue, jobs) = mpsc::channel(QUEUE_CAPACITY);
         tokio::spawn(batch_jobs(pool, metrics.clone(), jobs));
         Self { queue, metrics }
     }
 
-    /// Runs `capture` in the next statement and waits for its answer.
-    pub async fn run(&self, capture: Capture) -> Result<OneStatement, ApiError> {
+    /// Runs `capture` in the next statement and waits for its answer; refuses at once when
+    /// the queue is full.
+    pub async fn run(&self, capture: Capture) -> Answer {
         let (answer, answered) = oneshot::channel();
+        // Counted before it is sent: the batching task may take it out at once.
         self.metrics.capture_queued();
         self.queue
-            .send(Job { capture, answer })
-            .map_err(|_| stopped())?;
+            .try_send(Job { capture, answer })
+            .map_err(|error| {
+                self.metrics.capture_refused();
+                match error {
+                    mpsc::error::TrySendError::Full(_) => {
+                        IdempotencyError::Saturated("the capture queue is full")
+                    }
+                    mpsc::error::TrySendError::Closed(_) => stopped(),
+                }
+            })?;
         answered.await.map_err(|_| stopped())?
     }
 }
 
-fn stopped() -> ApiError {
-    ApiError::Unavailable(anyhow::anyhow!("the capture batcher has stopped"))
+fn stopped() -> IdempotencyError {
+    IdempotencyError::Pool("the capture batcher has stopped".into())
 }
 
-async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::UnboundedReceiver<Job>) {
+async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::Receiver<Job>) {
     while let Some(first) = jobs.recv().await {
         // Wait for a connection first: whatever queues meanwhile joins this statement.
         let connection = pool.get_owned().await;
@@ -74,8 +93,9 @@ async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::UnboundedRec
                 tokio::spawn(async move { run_jobs(&mut conn, batch).await });
             }
             Err(error) => {
+                let error = error.to_string();
                 for job in batch {
-                    let _ = job.answer.send(Err(ApiError::pool_unavailable(&error)));
+                    let _ = job.answer.send(Err(IdempotencyError::Pool(error.clone())));
                 }
             }
         }
@@ -86,7 +106,7 @@ async fn run_jobs(conn: &mut AsyncPgConnection, mut batch: Vec<Job>) {
     if batch.len() == 1 {
         // Alone: the plain statement, with the session's full lock timeout.
         if let Some(job) = batch.pop() {
-            let answer = job.capture.run(conn).await.map_err(ApiError::from);
+            let answer = job.capture.run(conn).await.map_err(IdempotencyError::from);
             let _ = job.answer.send(answer);
         }
         return;

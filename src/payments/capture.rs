@@ -1,35 +1,37 @@
-//! The one-statement first delivery of a capture (migration 000006): a `payment.succeeded`
-//! for a pending order, the bulk of all callbacks, claimed, applied and acknowledged in one
-//! statement, while a redelivery of it costs one indexed read. Rust still decides: the plan is
-//! computed here for the state the event expects (its order pending with the event's amount and
-//! currency, no captured payment), and the SQL function only checks that the rows are in that
-//! state while it writes them. When they are not, it writes nothing and the general path
-//! decides from the real state. Concurrent captures share one statement and one commit (see
-//! [`super::batcher`]).
+//! The one-statement first delivery (migration 000007's `callback_first_delivery`): a
+//! `payment.succeeded` for a pending order, the bulk of all callbacks, claimed, applied and
+//! acknowledged in one statement, while a redelivery of it costs one indexed read. Rust still
+//! decides: the plan is made here for the state the event expects (its order pending with the
+//! event's amount and currency, no captured payment), and the database applies that plan's
+//! [`Effect`] through the same guarded writes as the general path. When a row is not in the
+//! expected state, nothing is written and the general path decides from the real state.
+//! Concurrent captures share one statement and one commit (see [`super::batcher`]).
 
 use chrono::{DateTime, Utc};
 use diesel::QueryResult;
-use diesel::pg::Pg;
+use diesel::deserialize::{self, FromSql, FromSqlRow};
+use diesel::pg::{Pg, PgValue};
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Bytea, Int4, Nullable, Record, Text, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Bytea, Int4, Nullable, Record, SqlType, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use super::ack::CallbackOutcome;
+use super::effect::{Effect, Source};
 use super::event::PaymentEvent;
 use super::state::{OrderState, Plan, plan};
-use super::{Outcome, ack};
-use crate::idempotency::{IdempotentRequest, OneStatement, StoredResponse, existing};
-use crate::ledger::{NewTransfer, TransferKind};
+use crate::idempotency::{
+    Completion, IdempotentRequest, OneStatement, RecordStatus, StoredResponse, existing, walk_scope,
+};
 use crate::orders::OrderStatus;
-use crate::providers::Provider;
 
 /// How long an item of a batch may wait for a lock before it is sent down the general path.
 pub const BATCH_LOCK_TIMEOUT: &str = "100ms";
 
 /// The capture `event` plans against the state it expects, or `None` when the event is not a
-/// capture (refunds and failures depend on state the gateway must read first).
+/// capture of a named order (refunds, failures and holds depend on state the gateway must read).
 pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
     let PaymentEvent::Succeeded {
-        order_id,
+        order_id: Some(order_id),
         amount,
         currency,
         ..
@@ -49,92 +51,95 @@ pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
     }
 }
 
-/// One delivery's capture: every value the statement binds, owned so it can wait in a batch.
+/// The database type `first_delivery_result`.
+#[derive(Debug, Clone, Copy, SqlType, QueryId)]
+#[diesel(postgres_type(name = "first_delivery_result"))]
+pub struct FirstDeliveryResultSql;
+
+/// What `callback_first_delivery` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromSqlRow)]
+pub enum FirstDelivery {
+    /// Claimed, applied and finished: committed with the statement.
+    Finished,
+    /// A record committed by an earlier delivery.
+    Existing,
+    /// Another delivery holds the key past the lock timeout.
+    InFlight,
+    /// A row was not in the expected state; nothing was written.
+    Declined,
+}
+
+impl FromSql<FirstDeliveryResultSql, Pg> for FirstDelivery {
+    fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
+        match value.as_bytes() {
+            b"finished" => Ok(FirstDelivery::Finished),
+            b"existing" => Ok(FirstDelivery::Existing),
+            b"in_flight" => Ok(FirstDelivery::InFlight),
+            b"declined" => Ok(FirstDelivery::Declined),
+            other => Err(format!(
+                "unknown first_delivery_result {:?}",
+                String::from_utf8_lossy(other)
+            )
+            .into()),
+        }
+    }
+}
+
+/// One delivery's first-delivery attempt: every value the statement binds, owned so it can
+/// wait in a batch.
 #[derive(Debug)]
 pub struct Capture {
-    op: &'static str,
-    merchant_id: i64,
-    idem_key: String,
-    provider: String,
-    event_id: String,
+    scope: crate::idempotency::Scope,
     request_hash: String,
     expires_at: DateTime<Utc>,
     body: Vec<u8>,
-    payment_id: String,
-    order_id: i64,
-    currency: &'static str,
-    amount_minor: i64,
-    account_a: String,
-    amount_a: i64,
-    account_b: String,
-    amount_b: i64,
-    /// The ack without its transfer id, which the function adds.
+    effect: Effect,
+    /// The ack without its transfer id, which the database adds.
     ack: String,
 }
 
 impl Capture {
-    /// The capture of one delivery whose `plan` is a capture; `None` for any other plan.
+    /// The attempt for one delivery whose expected `plan` writes `effect`; `None` when its
+    /// answer would not be a stored 200 (the statement only ever stores that).
     pub fn new(
-        provider: &Provider,
+        source: Source<'_>,
         event_id: &str,
         body: &[u8],
-        payment_id: &str,
+        event: &PaymentEvent,
         plan: &Plan,
         request: &IdempotentRequest,
+        completion: &Completion,
     ) -> Option<Self> {
-        let &Plan::Capture {
-            order_id,
-            amount_minor,
-            currency,
-        } = plan
-        else {
+        if completion.record_status != RecordStatus::Succeeded || completion.http_status != 200 {
             return None;
-        };
-        let transfer = NewTransfer {
-            merchant_id: provider.merchant_id(),
-            provider: provider.name(),
-            event_id,
-            kind: TransferKind::Payment,
-            order_id,
-            payment_id,
-            currency,
-            amount_minor,
-        };
-        let [(account_a, amount_a), (account_b, amount_b)] = transfer.entries();
+        }
+        let effect = Effect::of(plan, source, event_id, event.payment_id(), None).ok()?;
         Some(Self {
-            op: request.scope.op.as_str(),
-            merchant_id: provider.merchant_id(),
-            idem_key: request.scope.key.clone(),
-            provider: provider.name().to_owned(),
-            event_id: event_id.to_owned(),
+            scope: request.scope.clone(),
             request_hash: request.fingerprint.as_str().to_owned(),
             expires_at: request.expires_at,
             body: body.to_vec(),
-            payment_id: payment_id.to_owned(),
-            order_id,
-            currency: currency.code(),
-            amount_minor,
-            account_a,
-            amount_a,
-            account_b,
-            amount_b,
-            ack: ack(event_id, Outcome::Applied, None, None).to_string(),
+            effect,
+            ack: completion.body.to_string(),
         })
     }
 
-    /// Runs this capture alone: one statement.
-    pub async fn run(&self, conn: &mut AsyncPgConnection) -> QueryResult<OneStatement> {
+    /// Runs this attempt alone: one statement.
+    pub async fn run(
+        &self,
+        conn: &mut AsyncPgConnection,
+    ) -> QueryResult<OneStatement<CallbackOutcome>> {
         let (result, status, response_status, response_body, request_hash): Row =
             Single(self).get_result(conn).await?;
         answer(result, status, response_status, response_body, request_hash)
     }
 }
 
-/// Runs several captures in one statement and one commit; the answers come in their order.
+/// Runs several attempts in one statement and one commit; the answers come in their order.
 pub async fn run_batch(
     conn: &mut AsyncPgConnection,
     captures: &[&Capture],
-) -> QueryResult<Vec<OneStatement>> {
+) -> QueryResult<Vec<OneStatement<CallbackOutcome>>> {
     let rows: Vec<BatchRow> = Batch::new(captures).load(conn).await?;
     if rows.len() != captures.len() {
         return Err(corrupt(format!(
@@ -157,7 +162,7 @@ pub async fn run_batch(
 }
 
 type Row = (
-    String,
+    FirstDelivery,
     Option<String>,
     Option<i32>,
     Option<String>,
@@ -167,7 +172,7 @@ type Row = (
 /// A batch answer: the item's position (from 1), then a [`Row`].
 type BatchRow = (
     i32,
-    String,
+    FirstDelivery,
     Option<String>,
     Option<i32>,
     Option<String>,
@@ -175,22 +180,25 @@ type BatchRow = (
 );
 
 fn answer(
-    result: String,
+    result: FirstDelivery,
     status: Option<String>,
     response_status: Option<i32>,
     response_body: Option<String>,
     request_hash: Option<String>,
-) -> QueryResult<OneStatement> {
-    match result.as_str() {
-        "applied" => Ok(OneStatement::Finished(StoredResponse {
-            status: 200,
-            body: response_body.unwrap_or_default(),
-        })),
-        "existing" => existing(status, response_status, response_body, request_hash)
+) -> QueryResult<OneStatement<CallbackOutcome>> {
+    match result {
+        FirstDelivery::Finished => Ok(OneStatement::Finished(
+            StoredResponse {
+                status: 200,
+                body: response_body
+                    .ok_or_else(|| corrupt("a finished delivery without its ack".into()))?,
+            },
+            CallbackOutcome::applied(None),
+        )),
+        FirstDelivery::Existing => existing(status, response_status, response_body, request_hash)
             .map(OneStatement::Existing),
-        "in_flight" => Ok(OneStatement::InFlight),
-        "declined" => Ok(OneStatement::Declined),
-        _ => Err(corrupt(format!("unknown one-statement result {result:?}"))),
+        FirstDelivery::InFlight => Ok(OneStatement::InFlight),
+        FirstDelivery::Declined => Ok(OneStatement::Declined),
     }
 }
 
@@ -198,9 +206,10 @@ fn corrupt(what: String) -> diesel::result::Error {
     diesel::result::Error::DeserializationError(what.into())
 }
 
-/// COALESCE(the committed record's answer, the capture): a redelivery is answered by the
-/// indexed read and the function is never called; a first delivery runs it. Written by hand so
-/// the statement is prepared once per connection (diesel caches a query by its static id).
+/// COALESCE(the committed record's answer, the first delivery): a redelivery is answered by
+/// the indexed read and the function is never called; a first delivery runs it. Written by
+/// hand so the statement is prepared once per connection (diesel caches a query by its static
+/// id).
 struct Single<'a>(&'a Capture);
 
 impl QueryId for Single<'_> {
@@ -209,10 +218,9 @@ impl QueryId for Single<'_> {
 }
 
 impl Query for Single<'_> {
-    /// (result, status, response status, response text, request hash), where result is
-    /// applied, existing, in_flight or declined.
+    /// (result, status, response status, response text, request hash).
     type SqlType = Record<(
-        Text,
+        FirstDeliveryResultSql,
         Nullable<Text>,
         Nullable<Int4>,
         Nullable<Text>,
@@ -224,40 +232,22 @@ impl QueryFragment<Pg> for Single<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         let c = self.0;
         out.push_sql(
-            "SELECT COALESCE((SELECT ROW('existing'::TEXT, k.status, k.response_status, \
-             k.response_body::TEXT, k.request_hash) FROM idempotency_keys k WHERE k.op = ",
+            "SELECT COALESCE((SELECT ROW('existing'::first_delivery_result, r.status, \
+             r.response_status, r.response_body, r.request_hash) FROM idempotency_record(",
         );
-        out.push_bind_param::<Text, _>(&c.op)?;
-        out.push_sql(" AND k.user_id = ");
-        out.push_bind_param::<BigInt, _>(&c.merchant_id)?;
-        out.push_sql(" AND k.idem_key = ");
-        out.push_bind_param::<Text, _>(&c.idem_key)?;
-        out.push_sql("), payment_capture_first_delivery(");
-        out.push_bind_param::<BigInt, _>(&c.merchant_id)?;
-        for text in [&c.idem_key, &c.provider, &c.event_id, &c.request_hash] {
-            out.push_sql(", ");
-            out.push_bind_param::<Text, _>(text)?;
-        }
+        walk_scope(&c.scope, &mut out)?;
+        out.push_sql(") r), callback_first_delivery(");
+        out.push_bind_param::<Text, _>(c.scope.op.as_str_ref())?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&c.scope.key)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&c.request_hash)?;
         out.push_sql(", ");
         out.push_bind_param::<Timestamptz, _>(&c.expires_at)?;
         out.push_sql(", ");
         out.push_bind_param::<Bytea, _>(&c.body)?;
         out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&c.payment_id)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&c.order_id)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&c.currency)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&c.amount_minor)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&c.account_a)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&c.amount_a)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Text, _>(&c.account_b)?;
-        out.push_sql(", ");
-        out.push_bind_param::<BigInt, _>(&c.amount_b)?;
+        c.effect.walk_params(&mut out)?;
         out.push_sql(", ");
         out.push_bind_param::<Text, _>(&c.ack)?;
         out.push_sql("))");
@@ -265,24 +255,31 @@ impl QueryFragment<Pg> for Single<'_> {
     }
 }
 
-/// `payment_capture_batch(..)`: the captures' values as one array per parameter.
+/// `callback_first_delivery_batch(..)`: the attempts' values as one array per parameter.
 struct Batch<'a> {
-    op: &'static str,
-    merchant_id: Vec<i64>,
+    op: &'static &'static str,
     idem_key: Vec<&'a str>,
-    provider: Vec<&'a str>,
-    event_id: Vec<&'a str>,
     request_hash: Vec<&'a str>,
     expires_at: Vec<DateTime<Utc>>,
     body: Vec<&'a [u8]>,
+    merchant_id: Vec<i64>,
+    provider: Vec<&'a str>,
+    event_id: Vec<&'a str>,
     payment_id: Vec<&'a str>,
-    order_id: Vec<i64>,
-    currency: Vec<&'a str>,
+    order_id: Vec<Option<i64>>,
+    order_from: Vec<Option<&'static str>>,
+    order_to: Vec<Option<&'static str>>,
+    payment_status: Vec<&'static str>,
     amount_minor: Vec<i64>,
-    account_a: Vec<&'a str>,
-    amount_a: Vec<i64>,
-    account_b: Vec<&'a str>,
-    amount_b: Vec<i64>,
+    currency: Vec<&'a str>,
+    refunded_from: Vec<Option<i64>>,
+    refunded_to: Vec<Option<i64>>,
+    kind: Vec<Option<&'static str>>,
+    refund_id: Vec<Option<&'a str>>,
+    account_a: Vec<Option<&'a str>>,
+    amount_a: Vec<Option<i64>>,
+    account_b: Vec<Option<&'a str>>,
+    amount_b: Vec<Option<i64>>,
     ack: Vec<&'a str>,
 }
 
@@ -292,22 +289,29 @@ impl<'a> Batch<'a> {
             captures.iter().map(|c| f(c)).collect()
         }
         Self {
-            op: captures.first().map_or("", |c| c.op),
-            merchant_id: column(captures, |c| c.merchant_id),
-            idem_key: column(captures, |c| c.idem_key.as_str()),
-            provider: column(captures, |c| c.provider.as_str()),
-            event_id: column(captures, |c| c.event_id.as_str()),
+            op: captures.first().map_or(&"", |c| c.scope.op.as_str_ref()),
+            idem_key: column(captures, |c| c.scope.key.as_str()),
             request_hash: column(captures, |c| c.request_hash.as_str()),
             expires_at: column(captures, |c| c.expires_at),
             body: column(captures, |c| c.body.as_slice()),
-            payment_id: column(captures, |c| c.payment_id.as_str()),
-            order_id: column(captures, |c| c.order_id),
-            currency: column(captures, |c| c.currency),
-            amount_minor: column(captures, |c| c.amount_minor),
-            account_a: column(captures, |c| c.account_a.as_str()),
-            amount_a: column(captures, |c| c.amount_a),
-            account_b: column(captures, |c| c.account_b.as_str()),
-            amount_b: column(captures, |c| c.amount_b),
+            merchant_id: column(captures, |c| c.effect.merchant_id),
+            provider: column(captures, |c| c.effect.provider.as_str()),
+            event_id: column(captures, |c| c.effect.event_id.as_str()),
+            payment_id: column(captures, |c| c.effect.payment_id.as_str()),
+            order_id: column(captures, |c| c.effect.order_id),
+            order_from: column(captures, |c| c.effect.order_from),
+            order_to: column(captures, |c| c.effect.order_to),
+            payment_status: column(captures, |c| c.effect.payment_status),
+            amount_minor: column(captures, |c| c.effect.amount_minor),
+            currency: column(captures, |c| c.effect.currency.as_str()),
+            refunded_from: column(captures, |c| c.effect.refunded_from),
+            refunded_to: column(captures, |c| c.effect.refunded_to),
+            kind: column(captures, |c| c.effect.kind),
+            refund_id: column(captures, |c| c.effect.refund_id.as_deref()),
+            account_a: column(captures, |c| c.effect.account_a.as_deref()),
+            amount_a: column(captures, |c| c.effect.amount_a),
+            account_b: column(captures, |c| c.effect.account_b.as_deref()),
+            amount_b: column(captures, |c| c.effect.amount_b),
             ack: column(captures, |c| c.ack.as_str()),
         }
     }
@@ -322,7 +326,7 @@ impl Query for Batch<'_> {
     /// (item, result, status, response status, response text, request hash).
     type SqlType = (
         Int4,
-        Text,
+        FirstDeliveryResultSql,
         Nullable<Text>,
         Nullable<Int4>,
         Nullable<Text>,
@@ -334,19 +338,12 @@ impl QueryFragment<Pg> for Batch<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql(
             "SELECT item, result, status, response_status, response_body, request_hash \
-             FROM payment_capture_batch(",
+             FROM callback_first_delivery_batch(",
         );
-        out.push_bind_param::<Text, _>(&self.op)?;
+        out.push_bind_param::<Text, _>(self.op)?;
         out.push_sql(", ");
         out.push_bind_param::<Text, _>(&BATCH_LOCK_TIMEOUT)?;
-        out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(&self.merchant_id)?;
-        for texts in [
-            &self.idem_key,
-            &self.provider,
-            &self.event_id,
-            &self.request_hash,
-        ] {
+        for texts in [&self.idem_key, &self.request_hash] {
             out.push_sql(", ");
             out.push_bind_param::<Array<Text>, _>(texts)?;
         }
@@ -355,21 +352,39 @@ impl QueryFragment<Pg> for Batch<'_> {
         out.push_sql(", ");
         out.push_bind_param::<Array<Bytea>, _>(&self.body)?;
         out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(&self.payment_id)?;
+        out.push_bind_param::<Array<BigInt>, _>(&self.merchant_id)?;
+        for texts in [&self.provider, &self.event_id, &self.payment_id] {
+            out.push_sql(", ");
+            out.push_bind_param::<Array<Text>, _>(texts)?;
+        }
         out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(&self.order_id)?;
+        out.push_bind_param::<Array<Nullable<BigInt>>, _>(&self.order_id)?;
+        for statuses in [&self.order_from, &self.order_to] {
+            out.push_sql(", ");
+            out.push_bind_param::<Array<Nullable<Text>>, _>(statuses)?;
+        }
         out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(&self.currency)?;
+        out.push_bind_param::<Array<Text>, _>(&self.payment_status)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<BigInt>, _>(&self.amount_minor)?;
         out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(&self.account_a)?;
+        out.push_bind_param::<Array<Text>, _>(&self.currency)?;
+        for amounts in [&self.refunded_from, &self.refunded_to] {
+            out.push_sql(", ");
+            out.push_bind_param::<Array<Nullable<BigInt>>, _>(amounts)?;
+        }
         out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(&self.amount_a)?;
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.kind)?;
+        for texts in [&self.refund_id, &self.account_a] {
+            out.push_sql(", ");
+            out.push_bind_param::<Array<Nullable<Text>>, _>(texts)?;
+        }
         out.push_sql(", ");
-        out.push_bind_param::<Array<Text>, _>(&self.account_b)?;
+        out.push_bind_param::<Array<Nullable<BigInt>>, _>(&self.amount_a)?;
         out.push_sql(", ");
-        out.push_bind_param::<Array<BigInt>, _>(&self.amount_b)?;
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.account_b)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Nullable<BigInt>>, _>(&self.amount_b)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Text>, _>(&self.ack)?;
         out.push_sql(")");
@@ -386,7 +401,7 @@ mod tests {
     fn a_payment_succeeded_expects_its_pending_order_and_captures_it() {
         let event = PaymentEvent::Succeeded {
             payment_id: "pi_1".into(),
-            order_id: 7,
+            order_id: Some(7),
             amount: AmountMinor::parse(5000).unwrap(),
             currency: Currency::parse("EUR").unwrap(),
         };
@@ -401,11 +416,18 @@ mod tests {
     }
 
     #[test]
-    fn failures_and_refunds_have_no_one_statement_path() {
+    fn failures_refunds_and_orderless_captures_have_no_one_statement_path() {
         let failed = PaymentEvent::Failed {
             payment_id: "pi_1".into(),
-            order_id: 7,
+            order_id: Some(7),
         };
         assert_eq!(expected_capture(&failed), None);
+        let orderless = PaymentEvent::Succeeded {
+            payment_id: "pi_1".into(),
+            order_id: None,
+            amount: AmountMinor::parse(5000).unwrap(),
+            currency: Currency::parse("EUR").unwrap(),
+        };
+        assert_eq!(expected_capture(&orderless), None);
     }
 }

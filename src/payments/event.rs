@@ -1,4 +1,6 @@
-//! Payload adapters: a provider's JSON body into one internal [`PaymentEvent`].
+//! Payload adapters: a provider's JSON body into one internal [`PaymentEvent`], or the reason
+//! a signed body is acknowledged without one (a type the gateway does not handle, a body it
+//! cannot use). Parsed once per delivery.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -6,7 +8,7 @@ use serde_json::Value;
 use crate::config::PayloadFormat;
 use crate::money::{AmountMinor, Currency};
 
-/// A signed body that cannot be understood: 400 `invalid_payload`.
+/// A body that cannot be used, with the detail the ack carries.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct PayloadError(pub String);
@@ -29,18 +31,36 @@ pub enum RefundAmount {
 pub enum PaymentEvent {
     Succeeded {
         payment_id: String,
-        order_id: i64,
+        /// The merchant's order the payment is for; `None` when the body names none usable
+        /// (the money is then held, reason `unknown_order`).
+        order_id: Option<i64>,
         amount: AmountMinor,
         currency: Currency,
     },
     Failed {
         payment_id: String,
-        order_id: i64,
+        order_id: Option<i64>,
     },
     Refunded {
         payment_id: String,
+        /// The provider's refund id, when the payload names it: it posts at most once.
+        refund_id: Option<String>,
         refund: RefundAmount,
         currency: Currency,
+    },
+}
+
+/// A signed body, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Event(PaymentEvent),
+    /// Acknowledged and stored without effect: `unsupported_event_type`, `no_payment_intent`.
+    Ignored(&'static str),
+    /// A handled type whose body is unusable: acknowledged `rejected` with this reason
+    /// (`invalid_payload`, `amount_out_of_range`) and detail, and stored.
+    Rejected {
+        reason: &'static str,
+        detail: String,
     },
 }
 
@@ -52,14 +72,48 @@ impl PaymentEvent {
             | PaymentEvent::Refunded { payment_id, .. } => payment_id,
         }
     }
+}
 
-    pub fn parse(format: PayloadFormat, body: &[u8]) -> Result<Self, PayloadError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| invalid(format!("the body is not JSON: {e}")))?;
-        match format {
-            PayloadFormat::Canonical => parse_canonical(&value),
-            PayloadFormat::Stripe => parse_stripe(&value),
+impl Parsed {
+    pub fn from_body(format: PayloadFormat, body: &[u8]) -> Self {
+        let value: Value = match serde_json::from_slice(body) {
+            Ok(value) => value,
+            Err(e) => return Self::invalid(invalid(format!("the body is not JSON: {e}"))),
+        };
+        let Some(kind) = field(&value, &["type"]).and_then(Value::as_str) else {
+            return Self::invalid(invalid("type must be a string"));
+        };
+        let parsed = match format {
+            PayloadFormat::Canonical => parse_canonical(kind, &value),
+            PayloadFormat::Stripe => parse_stripe(kind, &value),
+        };
+        match parsed {
+            Ok(parsed) => parsed,
+            Err(Unusable::Invalid(error)) => Self::invalid(error),
+            Err(Unusable::OutOfRange(error)) => Parsed::Rejected {
+                reason: "amount_out_of_range",
+                detail: error.0,
+            },
         }
+    }
+
+    fn invalid(error: PayloadError) -> Self {
+        Parsed::Rejected {
+            reason: "invalid_payload",
+            detail: error.0,
+        }
+    }
+}
+
+/// Why a handled type's body cannot be used.
+enum Unusable {
+    Invalid(PayloadError),
+    OutOfRange(PayloadError),
+}
+
+impl From<PayloadError> for Unusable {
+    fn from(error: PayloadError) -> Self {
+        Unusable::Invalid(error)
     }
 }
 
@@ -104,31 +158,35 @@ fn string_at(value: &Value, path: &[&str]) -> Result<String, PayloadError> {
         })
 }
 
-fn amount_at(value: &Value, path: &[&str]) -> Result<AmountMinor, PayloadError> {
-    field(value, path)
+/// A positive amount of at most [`AmountMinor::MAX`]; a larger integer is out of range.
+fn amount_at(value: &Value, path: &[&str]) -> Result<AmountMinor, Unusable> {
+    let number = field(value, path)
         .and_then(Value::as_i64)
-        .and_then(AmountMinor::parse)
-        .ok_or_else(|| {
-            invalid(format!(
-                "{} must be an integer greater than 0",
-                path.join(".")
-            ))
-        })
+        .filter(|a| *a > 0);
+    let Some(number) = number else {
+        return Err(Unusable::Invalid(invalid(format!(
+            "{} must be an integer greater than 0",
+            path.join(".")
+        ))));
+    };
+    AmountMinor::parse(number).ok_or_else(|| {
+        Unusable::OutOfRange(invalid(format!(
+            "{} is above {} minor units",
+            path.join("."),
+            AmountMinor::MAX
+        )))
+    })
 }
 
-/// An order id as an integer, or as a string of digits (Stripe metadata values are strings).
-fn order_id_at(value: &Value, path: &[&str]) -> Result<i64, PayloadError> {
+/// An order id as an integer, or as a string of digits (Stripe metadata values are strings);
+/// anything else names no order.
+fn order_id_at(value: &Value, path: &[&str]) -> Option<i64> {
     let id = match field(value, path) {
         Some(Value::Number(n)) => n.as_i64(),
         Some(Value::String(s)) => s.parse().ok(),
         _ => None,
     };
-    id.filter(|id| *id > 0).ok_or_else(|| {
-        invalid(format!(
-            "{} must be a positive integer order id",
-            path.join(".")
-        ))
-    })
+    id.filter(|id| *id > 0)
 }
 
 fn currency_at(value: &Value, path: &[&str], any_case: bool) -> Result<Currency, PayloadError> {
@@ -146,60 +204,80 @@ fn currency_at(value: &Value, path: &[&str], any_case: bool) -> Result<Currency,
     })
 }
 
-fn parse_canonical(value: &Value) -> Result<PaymentEvent, PayloadError> {
-    let kind = string_at(value, &["type"])?;
-    let payment_id = string_at(value, &["data", "payment_id"])?;
-    match kind.as_str() {
-        "payment.succeeded" => Ok(PaymentEvent::Succeeded {
-            payment_id,
-            order_id: order_id_at(value, &["data", "order_id"])?,
+fn parse_canonical(kind: &str, value: &Value) -> Result<Parsed, Unusable> {
+    let event = match kind {
+        "payment.succeeded" => PaymentEvent::Succeeded {
+            payment_id: string_at(value, &["data", "payment_id"])?,
+            order_id: order_id_at(value, &["data", "order_id"]),
             amount: amount_at(value, &["data", "amount_minor"])?,
             currency: currency_at(value, &["data", "currency"], false)?,
-        }),
-        "payment.failed" => Ok(PaymentEvent::Failed {
-            payment_id,
-            order_id: order_id_at(value, &["data", "order_id"])?,
-        }),
-        "refund.succeeded" => Ok(PaymentEvent::Refunded {
-            payment_id,
+        },
+        "payment.failed" => PaymentEvent::Failed {
+            payment_id: string_at(value, &["data", "payment_id"])?,
+            order_id: order_id_at(value, &["data", "order_id"]),
+        },
+        "refund.succeeded" => PaymentEvent::Refunded {
+            payment_id: string_at(value, &["data", "payment_id"])?,
+            refund_id: match field(value, &["data", "refund_id"]) {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(string_at(value, &["data", "refund_id"])?),
+            },
             refund: RefundAmount::Delta(amount_at(value, &["data", "amount_minor"])?),
             currency: currency_at(value, &["data", "currency"], false)?,
-        }),
-        other => Err(invalid(format!("unsupported event type {other:?}"))),
-    }
+        },
+        _ => return Ok(Parsed::Ignored("unsupported_event_type")),
+    };
+    Ok(Parsed::Event(event))
 }
 
-fn parse_stripe(value: &Value) -> Result<PaymentEvent, PayloadError> {
-    let kind = string_at(value, &["type"])?;
+fn parse_stripe(kind: &str, value: &Value) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "payment_intent.succeeded" | "payment_intent.payment_failed" | "charge.refunded"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
     let object = field(value, &["data", "object"])
         .filter(|o| o.is_object())
         .ok_or_else(|| invalid("data.object must be an object"))?;
-    match kind.as_str() {
-        "payment_intent.succeeded" => Ok(PaymentEvent::Succeeded {
+    let event = match kind {
+        "payment_intent.succeeded" => PaymentEvent::Succeeded {
             payment_id: string_at(object, &["id"])?,
-            order_id: order_id_at(object, &["metadata", "order_id"])?,
+            order_id: order_id_at(object, &["metadata", "order_id"]),
             amount: amount_at(object, &["amount_received"])?,
             currency: currency_at(object, &["currency"], true)?,
-        }),
-        "payment_intent.payment_failed" => Ok(PaymentEvent::Failed {
+        },
+        "payment_intent.payment_failed" => PaymentEvent::Failed {
             payment_id: string_at(object, &["id"])?,
-            order_id: order_id_at(object, &["metadata", "order_id"])?,
-        }),
-        "charge.refunded" => {
+            order_id: order_id_at(object, &["metadata", "order_id"]),
+        },
+        _ => {
+            // A charge of the legacy Charges API has no PaymentIntent, so no payment the
+            // gateway could have captured.
+            if matches!(object.get("payment_intent"), None | Some(Value::Null)) {
+                return Ok(Parsed::Ignored("no_payment_intent"));
+            }
             let refunded = field(object, &["amount_refunded"])
                 .and_then(Value::as_i64)
                 .filter(|a| *a >= 0)
                 .ok_or_else(|| {
                     invalid("data.object.amount_refunded must be a non-negative integer")
                 })?;
-            Ok(PaymentEvent::Refunded {
+            if refunded > AmountMinor::MAX {
+                return Err(Unusable::OutOfRange(invalid(format!(
+                    "data.object.amount_refunded is above {} minor units",
+                    AmountMinor::MAX
+                ))));
+            }
+            PaymentEvent::Refunded {
                 payment_id: string_at(object, &["payment_intent"])?,
+                refund_id: None,
                 refund: RefundAmount::Cumulative(refunded),
                 currency: currency_at(object, &["currency"], true)?,
-            })
+            }
         }
-        other => Err(invalid(format!("unsupported event type {other:?}"))),
-    }
+    };
+    Ok(Parsed::Event(event))
 }
 
 #[cfg(test)]
@@ -210,73 +288,164 @@ mod tests {
         Currency::parse("USD").unwrap()
     }
 
+    fn canonical(body: &str) -> Parsed {
+        Parsed::from_body(PayloadFormat::Canonical, body.as_bytes())
+    }
+
+    fn stripe(body: &str) -> Parsed {
+        Parsed::from_body(PayloadFormat::Stripe, body.as_bytes())
+    }
+
+    fn reason(parsed: Parsed) -> &'static str {
+        match parsed {
+            Parsed::Ignored(reason) | Parsed::Rejected { reason, .. } => reason,
+            Parsed::Event(event) => panic!("expected no event, got {event:?}"),
+        }
+    }
+
     #[test]
     fn the_canonical_payment_succeeded_example_parses() {
-        let body = br#"{"id":"evt_1","type":"payment.succeeded","data":{"payment_id":"pay_1","order_id":123,"amount_minor":1999,"currency":"USD"}}"#;
+        let body = r#"{"id":"evt_1","type":"payment.succeeded","data":{"payment_id":"pay_1","order_id":123,"amount_minor":1999,"currency":"USD"}}"#;
         assert_eq!(
-            PaymentEvent::parse(PayloadFormat::Canonical, body).unwrap(),
-            PaymentEvent::Succeeded {
+            canonical(body),
+            Parsed::Event(PaymentEvent::Succeeded {
                 payment_id: "pay_1".into(),
-                order_id: 123,
+                order_id: Some(123),
                 amount: AmountMinor::parse(1999).unwrap(),
                 currency: usd(),
-            }
+            })
         );
     }
 
     #[test]
-    fn a_canonical_refund_carries_its_own_amount() {
-        let body = br#"{"id":"evt_2","type":"refund.succeeded","data":{"payment_id":"pay_1","order_id":123,"amount_minor":500,"currency":"USD"}}"#;
-        let event = PaymentEvent::parse(PayloadFormat::Canonical, body).unwrap();
-        assert!(
-            matches!(event, PaymentEvent::Refunded { refund: RefundAmount::Delta(a), .. } if a.get() == 500)
+    fn a_canonical_refund_carries_its_own_amount_and_refund_id() {
+        let body = r#"{"id":"evt_2","type":"refund.succeeded","data":{"payment_id":"pay_1","refund_id":"re_1","amount_minor":500,"currency":"USD"}}"#;
+        assert_eq!(
+            canonical(body),
+            Parsed::Event(PaymentEvent::Refunded {
+                payment_id: "pay_1".into(),
+                refund_id: Some("re_1".into()),
+                refund: RefundAmount::Delta(AmountMinor::parse(500).unwrap()),
+                currency: usd(),
+            })
         );
     }
 
     #[test]
     fn stripe_events_map_to_the_same_internal_events() {
-        let succeeded = br#"{"id":"evt_s","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount_received":5000,"currency":"usd","metadata":{"order_id":"7"}}}}"#;
+        let succeeded = r#"{"id":"evt_s","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount_received":5000,"currency":"usd","metadata":{"order_id":"7"}}}}"#;
         assert_eq!(
-            PaymentEvent::parse(PayloadFormat::Stripe, succeeded).unwrap(),
-            PaymentEvent::Succeeded {
+            stripe(succeeded),
+            Parsed::Event(PaymentEvent::Succeeded {
                 payment_id: "pi_1".into(),
-                order_id: 7,
+                order_id: Some(7),
                 amount: AmountMinor::parse(5000).unwrap(),
                 currency: usd(),
-            }
+            })
         );
-        let refunded = br#"{"id":"evt_r","type":"charge.refunded","data":{"object":{"id":"ch_1","payment_intent":"pi_1","amount_refunded":800,"currency":"usd"}}}"#;
+        let refunded = r#"{"id":"evt_r","type":"charge.refunded","data":{"object":{"id":"ch_1","payment_intent":"pi_1","amount_refunded":800,"currency":"usd"}}}"#;
         assert_eq!(
-            PaymentEvent::parse(PayloadFormat::Stripe, refunded).unwrap(),
-            PaymentEvent::Refunded {
+            stripe(refunded),
+            Parsed::Event(PaymentEvent::Refunded {
                 payment_id: "pi_1".into(),
+                refund_id: None,
                 refund: RefundAmount::Cumulative(800),
                 currency: usd(),
-            }
+            })
         );
     }
 
     #[test]
-    fn unsupported_types_and_missing_fields_are_payload_errors() {
-        for body in [
-            r#"{"id":"e","type":"customer.created","data":{"payment_id":"p"}}"#,
-            r#"{"id":"e","type":"payment.succeeded","data":{"payment_id":"p","order_id":1,"amount_minor":0,"currency":"USD"}}"#,
-            r#"{"id":"e","type":"payment.succeeded","data":{"payment_id":"p","order_id":1,"amount_minor":5,"currency":"usd"}}"#,
-            r#"[1,2,3]"#,
-            "not json",
+    fn a_capture_without_a_usable_order_reference_still_parses() {
+        for order in [
+            r#""#,
+            r#","metadata":{}"#,
+            r#","metadata":{"order_id":"abc"}"#,
+            r#","metadata":{"order_id":null}"#,
         ] {
+            let body = format!(
+                r#"{{"id":"e","type":"payment_intent.succeeded","data":{{"object":{{"id":"pi_1","amount_received":5,"currency":"eur"{order}}}}}}}"#
+            );
             assert!(
-                PaymentEvent::parse(PayloadFormat::Canonical, body.as_bytes()).is_err(),
+                matches!(
+                    stripe(&body),
+                    Parsed::Event(PaymentEvent::Succeeded { order_id: None, .. })
+                ),
                 "{body}"
             );
         }
     }
 
     #[test]
+    fn types_the_gateway_does_not_handle_are_ignored() {
+        assert_eq!(
+            reason(canonical(r#"{"type":"customer.created","data":{}}"#)),
+            "unsupported_event_type"
+        );
+        for kind in [
+            "customer.created",
+            "charge.succeeded",
+            "charge.failed",
+            "charge.refund.updated",
+            "invoice.created",
+        ] {
+            let body =
+                format!(r#"{{"id":"evt","type":"{kind}","data":{{"object":{{"id":"x"}}}}}}"#);
+            assert_eq!(reason(stripe(&body)), "unsupported_event_type", "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_legacy_charge_refund_without_a_payment_intent_is_ignored() {
+        let body = r#"{"id":"evt","type":"charge.refunded","data":{"object":{"id":"ch_1","payment_intent":null,"amount_refunded":100,"currency":"usd"}}}"#;
+        assert_eq!(reason(stripe(body)), "no_payment_intent");
+    }
+
+    #[test]
+    fn unusable_bodies_of_handled_types_are_rejected_with_a_detail() {
+        for body in [
+            r#"{"id":"e","type":"payment.succeeded","data":{"payment_id":"p","order_id":1,"amount_minor":0,"currency":"USD"}}"#,
+            r#"{"id":"e","type":"payment.succeeded","data":{"payment_id":"p","order_id":1,"amount_minor":5,"currency":"usd"}}"#,
+            r#"{"id":"e","type":"payment.succeeded","data":{"order_id":1,"amount_minor":5,"currency":"USD"}}"#,
+            r#"{"id":"e","type":"refund.succeeded","data":{"payment_id":"p","amount_minor":"5","currency":"USD"}}"#,
+            r#"[1,2,3]"#,
+            "not json",
+        ] {
+            match canonical(body) {
+                Parsed::Rejected { reason, detail } => {
+                    assert_eq!(reason, "invalid_payload", "{body}");
+                    assert!(!detail.is_empty());
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn amounts_above_ten_to_the_fifteen_are_out_of_range() {
+        let body = r#"{"id":"e","type":"refund.succeeded","data":{"payment_id":"p","amount_minor":9223372036854775807,"currency":"USD"}}"#;
+        assert_eq!(reason(canonical(body)), "amount_out_of_range");
+        let body = r#"{"id":"e","type":"charge.refunded","data":{"object":{"payment_intent":"pi","amount_refunded":1000000000000001,"currency":"usd"}}}"#;
+        assert_eq!(reason(stripe(body)), "amount_out_of_range");
+    }
+
+    #[test]
+    fn non_ascii_text_and_extra_fields_do_not_matter() {
+        let body = r#"{"id":"evt_u","type":"payment_intent.succeeded","data":{"object":{"id":"pi_9","amount_received":1500,"currency":"usd","description":"1 × Produkt für Café","metadata":{"order_id":"9","note":"日本"},"charges":{"data":[{"id":"ch_1"}]}},"previous_attributes":{"metadata":{"order_id":null}}}}"#;
+        assert!(matches!(
+            stripe(body),
+            Parsed::Event(PaymentEvent::Succeeded {
+                order_id: Some(9),
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn a_nul_character_in_an_id_is_a_payload_error_not_a_database_error() {
         let body =
-            br#"{"id":"e","type":"payment.failed","data":{"payment_id":"p\u0000","order_id":1}}"#;
-        assert!(PaymentEvent::parse(PayloadFormat::Canonical, body).is_err());
+            r#"{"id":"e","type":"payment.failed","data":{"payment_id":"p\u0000","order_id":1}}"#;
+        assert_eq!(reason(canonical(body)), "invalid_payload");
         assert!(event_id_from_body(br#"{"id":"e\u0000"}"#).is_err());
     }
 

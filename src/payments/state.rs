@@ -1,5 +1,6 @@
 //! The payment state machine: given an event and what the database holds, what to do.
-//! Pure, so every rule is unit-tested without a database.
+//! Pure, so every rule is unit-tested without a database. Money a provider reports captured is
+//! never left outside the books: what cannot be applied to its order is held.
 
 use super::event::{PaymentEvent, RefundAmount};
 use crate::money::Currency;
@@ -13,6 +14,8 @@ pub enum PaymentStatus {
     Failed,
     PartiallyRefunded,
     Refunded,
+    /// Captured, but not applicable to its order: the money sits in unapplied funds.
+    Held,
 }
 
 impl PaymentStatus {
@@ -23,25 +26,31 @@ impl PaymentStatus {
             PaymentStatus::Failed => "failed",
             PaymentStatus::PartiallyRefunded => "partially_refunded",
             PaymentStatus::Refunded => "refunded",
+            PaymentStatus::Held => "held",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "pending" => Some(PaymentStatus::Pending),
-            "succeeded" => Some(PaymentStatus::Succeeded),
-            "failed" => Some(PaymentStatus::Failed),
-            "partially_refunded" => Some(PaymentStatus::PartiallyRefunded),
-            "refunded" => Some(PaymentStatus::Refunded),
-            _ => None,
-        }
+        [
+            PaymentStatus::Pending,
+            PaymentStatus::Succeeded,
+            PaymentStatus::Failed,
+            PaymentStatus::PartiallyRefunded,
+            PaymentStatus::Refunded,
+            PaymentStatus::Held,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
     }
 
-    /// True once money was captured (refunds included).
+    /// True once money was captured (held and refunded included).
     pub fn is_captured(self) -> bool {
         matches!(
             self,
-            PaymentStatus::Succeeded | PaymentStatus::PartiallyRefunded | PaymentStatus::Refunded
+            PaymentStatus::Succeeded
+                | PaymentStatus::PartiallyRefunded
+                | PaymentStatus::Refunded
+                | PaymentStatus::Held
         )
     }
 }
@@ -58,30 +67,49 @@ pub struct OrderState {
 /// The payment as the state machine needs it.
 #[derive(Debug, Clone)]
 pub struct PaymentState {
-    pub order_id: i64,
+    pub order_id: Option<i64>,
     pub status: PaymentStatus,
     pub captured_minor: i64,
     pub refunded_minor: i64,
     pub currency: String,
 }
 
+/// An order's status change: the state the plan saw, and the one it moves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrderMove {
+    pub order_id: i64,
+    pub from: OrderStatus,
+    pub to: OrderStatus,
+}
+
 /// What an event does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Capture: payment succeeded, order paid, one `payment` transfer.
+    /// Capture: payment succeeded, order paid, one `payment` transfer to the merchant.
     Capture {
         order_id: i64,
         amount_minor: i64,
         currency: Currency,
     },
-    /// Record a failed attempt; the order stays payable, nothing is posted.
-    RecordFailure { order_id: i64 },
-    /// Refund `amount_minor` more: one `refund` transfer.
-    Refund {
-        order_id: i64,
+    /// Captured money that cannot be applied to its order: one `payment` transfer into
+    /// unapplied funds, the payment stored `held`, the order untouched.
+    Hold {
+        reason: &'static str,
+        order_id: Option<i64>,
         amount_minor: i64,
+        currency: Currency,
+    },
+    /// Record a failed attempt; the order stays payable, nothing is posted.
+    RecordFailure { order_id: i64, currency: String },
+    /// Refund `amount_minor` more: one `refund` transfer, against unapplied funds when the
+    /// payment is held (no order changes then).
+    Refund {
+        amount_minor: i64,
+        refunded_before: i64,
         refunded_total: i64,
-        fully_refunded: bool,
+        payment_to: PaymentStatus,
+        order_move: Option<OrderMove>,
+        from_unapplied: bool,
         currency: Currency,
     },
     /// Deterministic no-op (stale or superseded event), acknowledged.
@@ -101,28 +129,7 @@ pub fn plan(
     match event {
         PaymentEvent::Succeeded {
             amount, currency, ..
-        } => {
-            let Some(order) = order else {
-                return Plan::Reject("unknown_order");
-            };
-            if payment.is_some_and(|p| p.status.is_captured()) {
-                return Plan::Ignore("already_succeeded");
-            }
-            if order.currency != currency.code() {
-                return Plan::Reject("currency_mismatch");
-            }
-            if order.amount_minor != amount.get() {
-                return Plan::Reject("amount_mismatch");
-            }
-            if order.status != OrderStatus::PendingPayment {
-                return Plan::Reject("order_already_paid");
-            }
-            Plan::Capture {
-                order_id: order.id,
-                amount_minor: amount.get(),
-                currency: *currency,
-            }
-        }
+        } => plan_capture(amount.get(), *currency, order, payment),
         PaymentEvent::Failed { .. } => {
             let Some(order) = order else {
                 return Plan::Reject("unknown_order");
@@ -130,39 +137,114 @@ pub fn plan(
             match payment.map(|p| p.status) {
                 Some(status) if status.is_captured() => Plan::Ignore("stale_event"),
                 Some(PaymentStatus::Failed) => Plan::Ignore("already_failed"),
-                _ => Plan::RecordFailure { order_id: order.id },
+                _ => Plan::RecordFailure {
+                    order_id: order.id,
+                    currency: order.currency.clone(),
+                },
             }
         }
         PaymentEvent::Refunded {
             refund, currency, ..
-        } => {
-            let Some(payment) = payment.filter(|p| p.status.is_captured()) else {
-                // A refund before its payment: let the provider redeliver it later.
-                return Plan::OutOfOrder("payment_not_captured");
-            };
-            if payment.currency != currency.code() {
-                return Plan::Reject("currency_mismatch");
-            }
-            let amount_minor = match refund {
-                RefundAmount::Delta(amount) => amount.get(),
-                RefundAmount::Cumulative(total) => total - payment.refunded_minor,
-            };
-            if amount_minor <= 0 {
-                // An older cumulative total than the one already applied.
-                return Plan::Ignore("stale_event");
-            }
-            let refunded_total = payment.refunded_minor + amount_minor;
-            if refunded_total > payment.captured_minor {
-                return Plan::Reject("refund_exceeds_captured");
-            }
-            Plan::Refund {
-                order_id: payment.order_id,
-                amount_minor,
-                refunded_total,
-                fully_refunded: refunded_total == payment.captured_minor,
-                currency: *currency,
-            }
-        }
+        } => plan_refund(*refund, *currency, order, payment),
+    }
+}
+
+fn plan_capture(
+    amount_minor: i64,
+    currency: Currency,
+    order: Option<&OrderState>,
+    payment: Option<&PaymentState>,
+) -> Plan {
+    if payment.is_some_and(|p| p.status.is_captured()) {
+        // One provider payment moves money once, whatever order a later event names.
+        return Plan::Ignore("payment_already_captured");
+    }
+    let hold = |reason, order_id| Plan::Hold {
+        reason,
+        order_id,
+        amount_minor,
+        currency,
+    };
+    let Some(order) = order else {
+        return hold("unknown_order", None);
+    };
+    if order.currency != currency.code() {
+        return hold("currency_mismatch", Some(order.id));
+    }
+    if order.amount_minor != amount_minor {
+        return hold("amount_mismatch", Some(order.id));
+    }
+    if order.status != OrderStatus::PendingPayment {
+        return hold("order_already_paid", Some(order.id));
+    }
+    Plan::Capture {
+        order_id: order.id,
+        amount_minor,
+        currency,
+    }
+}
+
+fn plan_refund(
+    refund: RefundAmount,
+    currency: Currency,
+    order: Option<&OrderState>,
+    payment: Option<&PaymentState>,
+) -> Plan {
+    let Some(payment) = payment.filter(|p| p.status.is_captured()) else {
+        // A refund before its payment: let the provider redeliver it later.
+        return Plan::OutOfOrder("payment_not_captured");
+    };
+    if payment.currency != currency.code() {
+        return Plan::Reject("currency_mismatch");
+    }
+    let amount_minor = match refund {
+        RefundAmount::Delta(amount) => amount.get(),
+        RefundAmount::Cumulative(total) => match total.checked_sub(payment.refunded_minor) {
+            Some(amount) => amount,
+            None => return Plan::Reject("amount_out_of_range"),
+        },
+    };
+    if amount_minor <= 0 {
+        // An older cumulative total than the one already applied.
+        return Plan::Ignore("stale_event");
+    }
+    let Some(refunded_total) = payment.refunded_minor.checked_add(amount_minor) else {
+        return Plan::Reject("amount_out_of_range");
+    };
+    if refunded_total > payment.captured_minor {
+        return Plan::Reject("refund_exceeds_captured");
+    }
+    let fully = refunded_total == payment.captured_minor;
+    let held = payment.status == PaymentStatus::Held;
+    let payment_to = match (held, fully) {
+        (true, _) => PaymentStatus::Held,
+        (false, true) => PaymentStatus::Refunded,
+        (false, false) => PaymentStatus::PartiallyRefunded,
+    };
+    // A held payment's order never changes; an applied one's follows its refunds.
+    let order_move = order
+        .filter(|o| {
+            !held
+                && payment.order_id == Some(o.id)
+                && matches!(o.status, OrderStatus::Paid | OrderStatus::PartiallyRefunded)
+        })
+        .map(|o| OrderMove {
+            order_id: o.id,
+            from: o.status,
+            to: if fully {
+                OrderStatus::Refunded
+            } else {
+                OrderStatus::PartiallyRefunded
+            },
+        });
+    Plan::Refund {
+        amount_minor,
+        refunded_before: payment.refunded_minor,
+        refunded_total,
+        payment_to,
+        order_move,
+        from_unapplied: held,
+        currency,
     }
 }
 
@@ -186,7 +268,7 @@ mod tests {
 
     fn payment(status: PaymentStatus, refunded: i64) -> PaymentState {
         PaymentState {
-            order_id: 7,
+            order_id: Some(7),
             status,
             captured_minor: 5000,
             refunded_minor: refunded,
@@ -197,7 +279,7 @@ mod tests {
     fn succeeded(amount: i64, currency: &str) -> PaymentEvent {
         PaymentEvent::Succeeded {
             payment_id: "pi_1".into(),
-            order_id: 7,
+            order_id: Some(7),
             amount: AmountMinor::parse(amount).unwrap(),
             currency: Currency::parse(currency).unwrap(),
         }
@@ -206,6 +288,7 @@ mod tests {
     fn refund(refund: RefundAmount) -> PaymentEvent {
         PaymentEvent::Refunded {
             payment_id: "pi_1".into(),
+            refund_id: None,
             refund,
             currency: usd(),
         }
@@ -213,6 +296,15 @@ mod tests {
 
     fn delta(a: i64) -> RefundAmount {
         RefundAmount::Delta(AmountMinor::parse(a).unwrap())
+    }
+
+    fn held(reason: &'static str, order_id: Option<i64>, amount: i64, currency: &str) -> Plan {
+        Plan::Hold {
+            reason,
+            order_id,
+            amount_minor: amount,
+            currency: Currency::parse(currency).unwrap(),
+        }
     }
 
     #[test]
@@ -232,19 +324,19 @@ mod tests {
     }
 
     #[test]
-    fn amount_currency_and_order_mismatches_are_rejected() {
+    fn captured_money_that_does_not_fit_its_order_is_held() {
         let pending = order(OrderStatus::PendingPayment);
         assert_eq!(
             plan(&succeeded(4999, "USD"), Some(&pending), None),
-            Plan::Reject("amount_mismatch")
+            held("amount_mismatch", Some(7), 4999, "USD")
         );
         assert_eq!(
             plan(&succeeded(5000, "EUR"), Some(&pending), None),
-            Plan::Reject("currency_mismatch")
+            held("currency_mismatch", Some(7), 5000, "EUR")
         );
         assert_eq!(
             plan(&succeeded(5000, "USD"), None, None),
-            Plan::Reject("unknown_order")
+            held("unknown_order", None, 5000, "USD")
         );
         assert_eq!(
             plan(
@@ -252,15 +344,34 @@ mod tests {
                 Some(&order(OrderStatus::Paid)),
                 None
             ),
-            Plan::Reject("order_already_paid")
+            held("order_already_paid", Some(7), 5000, "USD")
         );
+    }
+
+    #[test]
+    fn a_payment_id_captured_before_moves_no_money_again() {
+        for status in [
+            PaymentStatus::Succeeded,
+            PaymentStatus::Held,
+            PaymentStatus::Refunded,
+        ] {
+            assert_eq!(
+                plan(
+                    &succeeded(5000, "USD"),
+                    Some(&order(OrderStatus::PendingPayment)),
+                    Some(&payment(status, 0))
+                ),
+                Plan::Ignore("payment_already_captured"),
+                "{status:?}"
+            );
+        }
     }
 
     #[test]
     fn a_failure_after_success_is_stale() {
         let failed = PaymentEvent::Failed {
             payment_id: "pi_1".into(),
-            order_id: 7,
+            order_id: Some(7),
         };
         let paid = order(OrderStatus::Paid);
         assert_eq!(
@@ -273,7 +384,10 @@ mod tests {
         );
         assert_eq!(
             plan(&failed, Some(&order(OrderStatus::PendingPayment)), None),
-            Plan::RecordFailure { order_id: 7 }
+            Plan::RecordFailure {
+                order_id: 7,
+                currency: "USD".into()
+            }
         );
     }
 
@@ -307,19 +421,25 @@ mod tests {
     }
 
     #[test]
-    fn cumulative_refunds_post_the_difference() {
+    fn cumulative_refunds_post_the_difference_and_move_the_order() {
         let after_first = payment(PaymentStatus::PartiallyRefunded, 500);
         assert_eq!(
             plan(
                 &refund(RefundAmount::Cumulative(800)),
-                None,
+                Some(&order(OrderStatus::PartiallyRefunded)),
                 Some(&after_first)
             ),
             Plan::Refund {
-                order_id: 7,
                 amount_minor: 300,
+                refunded_before: 500,
                 refunded_total: 800,
-                fully_refunded: false,
+                payment_to: PaymentStatus::PartiallyRefunded,
+                order_move: Some(OrderMove {
+                    order_id: 7,
+                    from: OrderStatus::PartiallyRefunded,
+                    to: OrderStatus::PartiallyRefunded,
+                }),
+                from_unapplied: false,
                 currency: usd()
             }
         );
@@ -348,15 +468,74 @@ mod tests {
     }
 
     #[test]
+    fn refund_arithmetic_that_would_overflow_is_rejected_not_wrapped() {
+        let mut p = payment(PaymentStatus::PartiallyRefunded, i64::MAX - 10);
+        p.captured_minor = i64::MAX;
+        assert_eq!(
+            plan(&refund(delta(1_000)), None, Some(&p)),
+            Plan::Reject("amount_out_of_range")
+        );
+        let p = payment(PaymentStatus::PartiallyRefunded, -5);
+        assert_eq!(
+            plan(&refund(RefundAmount::Cumulative(i64::MAX)), None, Some(&p)),
+            Plan::Reject("amount_out_of_range")
+        );
+    }
+
+    #[test]
     fn refunding_the_rest_fully_refunds() {
         let p = payment(PaymentStatus::PartiallyRefunded, 4000);
         assert!(matches!(
-            plan(&refund(delta(1000)), None, Some(&p)),
+            plan(
+                &refund(delta(1000)),
+                Some(&order(OrderStatus::PartiallyRefunded)),
+                Some(&p)
+            ),
             Plan::Refund {
-                fully_refunded: true,
                 refunded_total: 5000,
+                payment_to: PaymentStatus::Refunded,
+                order_move: Some(OrderMove {
+                    to: OrderStatus::Refunded,
+                    ..
+                }),
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_held_payment_refunds_from_unapplied_funds_without_touching_an_order() {
+        let p = payment(PaymentStatus::Held, 0);
+        assert_eq!(
+            plan(
+                &refund(delta(1000)),
+                Some(&order(OrderStatus::Paid)),
+                Some(&p)
+            ),
+            Plan::Refund {
+                amount_minor: 1000,
+                refunded_before: 0,
+                refunded_total: 1000,
+                payment_to: PaymentStatus::Held,
+                order_move: None,
+                from_unapplied: true,
+                currency: usd()
+            }
+        );
+    }
+
+    #[test]
+    fn statuses_round_trip_through_their_column_text() {
+        for s in [
+            PaymentStatus::Pending,
+            PaymentStatus::Succeeded,
+            PaymentStatus::Failed,
+            PaymentStatus::PartiallyRefunded,
+            PaymentStatus::Refunded,
+            PaymentStatus::Held,
+        ] {
+            assert_eq!(PaymentStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(PaymentStatus::parse("captured"), None);
     }
 }

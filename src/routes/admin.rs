@@ -1,24 +1,13 @@
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 
-use crate::auth;
+use super::extract::AdminAuth;
+use super::state::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
-use crate::startup::AppState;
-
-fn require_admin(request: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
-    let given = auth::bearer_token(request.headers());
-    if auth::is_admin(given, state.settings.admin.token.as_ref()) {
-        Ok(())
-    } else {
-        Err(ApiError::Unauthorized)
-    }
-}
 
 fn parse_op(op: &str) -> Option<Operation> {
-    [Operation::OrderCreate, Operation::PaymentCallback]
-        .into_iter()
-        .find(|o| o.as_str() == op)
+    Operation::ALL.into_iter().find(|o| o.as_str() == op)
 }
 
 /// `GET /admin/idempotency/{user_id}/{op}/{key}`: one record as stored.
@@ -40,11 +29,10 @@ fn parse_op(op: &str) -> Option<Operation> {
     )
 )]
 pub async fn idempotency_record(
-    request: HttpRequest,
+    _admin: AdminAuth,
     path: web::Path<(String, String, String)>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    require_admin(&request, &state)?;
     let not_found = || ApiError::NotFound {
         code: "record_not_found",
         what: "idempotency record",
@@ -53,7 +41,7 @@ pub async fn idempotency_record(
     let user_id = user_id.parse::<i64>().map_err(|_| not_found())?;
     let op = parse_op(&op).ok_or_else(not_found)?;
     let scope = Scope { user_id, op, key };
-    let mut conn = state.pool.get().await?;
+    let mut conn = state.api_pool.get().await?;
     let record = IdempotencyRecord::find(&mut conn, &scope)
         .await?
         .ok_or_else(not_found)?;
@@ -82,11 +70,10 @@ pub struct Balances {
     )
 )]
 pub async fn balances(
-    request: HttpRequest,
+    _admin: AdminAuth,
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    require_admin(&request, &state)?;
     let merchant_id = path
         .into_inner()
         .parse::<i64>()
@@ -94,7 +81,7 @@ pub async fn balances(
             code: "merchant_not_found",
             what: "merchant",
         })?;
-    let mut conn = state.pool.get().await?;
+    let mut conn = state.api_pool.get().await?;
     let balances = ledger::balances(&mut conn, merchant_id).await?;
     Ok(HttpResponse::Ok().json(Balances {
         merchant_id,

@@ -2,14 +2,13 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
-use super::{idempotent_response, read_body};
-use crate::error::{ApiError, ErrorBody};
-use std::sync::OnceLock;
-
-use crate::idempotency;
+use super::body::read_body;
+use super::respond::idempotent_response;
+use super::state::AppState;
+use crate::error::{ACK_STATUS, ApiError, ErrorBody};
+use crate::idempotency::{self, Completion};
 use crate::metrics::Metrics;
-use crate::payments::ProcessCallback;
-use crate::startup::AppState;
+use crate::payments::{CallbackOutcome, ProcessCallback, Source};
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
 /// apply and acknowledge the event in one transaction.
@@ -28,15 +27,15 @@ use crate::startup::AppState;
     ),
     request_body(content = Object, content_type = "application/json", description = "The provider's raw event (canonical or Stripe payload)"),
     responses(
-        (status = 200, description = "Ack (outcome applied, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = crate::payments::Ack),
-        (status = 400, description = "invalid_payload", body = ErrorBody),
+        (status = 200, description = "Ack (outcome applied, held, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = crate::payments::Ack),
+        (status = 400, description = "invalid_payload: the signed body carries no usable event id (nothing to key it by)", body = ErrorBody),
         (status = 401, description = "invalid_signature: nothing is written", body = ErrorBody),
         (status = 404, description = "unknown_provider", body = ErrorBody),
         (status = 408, description = "request_timeout", body = ErrorBody),
         (status = 409, description = "idempotency_key_in_flight (Retry-After: 2) or out_of_order (Retry-After: 30)", body = ErrorBody),
         (status = 413, description = "payload_too_large", body = ErrorBody),
         (status = 422, description = "key_reused_with_different_body", body = ErrorBody),
-        (status = 503, description = "unavailable: nothing stored, redeliver", body = ErrorBody),
+        (status = 503, description = "unavailable: nothing stored, redeliver (Retry-After: 1)", body = ErrorBody),
     )
 )]
 pub async fn receive_callback(
@@ -67,15 +66,20 @@ pub async fn receive_callback(
     root_span.record("event_id", event_id.as_str());
 
     let idempotent = provider.idempotent_request(&event_id, &body, now);
-    let work = ProcessCallback {
-        provider: &provider,
-        batcher: &state.capture_batcher,
-        event_id: &event_id,
-        body: &body,
-        outcome: OnceLock::new(),
-    };
-    let executed = idempotency::execute(&state.pool, &idempotent, &work).await?;
-    // A replay's label is set by idempotent_response; a first one says how the event ended.
-    let first_outcome = work.outcome.get().copied().unwrap_or("first");
-    Ok(idempotent_response(executed, first_outcome))
+    let work = ProcessCallback::new(
+        Source {
+            merchant_id: provider.merchant_id(),
+            provider: provider.name(),
+        },
+        provider.payload_format(),
+        &state.capture_batcher,
+        &event_id,
+        &body,
+    );
+    let respond =
+        |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event_id));
+    let executed = idempotency::execute(&state.pool, &idempotent, &work, &respond).await?;
+    Ok(idempotent_response(executed, |outcome| {
+        outcome.outcome.as_str()
+    }))
 }

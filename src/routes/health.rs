@@ -1,8 +1,8 @@
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
+use super::state::AppState;
 use crate::metrics::Metrics;
-use crate::startup::AppState;
 
 /// 200 while the process runs.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "The process runs")))]
@@ -16,7 +16,7 @@ pub async fn healthz() -> HttpResponse {
     (status = 503, description = "not_ready: the database does not answer or is not migrated", body = crate::error::ErrorBody),
 ))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    if crate::db::is_ready(&state.pool, &state.latest_migration).await {
+    if crate::db::is_ready(&state.api_pool, &state.latest_migration).await {
         HttpResponse::Ok().json(json!({ "status": "ready" }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({

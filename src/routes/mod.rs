@@ -4,25 +4,22 @@
 mod admin;
 mod body;
 mod callbacks;
+mod extract;
 mod health;
 mod observe;
 mod openapi;
 mod orders;
+mod respond;
+mod state;
 
-use actix_web::http::StatusCode;
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{HttpResponse, web};
 
 use crate::error::error_body;
-use crate::idempotency::Executed;
-use crate::metrics::OutcomeLabel;
 
-pub use body::read_body;
 pub use observe::observe;
 pub use openapi::ApiDoc;
-
-/// The header that marks a replayed response.
-pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
+pub use state::AppState;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(health::healthz))
@@ -50,23 +47,4 @@ pub async fn not_found() -> HttpResponse {
     HttpResponse::NotFound()
         .insert_header((CONTENT_TYPE, "application/json"))
         .body(error_body("not_found", "no such route").to_string())
-}
-
-/// The stored status and the stored bytes, exactly; a replay says so in a header.
-/// `first_outcome` labels a first response in the metrics and the request log.
-pub fn idempotent_response(executed: Executed, first_outcome: &'static str) -> HttpResponse {
-    let (stored, replayed) = match executed {
-        Executed::First(stored) => (stored, false),
-        Executed::Replayed(stored) => (stored, true),
-    };
-    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = HttpResponse::build(status);
-    response.insert_header((CONTENT_TYPE, "application/json"));
-    if replayed {
-        response.insert_header((REPLAYED_HEADER, "true"));
-    }
-    let label = if replayed { "replayed" } else { first_outcome };
-    let mut response = response.body(stored.body);
-    response.extensions_mut().insert(OutcomeLabel(label));
-    response
 }

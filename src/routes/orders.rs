@@ -2,20 +2,25 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
-use super::{idempotent_response, read_body};
-use crate::auth;
-use crate::error::{ApiError, ErrorBody};
-use crate::idempotency::{self, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope};
-use crate::orders::{CreateOrder, Order};
-use crate::startup::AppState;
+use super::body::read_body;
+use super::extract::MerchantAuth;
+use super::respond::idempotent_response;
+use super::state::AppState;
+use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
+use crate::idempotency::{
+    self, Completion, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope,
+};
+use crate::orders::{CreateOrder, Order, OrderRejection};
 
-/// Resolves the bearer token to its user; the pooled connection is released right after.
-async fn authenticate(request: &HttpRequest, state: &AppState) -> Result<i64, ApiError> {
-    let token = auth::bearer_token(request.headers()).ok_or(ApiError::Unauthorized)?;
-    let mut conn = state.pool.get().await?;
-    auth::authenticate(&mut conn, token)
-        .await?
-        .ok_or(ApiError::Unauthorized)
+/// How a create request is stored and answered.
+fn respond(output: &Result<Order, OrderRejection>) -> Completion {
+    match output {
+        Ok(order) => Completion::succeeded(201, order.to_json()),
+        Err(rejection) => Completion::failed(
+            order_rejection_status(rejection.kind),
+            error_body(rejection.kind.code(), &rejection.message),
+        ),
+    }
 }
 
 /// `POST /v1/orders` (op `order.create`).
@@ -38,12 +43,13 @@ async fn authenticate(request: &HttpRequest, state: &AppState) -> Result<i64, Ap
     )
 )]
 pub async fn create_order(
+    merchant: MerchantAuth,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
-    let user_id = authenticate(&request, &state).await?;
+    let user_id = merchant.user_id;
     root_span.record("user_id", user_id);
     let key = IdempotencyKey::parse(
         request
@@ -62,15 +68,16 @@ pub async fn create_order(
         expires_at: Utc::now() + state.settings.idempotency.ttl,
     };
     let executed = idempotency::execute(
-        &state.pool,
+        &state.api_pool,
         &idempotent,
         &CreateOrder {
             user_id,
             body: &body,
         },
+        &respond,
     )
     .await?;
-    Ok(idempotent_response(executed, "first"))
+    Ok(idempotent_response(executed, |_| "first"))
 }
 
 /// `GET /v1/orders/{id}`: the caller's own order, 404 for anyone else's.
@@ -88,11 +95,11 @@ pub async fn create_order(
     )
 )]
 pub async fn get_order(
-    request: HttpRequest,
+    merchant: MerchantAuth,
     path: web::Path<String>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let user_id = authenticate(&request, &state).await?;
+    let user_id = merchant.user_id;
     let not_found = ApiError::NotFound {
         code: "order_not_found",
         what: "order",
@@ -100,7 +107,7 @@ pub async fn get_order(
     let Ok(id) = path.into_inner().parse::<i64>() else {
         return Err(not_found);
     };
-    let mut conn = state.pool.get().await?;
+    let mut conn = state.api_pool.get().await?;
     let order = Order::find_for_user(&mut conn, user_id, id)
         .await?
         .ok_or(not_found)?;

@@ -1,8 +1,10 @@
 //! Plain HMAC senders: `X-Timestamp: <unix>` and `X-Signature: sha256=<hex>`, the HMAC-SHA256
 //! of `{timestamp}.{body}` keyed with the secret's UTF-8 bytes.
 
-use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
-use crate::config::Secret;
+use super::scheme::{
+    HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp,
+};
+use crate::secret::Secret;
 
 pub struct HmacSha256Scheme {
     keys: Keys,

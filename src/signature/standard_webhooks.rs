@@ -5,24 +5,20 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
-use crate::config::Secret;
+use super::scheme::{
+    HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp,
+};
+use crate::secret::Secret;
 
 pub struct StandardWebhooks {
     keys: Keys,
-}
-
-/// The HMAC key of a `whsec_...` secret (the prefix is optional, as in the reference libraries).
-pub(super) fn decode_secret(secret: &str) -> Option<Vec<u8>> {
-    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
-    STANDARD.decode(encoded).ok().filter(|key| !key.is_empty())
 }
 
 impl StandardWebhooks {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
         let keys = secrets
             .iter()
-            .filter_map(|s| decode_secret(s.expose()))
+            .filter_map(Secret::standard_webhooks_key)
             .collect();
         Self {
             keys: Keys {

@@ -1,8 +1,10 @@
 //! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, signed content `{t}.{body}`,
 //! key = the UTF-8 bytes of the whole secret string (no decoding).
 
-use super::{HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp};
-use crate::config::Secret;
+use super::scheme::{
+    HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp,
+};
+use crate::secret::Secret;
 
 const HEADER: &str = "stripe-signature";
 

@@ -241,18 +241,49 @@ async fn the_same_event_id_with_another_body_is_422_and_changes_nothing() {
 }
 
 #[tokio::test]
-async fn a_signed_but_malformed_payload_is_400_recorded_and_replayed() {
+async fn a_signed_but_unusable_payload_is_acked_rejected_stored_and_replayed() {
     let app = spawn_app().await;
-    let body = r#"{"id":"evt_x","type":"customer.created","data":{}}"#;
+    let body = r#"{"id":"evt_x","type":"payment.succeeded","data":{"payment_id":"p","amount_minor":"12","currency":"USD"}}"#;
     let (status, _, first) = answer(app.deliver(ACME, "msg_x", body).await).await;
-    assert_eq!(status, 400);
-    assert_eq!(json(&first)["error"], "invalid_payload");
+    assert_eq!(
+        status, 200,
+        "a deterministic failure must not make the provider retry"
+    );
+    let ack = json(&first);
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["reason"].as_str()),
+        (Some("rejected"), Some("invalid_payload"))
+    );
+    assert!(
+        ack["detail"].as_str().unwrap().contains("amount_minor"),
+        "{ack}"
+    );
     let (status, replayed, second) = answer(app.deliver(ACME, "msg_x", body).await).await;
-    assert_eq!((status, replayed), (400, true));
+    assert_eq!((status, replayed), (200, true));
     assert_eq!(second, first);
     assert_eq!(
-        app.count("SELECT count(*) FROM idempotency_keys WHERE status = 'failed'")
+        app.count("SELECT count(*) FROM idempotency_keys WHERE status = 'succeeded'")
             .await,
+        1
+    );
+    assert_eq!(transfers(&app).await, 0);
+}
+
+#[tokio::test]
+async fn an_event_type_the_gateway_does_not_handle_is_acked_ignored_and_stored() {
+    let app = spawn_app().await;
+    let body = r#"{"id":"evt_c","type":"customer.created","data":{"id":"cus_1","name":"Zoë <b>"}}"#;
+    let (status, _, first) = answer(app.deliver(ACME, "msg_c", body).await).await;
+    assert_eq!(status, 200);
+    let ack = json(&first);
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["reason"].as_str()),
+        (Some("ignored"), Some("unsupported_event_type"))
+    );
+    let (status, replayed, second) = answer(app.deliver(ACME, "msg_c", body).await).await;
+    assert_eq!((status, replayed, second), (200, true, first));
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries").await,
         1
     );
 }
@@ -299,7 +330,7 @@ async fn a_refund_before_its_payment_is_409_out_of_order_and_stores_nothing() {
 }
 
 #[tokio::test]
-async fn business_rule_violations_are_acked_as_rejected_without_a_ledger_change() {
+async fn captured_money_that_cannot_be_applied_is_held_in_unapplied_funds() {
     let app = spawn_app().await;
     let order = app.create_order(MERCHANT, 1999, "USD").await;
     let foreign_order = app.create_order(OTHER_MERCHANT, 1999, "USD").await;
@@ -331,14 +362,36 @@ async fn business_rule_violations_are_acked_as_rejected_without_a_ledger_change(
         let ack = json(&first);
         assert_eq!(
             (ack["outcome"].as_str(), ack["reason"].as_str()),
-            (Some("rejected"), Some(reason))
+            (Some("held"), Some(reason))
         );
+        assert!(ack["transfer_id"].is_i64(), "held money is posted: {ack}");
         let (_, replayed, second) = answer(app.deliver(ACME, msg, &body).await).await;
         assert!(replayed);
         assert_eq!(second, first);
     }
-    assert_eq!(transfers(&app).await, 0);
+    assert_eq!(
+        transfers(&app).await,
+        4,
+        "every held capture is in the ledger"
+    );
     assert_eq!(app.order_status(order).await, "pending_payment");
+    assert_eq!(app.order_status(foreign_order).await, "pending_payment");
+    assert_eq!(
+        app.count("SELECT count(*) FROM payments WHERE status = 'held'")
+            .await,
+        4
+    );
+    // 1000 USD + 1999 EUR + 1999 USD + 1999 USD, all owed from unapplied funds.
+    assert_eq!(
+        app.count("SELECT (-sum(amount_minor))::bigint FROM ledger_entries WHERE account = 'unapplied_funds' AND currency = 'USD'").await,
+        1000 + 1999 + 1999
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_entries WHERE merchant_id <> 42")
+            .await,
+        0,
+        "another merchant's order never touches its books"
+    );
 }
 
 #[tokio::test]
@@ -440,10 +493,19 @@ async fn twenty_different_payments_racing_for_one_order_capture_it_exactly_once(
         ));
     }
     outcomes.sort();
-    let mut expected = vec!["rejected/order_already_paid".to_owned(); 19];
+    let mut expected = vec!["held/order_already_paid".to_owned(); 19];
     expected.insert(0, "applied/-".to_owned());
     assert_eq!(outcomes, expected);
-    assert_eq!(transfers(&app).await, 1);
+    assert_eq!(
+        transfers(&app).await,
+        20,
+        "the 19 others are held, not lost"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_entries WHERE account = 'merchant_payable'")
+            .await,
+        1
+    );
     assert_eq!(
         app.count("SELECT count(*) FROM payments WHERE status = 'succeeded'")
             .await,

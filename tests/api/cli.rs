@@ -54,7 +54,7 @@ fn an_unknown_scheme_exits_2_naming_the_field() {
 
 #[test]
 fn a_ttl_within_the_retry_window_exits_2_naming_the_provider() {
-    let config = "[[providers]]\nname = \"acme\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"x\"]\nretry_window_hours = 72\nttl_hours = 48\n";
+    let config = "[[providers]]\nname = \"acme\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"whsec_a_long_enough_secret\"]\nretry_window_hours = 72\nttl_hours = 48\n";
     let output = gateway(&["serve"], Some(config), Some("postgres://u@127.0.0.1:1/x"));
     assert_eq!(output.status.code(), Some(2));
     let err = stderr(&output);

@@ -770,7 +770,7 @@ mod properties {
 
     use callback_gateway::config::{PayloadFormat, SchemeName, Secret};
     use callback_gateway::idempotency::{IdempotencyKey, MAX_KEY_LEN};
-    use callback_gateway::payments::PaymentEvent;
+    use callback_gateway::payments::event::Parsed;
     use callback_gateway::payments::event::{check_event_id, event_id_from_body};
     use callback_gateway::signature::scheme_for;
     use proptest::prelude::*;
@@ -967,8 +967,8 @@ mod properties {
 
         #[test]
         fn payload_parsers_never_panic_on_any_body(body in payload_body()) {
-            let _ = PaymentEvent::parse(PayloadFormat::Canonical, &body);
-            let _ = PaymentEvent::parse(PayloadFormat::Stripe, &body);
+            let _ = Parsed::from_body(PayloadFormat::Canonical, &body);
+            let _ = Parsed::from_body(PayloadFormat::Stripe, &body);
             if let Ok(id) = event_id_from_body(&body) {
                 prop_assert!(check_event_id(&id).is_ok());
             }

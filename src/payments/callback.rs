@@ -1,0 +1,213 @@
+//! `payment.callback`: one verified delivery, parsed once, applied inside the idempotency
+//! transaction. The general path reads the state (order first, then payment, under locks),
+//! plans in Rust, and applies the plan's [`Effect`]; the one-statement path sends the effect
+//! of the plan a capture expects. Both write through the same guarded routines.
+
+use diesel_async::AsyncPgConnection;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+
+use super::ack::CallbackOutcome;
+use super::apply::{Applied, apply};
+use super::batcher::CaptureBatcher;
+use super::capture::{Capture, expected_capture};
+use super::effect::{Effect, NoWrites, Source};
+use super::event::{Parsed, PaymentEvent};
+use super::model::{Payment, PaymentKey};
+use super::state::{OrderState, PaymentState, Plan, plan};
+use crate::config::PayloadFormat;
+use crate::deliveries;
+use crate::idempotency::{
+    IdempotencyError, IdempotentRequest, IdempotentWork, OneStatement, Respond,
+};
+use crate::orders::Order;
+
+/// How many times a plan is made again when its guarded writes found the state changed
+/// between the read and the write (a concurrent first capture of the same payment id).
+const MAX_PLANS: usize = 3;
+
+/// One verified delivery of a provider event.
+pub struct ProcessCallback<'a> {
+    source: Source<'a>,
+    /// The worker's queue for one-statement captures.
+    batcher: &'a CaptureBatcher,
+    event_id: &'a str,
+    body: &'a [u8],
+    parsed: Parsed,
+}
+
+impl<'a> ProcessCallback<'a> {
+    /// Parses the body once, in `format`.
+    pub fn new(
+        source: Source<'a>,
+        format: PayloadFormat,
+        batcher: &'a CaptureBatcher,
+        event_id: &'a str,
+        body: &'a [u8],
+    ) -> Self {
+        Self {
+            source,
+            batcher,
+            event_id,
+            body,
+            parsed: Parsed::from_body(format, body),
+        }
+    }
+}
+
+impl IdempotentWork for ProcessCallback<'_> {
+    type Output = CallbackOutcome;
+
+    fn run<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, Result<CallbackOutcome, IdempotencyError>> {
+        self.process(conn).boxed()
+    }
+
+    /// A capture of a named order goes through the one-statement path first.
+    fn run_in_one_statement<'c>(
+        &'c self,
+        request: &'c IdempotentRequest,
+        respond: Respond<'c, CallbackOutcome>,
+    ) -> Option<BoxFuture<'c, Result<OneStatement<CallbackOutcome>, IdempotencyError>>> {
+        let Parsed::Event(event) = &self.parsed else {
+            return None;
+        };
+        let plan = expected_capture(event)?;
+        let completion = respond(&Effect::outcome(&plan, None));
+        let capture = Capture::new(
+            self.source,
+            self.event_id,
+            self.body,
+            event,
+            &plan,
+            request,
+            &completion,
+        )?;
+        Some(self.batcher.run(capture).boxed())
+    }
+}
+
+impl ProcessCallback<'_> {
+    #[tracing::instrument(skip_all, fields(provider = %self.source.provider, event_id = %self.event_id))]
+    async fn process(
+        &self,
+        conn: &mut AsyncPgConnection,
+    ) -> Result<CallbackOutcome, IdempotencyError> {
+        // Shared from here on: independent statements are pipelined on the one connection
+        // (sent together, executed in order, one round trip).
+        let shared: &AsyncPgConnection = conn;
+        let record_delivery = async {
+            deliveries::record(
+                shared,
+                self.source.merchant_id,
+                self.source.provider,
+                self.event_id,
+                self.body,
+            )
+            .await
+            .map_err(IdempotencyError::from)
+        };
+        let event = match &self.parsed {
+            Parsed::Event(event) => event,
+            Parsed::Ignored(reason) => {
+                record_delivery.await?;
+                return Ok(CallbackOutcome::ignored(reason));
+            }
+            Parsed::Rejected { reason, detail } => {
+                record_delivery.await?;
+                return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())));
+            }
+        };
+        let (_, (order, payment)) =
+            futures_util::try_join!(record_delivery, self.read_state(shared, event))?;
+        let (mut order, mut payment) = (order, payment);
+        for _ in 0..MAX_PLANS {
+            let plan = plan(event, order.as_ref(), payment.as_ref());
+            match self.apply_plan(conn, event, &plan).await? {
+                Some(outcome) => return Ok(outcome),
+                // Another first capture of this payment id committed between the read and the
+                // write: decide again from what is there now.
+                None => (order, payment) = self.read_state(conn, event).await?,
+            }
+        }
+        Err(IdempotencyError::NotYet("state_kept_changing"))
+    }
+
+    /// Reads the event's order and payment, locked, order first then payment, so two events of
+    /// one order (a payment and its refund) wait for each other instead of deadlocking.
+    /// Pipelined statements execute in the order they were sent, so that order holds.
+    async fn read_state(
+        &self,
+        shared: &AsyncPgConnection,
+        event: &PaymentEvent,
+    ) -> Result<(Option<OrderState>, Option<PaymentState>), IdempotencyError> {
+        let key = PaymentKey {
+            merchant_id: self.source.merchant_id,
+            provider: self.source.provider,
+            payment_id: event.payment_id(),
+        };
+        let order_id = match event {
+            PaymentEvent::Succeeded { order_id, .. } | PaymentEvent::Failed { order_id, .. } => {
+                *order_id
+            }
+            PaymentEvent::Refunded { .. } => Payment::find(shared, key, false)
+                .await?
+                .and_then(|p| p.order_id),
+        };
+        let lock_order = async {
+            match order_id {
+                Some(id) => Order::lock_for_merchant(shared, self.source.merchant_id, id).await,
+                None => Ok(None),
+            }
+        };
+        let (order, payment) =
+            futures_util::try_join!(lock_order, Payment::find(shared, key, true))?;
+        let order = order.as_ref().map(order_state).transpose()?;
+        let payment = payment.map(|p| p.state()).transpose()?;
+        Ok((order, payment))
+    }
+
+    /// Applies `plan`: the outcome, or `None` when the state changed under it.
+    async fn apply_plan(
+        &self,
+        conn: &mut AsyncPgConnection,
+        event: &PaymentEvent,
+        plan: &Plan,
+    ) -> Result<Option<CallbackOutcome>, IdempotencyError> {
+        let refund_id = match event {
+            PaymentEvent::Refunded { refund_id, .. } => refund_id.as_deref(),
+            _ => None,
+        };
+        let effect = match Effect::of(
+            plan,
+            self.source,
+            self.event_id,
+            event.payment_id(),
+            refund_id,
+        ) {
+            Ok(effect) => effect,
+            Err(NoWrites::Ignore(reason)) => return Ok(Some(CallbackOutcome::ignored(reason))),
+            Err(NoWrites::Reject(reason)) => {
+                return Ok(Some(CallbackOutcome::rejected(reason, None)));
+            }
+            Err(NoWrites::Wait(reason)) => return Err(IdempotencyError::NotYet(reason)),
+        };
+        Ok(match apply(conn, &effect).await? {
+            Applied::Done(transfer_id) => Some(Effect::outcome(plan, transfer_id)),
+            Applied::AlreadyPosted => Some(CallbackOutcome::ignored("already_applied")),
+            Applied::StateChanged => None,
+        })
+    }
+}
+
+/// The order as the state machine needs it.
+fn order_state(order: &Order) -> diesel::QueryResult<OrderState> {
+    Ok(OrderState {
+        id: order.id,
+        amount_minor: order.amount_minor,
+        currency: order.currency.clone(),
+        status: order.status()?,
+    })
+}
