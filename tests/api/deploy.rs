@@ -582,3 +582,60 @@ fn version_prints_the_package_version() {
         format!("callback-gateway {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// deploy/alerts.yml reads series the gateway really exports
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn every_metric_the_alert_rules_read_is_exported_by_the_gateway() {
+    let rules =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/alerts.yml")).unwrap();
+    let app = crate::support::spawn_app().await;
+    // One verified callback creates the labelled series (requests by route, provider skew).
+    let (order_id, amount) = insert_orders(&app.db, 1).await[0];
+    let event = Event::payment("evt_alert_names", order_id, amount);
+    let (status, _, ack) = answer(app.deliver(ACME, &event.id, &event.body).await).await;
+    assert_eq!(status, 200, "{ack}");
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+
+    let mut names: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("gateway_"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(
+        names.len() >= 6,
+        "the rules should read the gateway's metrics: {names:?}"
+    );
+    for name in names {
+        let exported = metrics.lines().any(|line| {
+            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+        });
+        assert!(
+            exported,
+            "deploy/alerts.yml reads {name}, which /metrics does not export:\n{metrics}"
+        );
+    }
+    for series in [
+        r#"route="/v1/callbacks/{provider}""#,
+        r#"provider="acme",le="-60""#,
+        r#"provider="acme",le="60""#,
+        r#"state="waiting""#,
+        r#"state="timed_out_total""#,
+    ] {
+        assert!(
+            metrics.contains(series),
+            "the alert rules match {series}, which /metrics does not show:\n{metrics}"
+        );
+    }
+}
