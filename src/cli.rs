@@ -85,7 +85,7 @@ impl Cli {
             Command::Serve { no_migrate } => serve(settings, no_migrate).await,
             Command::CheckConfig => {
                 preflight::check(&settings)?;
-                print!("{}", preflight::summary(&settings));
+                print!("{}", preflight::summary(&settings, self.config.as_deref()));
                 Ok(())
             }
             Command::Migrate => {

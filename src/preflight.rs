@@ -2,11 +2,12 @@
 //! refuse a bad configuration the same way; and the redacted summary `check-config` prints.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
 
 use rustls::ServerConfig;
 
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
 use crate::tls;
 
 /// Everything `serve` needs beyond parsing the file: the database URL, and the TLS files read
@@ -23,7 +24,8 @@ pub fn check(settings: &Settings) -> Result<Option<ServerConfig>, ConfigError> {
 
 /// A summary an operator can paste into a ticket: every setting that shapes behaviour, and
 /// for secrets only how many there are. The database URL loses its password and query.
-pub fn summary(settings: &Settings) -> String {
+/// `explicit` is the `--config` path, if any, so the summary says which file was read.
+pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     let server = &settings.server;
     let database = &settings.database;
     let idempotency = &settings.idempotency;
@@ -32,6 +34,15 @@ pub fn summary(settings: &Settings) -> String {
     let mut line = |key: &str, value: String| {
         let _ = writeln!(out, "{key:<14}{value}");
     };
+    // Without --config a missing gateway.toml is not an error (defaults apply): say so.
+    line(
+        "config file",
+        match explicit {
+            Some(path) => path.display().to_string(),
+            None if Path::new(DEFAULT_CONFIG_PATH).exists() => DEFAULT_CONFIG_PATH.to_owned(),
+            None => format!("(none: no {DEFAULT_CONFIG_PATH} here; defaults and environment only)"),
+        },
+    );
     line("bind", server.bind.clone());
     line(
         "tls",
@@ -160,7 +171,7 @@ mod tests {
             [[providers]]\nname = \"plain\"\nscheme = \"hmac-sha256\"\nmerchant_id = 43\n\
             secrets = [\"literal-secret-value-1\", \"env:PLAIN_SECRET\"]\n";
         let settings = Settings::from_toml(text, &Env).unwrap();
-        let summary = summary(&settings);
+        let summary = summary(&settings, Some(Path::new("test.toml")));
         for secret in [
             "env-secret-value-1234",
             "literal-secret-value-1",
@@ -174,5 +185,9 @@ mod tests {
             "{summary}"
         );
         assert!(summary.contains("tls           off"), "{summary}");
+        assert!(
+            summary.starts_with("config file   test.toml\n"),
+            "{summary}"
+        );
     }
 }
