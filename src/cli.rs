@@ -12,7 +12,7 @@ use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
 use crate::replay::{self, ReplayArgs};
 use crate::startup::Application;
-use crate::{auth, db};
+use crate::{auth, db, preflight};
 
 #[derive(Debug, Parser)]
 #[command(name = "callback-gateway", version, about = "Payment-callback gateway")]
@@ -46,6 +46,9 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Write the stored verified callbacks of a provider as replayable JSONL to stdout.
     Export(ExportArgs),
+    /// Validate the configuration as `serve` would (env secrets, TLS files) and print a
+    /// redacted summary; exit 0 if it is good, 2 if not.
+    CheckConfig,
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,6 +83,11 @@ impl Cli {
         let settings = Settings::load(self.config.as_deref(), &ProcessEnv)?;
         match self.command {
             Command::Serve { no_migrate } => serve(settings, no_migrate).await,
+            Command::CheckConfig => {
+                preflight::check(&settings)?;
+                print!("{}", preflight::summary(&settings, self.config.as_deref()));
+                Ok(())
+            }
             Command::Migrate => {
                 let applied = db::run_migrations(settings.database_url()?).await?;
                 println!("applied {} migration(s)", applied.len());
@@ -148,6 +156,9 @@ impl Cli {
 }
 
 async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError> {
+    // Before any migration: a bad TLS file must stop the deploy with exit 2 and touch nothing.
+    preflight::check(&settings)?;
+    let tls = settings.server.tls.is_some();
     if !no_migrate {
         let applied = db::run_migrations(settings.database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");
@@ -164,7 +175,7 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         batch_size,
         app.metrics(),
     ));
-    tracing::info!(port = app.port(), "callback-gateway listening");
+    tracing::info!(port = app.port(), tls, "callback-gateway listening");
     let result = app.run_until_stopped().await;
     cleaner.abort();
     result.map_err(|e| CommandError::Runtime(e.into()))

@@ -9,6 +9,13 @@ use serde::Deserialize;
 use crate::secret::MIN_SECRET_BYTES;
 pub use crate::secret::Secret;
 
+/// The PEM files named by `[server] tls_cert` and `tls_key` (both set, or neither).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
 /// Where the configuration file is looked for when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
 
@@ -36,6 +43,8 @@ pub struct ServerSettings {
     pub workers: usize,
     /// How long a client may take to send its body before the request is dropped.
     pub body_read_timeout: Duration,
+    /// `Some`: serve HTTPS with these PEM files; `None`: plain HTTP behind a TLS proxy.
+    pub tls: Option<TlsFiles>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +103,27 @@ pub enum PayloadFormat {
     Stripe,
 }
 
+impl SchemeName {
+    /// The name as the configuration file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemeName::StandardWebhooks => "standard-webhooks",
+            SchemeName::Stripe => "stripe",
+            SchemeName::HmacSha256 => "hmac-sha256",
+        }
+    }
+}
+
+impl PayloadFormat {
+    /// The name as the configuration file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadFormat::Canonical => "canonical",
+            PayloadFormat::Stripe => "stripe",
+        }
+    }
+}
+
 // The file as written; every section and field is optional so defaults apply.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +148,8 @@ struct RawServer {
     acquire_timeout_ms: Option<u64>,
     workers: Option<usize>,
     body_read_timeout_ms: Option<u64>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -228,6 +260,22 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     positive("server.workers", workers as u64)?;
     let body_read_timeout_ms = raw.server.body_read_timeout_ms.unwrap_or(10_000);
     positive("server.body_read_timeout_ms", body_read_timeout_ms)?;
+    // Only the pairing is checked here; the files are read by `tls::server_config`, which
+    // `serve` and `check-config` call (a `migrate` job need not see the private key).
+    let tls = match (raw.server.tls_cert, raw.server.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(ConfigError(
+                "server.tls_key is required when server.tls_cert is set (set both for HTTPS, or neither)".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError(
+                "server.tls_cert is required when server.tls_key is set (set both for HTTPS, or neither)".into(),
+            ));
+        }
+    };
 
     let url = env.var("DATABASE_URL").or(raw.database.url);
     if let Some(url) = &url
@@ -283,6 +331,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
             acquire_timeout: Duration::from_millis(acquire_timeout_ms),
             workers,
             body_read_timeout: Duration::from_millis(body_read_timeout_ms),
+            tls,
         },
         database: DatabaseSettings {
             url: url.map(Secret::new),
@@ -556,6 +605,29 @@ mod tests {
     fn a_standard_webhooks_secret_must_be_base64_after_its_prefix() {
         let text = "[[providers]]\nname = \"a\"\nscheme = \"standard-webhooks\"\nmerchant_id = 1\nsecrets = [\"whsec_!!!\"]\n";
         assert!(error_of(text).contains("providers[0].secrets[0]"));
+    }
+
+    #[test]
+    fn a_tls_cert_without_a_key_names_the_missing_field() {
+        let err = error_of("[server]\ntls_cert = \"cert.pem\"\n");
+        assert!(err.starts_with("server.tls_key is required"), "{err}");
+        let err = error_of("[server]\ntls_key = \"key.pem\"\n");
+        assert!(err.starts_with("server.tls_cert is required"), "{err}");
+    }
+
+    #[test]
+    fn tls_is_off_unless_both_files_are_named() {
+        assert_eq!(Settings::from_toml("", &env()).unwrap().server.tls, None);
+        let text = "[server]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n";
+        let tls = Settings::from_toml(text, &env())
+            .unwrap()
+            .server
+            .tls
+            .unwrap();
+        assert_eq!(
+            (tls.cert.to_str(), tls.key.to_str()),
+            (Some("c.pem"), Some("k.pem"))
+        );
     }
 
     #[test]

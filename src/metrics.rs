@@ -28,6 +28,8 @@ pub struct Metrics {
     capture_batch: Histogram,
     capture_queue: IntGauge,
     capture_refused: IntCounter,
+    cleanup_last_run: IntGauge,
+    refund_recoverer_last_run: IntGauge,
 }
 
 impl Default for Metrics {
@@ -135,6 +137,23 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        // Liveness of the background loops, for the "not running" alerts in deploy/alerts.yml.
+        let cleanup_last_run = register(
+            &registry,
+            IntGauge::new(
+                "gateway_cleanup_last_run_timestamp_seconds",
+                "Unix time of this process's last completed expiry pass (0: none yet)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let refund_recoverer_last_run = register(
+            &registry,
+            IntGauge::new(
+                "gateway_refund_recoverer_last_run_timestamp_seconds",
+                "Unix time of the refund recoverer's start or last completed pass (0: not running in this process)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             registry,
             requests,
@@ -145,6 +164,8 @@ impl Metrics {
             capture_batch,
             capture_queue,
             capture_refused,
+            cleanup_last_run,
+            refund_recoverer_last_run,
         }
     }
 
@@ -180,8 +201,17 @@ impl Metrics {
         self.capture_refused.inc();
     }
 
+    /// An expiry pass finished: its count, and when, so an alert can tell a stalled cleaner.
     pub fn record_cleanup(&self, deleted: u64) {
         self.cleanup_deleted.inc_by(deleted);
+        self.cleanup_last_run.set(chrono::Utc::now().timestamp());
+    }
+
+    /// The refund recoverer started or finished a pass. Call it at start too: 0 tells the
+    /// alert that this process runs no recoverer, so it must not stay 0 once one runs.
+    pub fn record_refund_recoverer_pass(&self) {
+        self.refund_recoverer_last_run
+            .set(chrono::Utc::now().timestamp());
     }
 
     /// The Prometheus text exposition, with the pool gauges (summed over the workers' pools)

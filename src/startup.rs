@@ -27,6 +27,13 @@ impl Application {
         let listener = TcpListener::bind(&settings.server.bind)
             .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", settings.server.bind))?;
         let port = listener.local_addr()?.port();
+        // `serve` has checked these files already (exit 2); the tests come here directly.
+        let tls = settings
+            .server
+            .tls
+            .as_ref()
+            .map(crate::tls::server_config)
+            .transpose()?;
         let database_url = settings.database_url()?.to_owned();
         let workers = settings.server.workers;
         // `pool_size` is the process's total, split over the workers (each has its own pool).
@@ -73,8 +80,11 @@ impl Application {
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
         })
-        .workers(workers)
-        .listen(listener)?
+        .workers(workers);
+        let server = match tls {
+            Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+            None => server.listen(listener)?,
+        }
         .run();
         Ok(Self {
             port,

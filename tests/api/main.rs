@@ -11,6 +11,7 @@ mod batching;
 mod callbacks;
 mod cleanup;
 mod cli;
+mod deploy;
 mod health;
 mod migrations;
 mod operability;

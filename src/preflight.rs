@@ -1,0 +1,197 @@
+//! What `serve` checks before it touches the database, shared with `check-config` so both
+//! refuse a bad configuration the same way; and the redacted summary `check-config` prints.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use rustls::ServerConfig;
+
+use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
+use crate::tls;
+
+/// Everything `serve` needs beyond parsing the file: the database URL, and the TLS files read
+/// and matched (cert against key). Returns the TLS configuration when HTTPS is on.
+pub fn check(settings: &Settings) -> Result<Option<ServerConfig>, ConfigError> {
+    settings.database_url()?;
+    settings
+        .server
+        .tls
+        .as_ref()
+        .map(tls::server_config)
+        .transpose()
+}
+
+/// A summary an operator can paste into a ticket: every setting that shapes behaviour, and
+/// for secrets only how many there are. The database URL loses its password and query.
+/// `explicit` is the `--config` path, if any, so the summary says which file was read.
+pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
+    let server = &settings.server;
+    let database = &settings.database;
+    let idempotency = &settings.idempotency;
+    let per_worker = database.pool_size.div_ceil(server.workers as u32).max(1);
+    let mut out = String::new();
+    let mut line = |key: &str, value: String| {
+        let _ = writeln!(out, "{key:<14}{value}");
+    };
+    // Without --config a missing gateway.toml is not an error (defaults apply): say so.
+    line(
+        "config file",
+        match explicit {
+            Some(path) => path.display().to_string(),
+            None if Path::new(DEFAULT_CONFIG_PATH).exists() => DEFAULT_CONFIG_PATH.to_owned(),
+            None => format!("(none: no {DEFAULT_CONFIG_PATH} here; defaults and environment only)"),
+        },
+    );
+    line("bind", server.bind.clone());
+    line(
+        "tls",
+        match &server.tls {
+            Some(files) => format!(
+                "on (HTTPS, TLS 1.2+; cert {}, key {})",
+                files.cert.display(),
+                files.key.display()
+            ),
+            None => "off (plain HTTP: terminate TLS at a proxy in front)".to_owned(),
+        },
+    );
+    line("workers", server.workers.to_string());
+    line("body limit", format!("{} bytes", server.body_limit_bytes));
+    line("acquire wait", millis(server.acquire_timeout));
+    line(
+        "database",
+        database
+            .url
+            .as_ref()
+            .map_or_else(|| "(not set)".to_owned(), |url| redacted_url(url.expose())),
+    );
+    line(
+        "pool size",
+        format!(
+            "{} ({per_worker} per worker x {} workers) for callbacks",
+            database.pool_size, server.workers
+        ),
+    );
+    line(
+        "api pool size",
+        format!("{} for orders, admin and readiness", database.api_pool_size),
+    );
+    line("statement max", millis(database.statement_timeout));
+    line(
+        "idempotency",
+        format!(
+            "order ttl {}h, cleanup every {}s in batches of {}",
+            idempotency.ttl.as_secs() / 3600,
+            idempotency.cleanup_interval.as_secs(),
+            idempotency.cleanup_batch_size
+        ),
+    );
+    line(
+        "admin token",
+        if settings.admin.token.is_some() {
+            "set".to_owned()
+        } else {
+            "not set (/admin/* answers 401)".to_owned()
+        },
+    );
+    line("providers", settings.providers.len().to_string());
+    for p in &settings.providers {
+        let _ = writeln!(
+            out,
+            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h",
+            p.name,
+            p.scheme.as_str(),
+            p.payload.as_str(),
+            p.merchant_id,
+            p.secrets.len(),
+            p.tolerance.as_secs(),
+            p.retry_window.as_secs() / 3600,
+            p.ttl.as_secs() / 3600,
+        );
+    }
+    out
+}
+
+fn millis(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+/// `scheme://user@host/db` with any password replaced and the query (which may carry one,
+/// `?password=`) dropped.
+fn redacted_url(url: &str) -> String {
+    let (base, had_query) = match url.split_once('?') {
+        Some((base, _)) => (base, true),
+        None => (url, false),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let authority = &base[scheme_end..authority_end];
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    format!(
+        "{}{authority}{}{}",
+        &base[..scheme_end],
+        &base[authority_end..],
+        if had_query { "?<redacted>" } else { "" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_password_never_reaches_the_summary() {
+        assert_eq!(
+            redacted_url("postgres://app:hunter2@db:5432/gateway"),
+            "postgres://app:***@db:5432/gateway"
+        );
+        assert_eq!(
+            redacted_url("postgres://db/gateway?user=app&password=hunter2"),
+            "postgres://db/gateway?<redacted>"
+        );
+        assert_eq!(
+            redacted_url("postgresql://app@db/gateway"),
+            "postgresql://app@db/gateway"
+        );
+    }
+
+    #[test]
+    fn the_summary_counts_secrets_without_showing_them() {
+        struct Env;
+        impl crate::config::Environment for Env {
+            fn var(&self, name: &str) -> Option<String> {
+                (name == "PLAIN_SECRET").then(|| "env-secret-value-1234".to_owned())
+            }
+        }
+        let text = "[database]\nurl = \"postgres://u:pw-in-url@h/db\"\n[admin]\ntoken = \"admin-token-value-123\"\n\
+            [[providers]]\nname = \"plain\"\nscheme = \"hmac-sha256\"\nmerchant_id = 43\n\
+            secrets = [\"literal-secret-value-1\", \"env:PLAIN_SECRET\"]\n";
+        let settings = Settings::from_toml(text, &Env).unwrap();
+        let summary = summary(&settings, Some(Path::new("test.toml")));
+        for secret in [
+            "env-secret-value-1234",
+            "literal-secret-value-1",
+            "admin-token-value-123",
+            "pw-in-url",
+        ] {
+            assert!(!summary.contains(secret), "{secret} leaked:\n{summary}");
+        }
+        assert!(
+            summary.contains("plain scheme=hmac-sha256 payload=canonical merchant_id=43 secrets=2"),
+            "{summary}"
+        );
+        assert!(summary.contains("tls           off"), "{summary}");
+        assert!(
+            summary.starts_with("config file   test.toml\n"),
+            "{summary}"
+        );
+    }
+}
