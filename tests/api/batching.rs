@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::support::simulator::Event;
 use crate::support::{
-    ACME, TestApp, answer, connect, insert_orders, metric_sample, spawn_app_with,
+    ACME, TestApp, answer, connect, insert_orders, metric_sample, spawn_app_with, until,
+    until_lock_waiters,
 };
 
 const ONE_CONNECTION: &str = "[server]\nworkers = 1\n[database]\npool_size = 1\n";
@@ -36,32 +37,6 @@ async fn lock_order(app: &TestApp, order_id: i64) -> tokio_postgres::Client {
         .await
         .unwrap();
     holder
-}
-
-/// Returns once `n` backends of this test's database wait for a lock (the server's own view,
-/// no timing involved; other tests' databases on the same server do not count).
-async fn until_lock_waiters(app: &TestApp, n: i64) {
-    until("a backend waiting for a lock", async || {
-        app.count(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .await
-            >= n
-    })
-    .await;
-}
-
-/// Polls `condition` until it holds; a scenario that never gets there fails instead of hanging.
-async fn until(what: &str, condition: impl AsyncFn() -> bool) {
-    let polling = async {
-        while !condition().await {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(60), polling)
-        .await
-        .unwrap_or_else(|_| panic!("still waiting for {what} after 60 s"));
 }
 
 fn deliver(app: &Arc<TestApp>, event: &Event) -> tokio::task::JoinHandle<(u16, bool, String)> {

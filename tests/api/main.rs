@@ -18,3 +18,4 @@ mod operability;
 mod orders;
 mod replay;
 mod resilience;
+mod write_path;

@@ -436,3 +436,34 @@ pub async fn hold_key(
         .unwrap();
     holder
 }
+
+/// Returns once `n` backends of this test's database wait for a lock (the server's own view,
+/// no timing involved; other tests' databases on the same server do not count).
+pub async fn until_lock_waiters(app: &TestApp, n: i64) {
+    until_lock_waiters_on(app, n, "%").await;
+}
+
+/// Returns once `n` backends of this test's database wait for a lock while running a statement
+/// whose text is `LIKE query_pattern`.
+pub async fn until_lock_waiters_on(app: &TestApp, n: i64, query_pattern: &str) {
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+         AND wait_event_type = 'Lock' AND query LIKE '{query_pattern}'"
+    );
+    until("a backend waiting for a lock", async || {
+        app.count(&sql).await >= n
+    })
+    .await;
+}
+
+/// Polls `condition` until it holds; a scenario that never gets there fails instead of hanging.
+pub async fn until(what: &str, condition: impl AsyncFn() -> bool) {
+    let polling = async {
+        while !condition().await {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), polling)
+        .await
+        .unwrap_or_else(|_| panic!("still waiting for {what} after 60 s"));
+}

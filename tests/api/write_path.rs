@@ -1,0 +1,302 @@
+//! One write path: every payment effect is written by one guarded routine, whichever path
+//! (one-statement, batched, general) a delivery takes, and the paths answer alike.
+
+use std::sync::Arc;
+
+use crate::support::{
+    ACME, MERCHANT, OTHER_MERCHANT, TestApp, answer, connect, spawn_app, spawn_app_with,
+    until_lock_waiters_on,
+};
+
+fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64, currency: &str) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"{payment_id}","order_id":{order_id},"amount_minor":{amount},"currency":"{currency}"}}}}"#
+    )
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+/// The general path's lock on an order: `SELECT .. FROM orders .. FOR UPDATE`.
+const ORDER_LOCK_QUERY: &str = "%FROM \"orders\"%FOR UPDATE%";
+
+/// A short acquire timeout, so a one-statement attempt that waits for a locked order gives up
+/// quickly and the delivery continues on the general path.
+const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n";
+
+#[tokio::test]
+async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_writer() {
+    let app = spawn_app().await;
+    for (table, writer) in [
+        ("ledger_transfers", "ledger_post_transfer"),
+        ("ledger_entries", "ledger_post_transfer"),
+        ("payments", "payments_write"),
+        ("callback_deliveries", "callback_record_delivery"),
+    ] {
+        let rows = app
+            .db
+            .query(
+                "SELECT proname::text FROM pg_proc \
+                 WHERE pronamespace = 'public'::regnamespace \
+                   AND prosrc ~* ('(insert\\s+into|update|delete\\s+from)\\s+' || $1 || '\\M') \
+                 ORDER BY 1",
+                &[&table],
+            )
+            .await
+            .unwrap();
+        let writers: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        assert_eq!(writers, vec![writer.to_owned()], "routines writing {table}");
+    }
+    // And no Rust code writes them around the routines.
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+    let mut stack = vec![std::path::PathBuf::from(src)];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap().to_lowercase();
+        for table in [
+            "ledger_transfers",
+            "ledger_entries",
+            "payments",
+            "callback_deliveries",
+        ] {
+            for write in [
+                format!("insert into {table}"),
+                format!("update {table}"),
+                format!("insert_into({table}::table"),
+                format!("update({table}::table"),
+            ] {
+                assert!(!text.contains(&write), "{} writes {table}", path.display());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_events_of_one_payment_id_for_two_orders_on_the_general_path_post_one_transfer() {
+    let app = Arc::new(spawn_app_with(SHORT_WAIT).await);
+    let first_order = app.create_order(MERCHANT, 1999, "USD").await;
+    let second_order = app.create_order(MERCHANT, 1999, "USD").await;
+    // Both orders locked: each delivery's one-statement attempt times out on its order and
+    // declines, and both continue on the general path, waiting for the same locks.
+    let side = connect(&app.database_url).await;
+    side.batch_execute(&format!(
+        "BEGIN; SELECT * FROM orders WHERE id IN ({first_order}, {second_order}) FOR UPDATE"
+    ))
+    .await
+    .unwrap();
+    let deliveries: Vec<_> = [("evt_a", first_order), ("evt_b", second_order)]
+        .into_iter()
+        .map(|(event, order)| {
+            let app = app.clone();
+            let body = capture(event, "pay_shared", order, 1999, "USD");
+            tokio::spawn(async move { answer(app.deliver(ACME, event, &body).await).await })
+        })
+        .collect();
+    until_lock_waiters_on(&app, 2, ORDER_LOCK_QUERY).await;
+    side.batch_execute("COMMIT").await.unwrap();
+    let mut outcomes = Vec::new();
+    for delivery in deliveries {
+        let (status, _, ack) = delivery.await.unwrap();
+        assert_eq!(status, 200, "{ack}");
+        let ack = json(&ack);
+        outcomes.push(format!("{}/{}", ack["outcome"], ack["reason"]));
+    }
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        [
+            r#""applied"/null"#,
+            r#""ignored"/"payment_already_captured""#
+        ],
+        "one provider payment moves money once"
+    );
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 1);
+    assert_eq!(
+        app.count("SELECT count(*) FROM orders WHERE status = 'paid'")
+            .await,
+        1
+    );
+}
+
+/// A database state a capture can meet, set up through SQL on a fresh app; returns the order
+/// the capture names.
+#[derive(Debug, Clone, Copy)]
+enum State {
+    PendingOrder,
+    PendingOrderAfterAFailedAttempt,
+    OrderPaidByAnotherPayment,
+    OrderOfAnotherAmount,
+    OrderInAnotherCurrency,
+    NoSuchOrder,
+    AnotherMerchantsOrder,
+    PaymentAlreadyCaptured,
+    PaymentAlreadyHeld,
+    EventPostedBeforeItsRecordExpired,
+}
+
+const STATES: [State; 10] = [
+    State::PendingOrder,
+    State::PendingOrderAfterAFailedAttempt,
+    State::OrderPaidByAnotherPayment,
+    State::OrderOfAnotherAmount,
+    State::OrderInAnotherCurrency,
+    State::NoSuchOrder,
+    State::AnotherMerchantsOrder,
+    State::PaymentAlreadyCaptured,
+    State::PaymentAlreadyHeld,
+    State::EventPostedBeforeItsRecordExpired,
+];
+
+async fn set_up(app: &TestApp, state: State) -> i64 {
+    let order = |merchant: i64, amount: i64, currency: &str, status: &str| {
+        format!(
+            "INSERT INTO orders (user_id, amount_minor, currency, status) \
+             VALUES ({merchant}, {amount}, '{currency}', '{status}') RETURNING id"
+        )
+    };
+    let insert =
+        |sql: String| async move { app.db.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) };
+    let payment = |order_id: i64, status: &str| {
+        format!(
+            "INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency) \
+             VALUES ({MERCHANT}, '{ACME}', 'pay_1', {order_id}, '{status}', 1999, 'USD') RETURNING id"
+        )
+    };
+    match state {
+        State::PendingOrder => insert(order(MERCHANT, 1999, "USD", "pending_payment")).await,
+        State::PendingOrderAfterAFailedAttempt => {
+            let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
+            insert(payment(id, "failed")).await;
+            id
+        }
+        State::OrderPaidByAnotherPayment => insert(order(MERCHANT, 1999, "USD", "paid")).await,
+        State::OrderOfAnotherAmount => {
+            insert(order(MERCHANT, 2500, "USD", "pending_payment")).await
+        }
+        State::OrderInAnotherCurrency => {
+            insert(order(MERCHANT, 1999, "EUR", "pending_payment")).await
+        }
+        State::NoSuchOrder => 999_999,
+        State::AnotherMerchantsOrder => {
+            insert(order(OTHER_MERCHANT, 1999, "USD", "pending_payment")).await
+        }
+        State::PaymentAlreadyCaptured | State::PaymentAlreadyHeld => {
+            let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
+            let status = match state {
+                State::PaymentAlreadyCaptured => "succeeded",
+                _ => "held",
+            };
+            insert(payment(id, status)).await;
+            id
+        }
+        State::EventPostedBeforeItsRecordExpired => {
+            let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
+            insert(format!(
+                "SELECT ledger_post_transfer({MERCHANT}, '{ACME}', 'evt_1', 'payment', {id}, 'pay_0', NULL, 'USD', \
+                 'psp_clearing:{ACME}', 1999, 'merchant_payable', -1999)"
+            ))
+            .await;
+            id
+        }
+    }
+}
+
+/// What a delivery did, as a user checks it: the ack (without the transfer's id), and the
+/// books, the order and the payment afterwards.
+async fn observe(app: &TestApp, order: i64, status: u16, ack: &str) -> String {
+    let mut ack = json(ack);
+    let posted = ack.as_object_mut().unwrap().remove("transfer_id").is_some();
+    let rows = app
+        .db
+        .query(
+            "SELECT account || ' ' || currency || ' ' || sum(amount_minor)::text \
+             FROM ledger_entries GROUP BY account, currency ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let books: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let order_status = app
+        .db
+        .query_opt("SELECT status FROM orders WHERE id = $1", &[&order])
+        .await
+        .unwrap()
+        .map(|r| r.get::<_, String>(0));
+    let payment_status = app
+        .db
+        .query_opt(
+            "SELECT status FROM payments WHERE payment_id = 'pay_1'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get::<_, String>(0));
+    format!(
+        "{status} {ack} posted={posted} books={books:?} order={order_status:?} payment={payment_status:?}"
+    )
+}
+
+/// Delivers the capture of `order` with the one-statement path free to take it.
+async fn through_the_one_statement_path(state: State) -> String {
+    let app = spawn_app_with(SHORT_WAIT).await;
+    let order = set_up(&app, state).await;
+    let body = capture("evt_1", "pay_1", order, 1999, "USD");
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_1", &body).await).await;
+    observe(&app, order, status, &ack).await
+}
+
+/// Delivers the capture of `order` while its row is locked, so the one-statement attempt gives
+/// up and the general path decides (once the lock is released) from the same state.
+async fn through_the_general_path(state: State) -> String {
+    let app = Arc::new(spawn_app_with(SHORT_WAIT).await);
+    let order = set_up(&app, state).await;
+    let side = connect(&app.database_url).await;
+    side.batch_execute(&format!(
+        "BEGIN; SELECT * FROM orders WHERE id = {order} FOR UPDATE"
+    ))
+    .await
+    .unwrap();
+    let body = capture("evt_1", "pay_1", order, 1999, "USD");
+    let delivery = {
+        let app = app.clone();
+        tokio::spawn(async move { answer(app.deliver(ACME, "evt_1", &body).await).await })
+    };
+    // The general path locks only this merchant's orders; another's it never waits for.
+    let merchants_order = app
+        .count(&format!(
+            "SELECT count(*) FROM orders WHERE id = {order} AND user_id = {MERCHANT}"
+        ))
+        .await
+        > 0;
+    if merchants_order {
+        until_lock_waiters_on(&app, 1, ORDER_LOCK_QUERY).await;
+    }
+    side.batch_execute("COMMIT").await.unwrap();
+    let (status, _, ack) = delivery.await.unwrap();
+    observe(&app, order, status, &ack).await
+}
+
+#[tokio::test]
+async fn the_one_statement_path_and_the_general_path_answer_every_state_alike() {
+    for state in STATES {
+        let fast = through_the_one_statement_path(state).await;
+        let general = through_the_general_path(state).await;
+        assert_eq!(fast, general, "{state:?}");
+    }
+    // The table is not vacuous: the states end differently.
+    let pending = through_the_general_path(State::PendingOrder).await;
+    assert!(
+        pending.contains(r#""outcome":"applied""#) && pending.contains("order=Some(\"paid\")"),
+        "{pending}"
+    );
+    let held = through_the_one_statement_path(State::OrderOfAnotherAmount).await;
+    assert!(
+        held.contains(r#""reason":"amount_mismatch""#)
+            && held.contains("unapplied_funds USD -1999"),
+        "{held}"
+    );
+}
