@@ -14,6 +14,7 @@ mod cli;
 mod deploy;
 mod health;
 mod migrations;
+mod money;
 mod operability;
 mod orders;
 mod replay;
