@@ -49,6 +49,10 @@ pub enum Class {
     Replayed,
     /// 422: the gateway holds another body under this event id.
     Conflict,
+    /// Processed for the first time, acknowledged `ignored` (nothing to post).
+    Ignored,
+    /// Processed for the first time, the money held in unapplied funds.
+    Held,
     /// Acknowledged with outcome `rejected` (a business rule).
     Rejected,
     /// Anything else, after the retries.
@@ -56,8 +60,10 @@ pub enum Class {
 }
 
 impl Class {
-    const ALL: [Class; 5] = [
+    const ALL: [Class; 7] = [
         Class::Applied,
+        Class::Ignored,
+        Class::Held,
         Class::Replayed,
         Class::Conflict,
         Class::Rejected,
@@ -67,6 +73,8 @@ impl Class {
     fn as_str(self) -> &'static str {
         match self {
             Class::Applied => "applied",
+            Class::Ignored => "ignored",
+            Class::Held => "held",
             Class::Replayed => "replayed",
             Class::Conflict => "conflict",
             Class::Rejected => "rejected",
@@ -91,6 +99,8 @@ pub struct EventResult {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Summary {
     pub applied: usize,
+    pub ignored: usize,
+    pub held: usize,
     pub replayed: usize,
     pub conflict: usize,
     pub rejected: usize,
@@ -110,6 +120,8 @@ impl Summary {
     fn count_mut(&mut self, class: Class) -> &mut usize {
         match class {
             Class::Applied => &mut self.applied,
+            Class::Ignored => &mut self.ignored,
+            Class::Held => &mut self.held,
             Class::Replayed => &mut self.replayed,
             Class::Conflict => &mut self.conflict,
             Class::Rejected => &mut self.rejected,
@@ -120,6 +132,8 @@ impl Summary {
     pub fn count(&self, class: Class) -> usize {
         match class {
             Class::Applied => self.applied,
+            Class::Ignored => self.ignored,
+            Class::Held => self.held,
             Class::Replayed => self.replayed,
             Class::Conflict => self.conflict,
             Class::Rejected => self.rejected,
@@ -200,19 +214,20 @@ fn prepare(providers: &Providers, line: usize, text: &str) -> Result<Prepared, E
             ),
         )
     })?;
-    let body_id = event_id_from_body(parsed.body.as_bytes()).ok();
     let event_id = match (parsed.id, provider.settings().scheme) {
         (Some(id), _) => id,
-        (None, SchemeName::StandardWebhooks) => body_id.clone().ok_or_else(|| {
-            malformed(
+        // The event id of a Standard Webhooks delivery is its webhook-id header, which the body
+        // need not repeat: signing under another id would post the event a second time.
+        (None, SchemeName::StandardWebhooks) => {
+            return Err(malformed(
                 line,
                 format!(
-                    "line {line}: a standard-webhooks event needs \"id\" (or an id in its body)"
+                    "line {line}: a standard-webhooks event needs its \"id\" (the original webhook-id); not sent"
                 ),
-            )
-        })?,
+            ));
+        }
         // Stripe and plain HMAC take the id from the body; the gateway judges a missing one.
-        (None, _) => body_id.clone().unwrap_or_default(),
+        (None, _) => event_id_from_body(parsed.body.as_bytes()).unwrap_or_default(),
     };
     Ok(Prepared {
         line,
@@ -242,7 +257,11 @@ fn classify(status: u16, replayed: bool, retry_after: Option<Duration>, body: &[
             Verdict::Done(Class::Rejected, field("reason"))
         }
         200..=299 if replayed => Verdict::Done(Class::Replayed, None),
-        200..=299 => Verdict::Done(Class::Applied, None),
+        200..=299 => match field("outcome").as_deref() {
+            Some("ignored") => Verdict::Done(Class::Ignored, field("reason")),
+            Some("held") => Verdict::Done(Class::Held, field("reason")),
+            _ => Verdict::Done(Class::Applied, None),
+        },
         422 => Verdict::Done(Class::Conflict, field("error")),
         // In flight, out of order, rate limited or transient: the gateway asks to come back.
         409 | 429 | 500..=599 => Verdict::Retry(retry_after),
@@ -367,10 +386,8 @@ fn progress_bar(total: usize) -> ProgressBar {
 /// Replays every event of the file; returns the summary (the caller prints and exits).
 pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<Summary> {
     let base_url = args.url.trim_end_matches('/').to_owned();
-    if !base_url.starts_with("http://") {
-        anyhow::bail!(
-            "--url must be an http:// URL (put a TLS-terminating proxy in front for https)"
-        );
+    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        anyhow::bail!("--url must be an http:// or https:// URL");
     }
     let providers = Providers::from_settings(&settings.providers);
     let lines = read_lines(&args.file)?;
@@ -471,6 +488,32 @@ mod tests {
         assert_eq!(
             classify(200, false, None, ack),
             Verdict::Done(Class::Rejected, Some("amount_mismatch".into()))
+        );
+    }
+
+    #[test]
+    fn first_ignored_and_held_acks_are_counted_apart_from_applied() {
+        assert_eq!(
+            classify(
+                200,
+                false,
+                None,
+                br#"{"outcome":"ignored","reason":"unsupported_event_type"}"#
+            ),
+            Verdict::Done(Class::Ignored, Some("unsupported_event_type".into()))
+        );
+        assert_eq!(
+            classify(
+                200,
+                false,
+                None,
+                br#"{"outcome":"held","reason":"unknown_order"}"#
+            ),
+            Verdict::Done(Class::Held, Some("unknown_order".into()))
+        );
+        assert_eq!(
+            classify(200, true, None, br#"{"outcome":"held"}"#),
+            Verdict::Done(Class::Replayed, None)
         );
     }
 

@@ -338,3 +338,59 @@ async fn a_dry_run_signs_and_prints_but_sends_nothing() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_standard_webhooks_line_without_its_id_is_failed_and_never_sent() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = insert_orders(&app.db, 1).await;
+    // The refund was delivered under webhook-id msg_77; its body names another id. Signing it
+    // under the body's id would make the gateway post it a second time.
+    let capture = payment_body("evt_c", orders[0].0, orders[0].1);
+    app.deliver(ACME, "msg_c", &capture).await;
+    let refund = r#"{"id":"evt_r","type":"refund.succeeded","data":{"payment_id":"pay_evt_c","amount_minor":100,"currency":"USD"}}"#;
+    app.deliver(ACME, "msg_77", refund).await;
+    let file = dir.join("events.jsonl");
+    let without_id = serde_json::json!({ "provider": ACME, "body": refund }).to_string();
+    std::fs::write(&file, without_id).unwrap();
+    let run = replay(&app, &dir, &file, &[]).await;
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run, "failed"), 1);
+    assert!(run.stderr.contains("line 1"), "{}", run.stderr);
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_transfers WHERE kind = 'refund'")
+            .await,
+        1,
+        "the refund posted once"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn first_ignored_and_held_events_are_counted_apart_from_applied() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let orders = insert_orders(&app.db, 1).await;
+    let file = dir.join("events.jsonl");
+    let lines = [
+        replay_line(ACME, "e1", &payment_body("e1", orders[0].0, orders[0].1)),
+        replay_line(ACME, "e2", &payment_body("e2", 999_999, 500)),
+        replay_line(
+            ACME,
+            "e3",
+            r#"{"id":"e3","type":"customer.created","data":{}}"#,
+        ),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let run = replay(&app, &dir, &file, &[]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        (
+            count(&run, "applied"),
+            count(&run, "held"),
+            count(&run, "ignored")
+        ),
+        (1, 1, 1)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
