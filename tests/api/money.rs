@@ -375,3 +375,260 @@ async fn balances_stay_exact_beyond_64_bits() {
         "{body}"
     );
 }
+
+mod simulated {
+    use std::collections::BTreeMap;
+
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    use crate::support::simulator::{Event, Simulator};
+    use crate::support::{
+        ACME, MERCHANT, OTHER_MERCHANT, PLAIN, THIRD, THIRD_MERCHANT, config_with, fresh_database,
+        spawn_app_on,
+    };
+
+    /// What the provider knows it moved: per (merchant, currency), captured and refunded, and
+    /// the part of each that sits in unapplied funds.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    struct Moved {
+        captured: i64,
+        refunded: i64,
+        held_captured: i64,
+        held_refunded: i64,
+    }
+
+    struct World {
+        events: Vec<Event>,
+        moved: BTreeMap<(i64, &'static str), Moved>,
+        transfers: i64,
+        held_payments: i64,
+    }
+
+    fn event(provider: &'static str, id: String, kind: &str, data: String) -> Event {
+        Event {
+            provider,
+            body: format!(r#"{{"id":"{id}","type":"{kind}","data":{data}}}"#),
+            id,
+            amount_minor: 0,
+        }
+    }
+
+    /// A seeded mix of what providers send for three merchants: captures, holds (wrong amount,
+    /// unknown order), failures before or after success, partial refunds (some repeated under
+    /// another event id with the same refund id), unsupported types, malformed signed bodies.
+    async fn world(db: &tokio_postgres::Client, seed: u64) -> World {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut world = World {
+            events: Vec::new(),
+            moved: BTreeMap::new(),
+            transfers: 0,
+            held_payments: 0,
+        };
+        for (provider, merchant) in [
+            (ACME, MERCHANT),
+            (PLAIN, OTHER_MERCHANT),
+            (THIRD, THIRD_MERCHANT),
+        ] {
+            for i in 0..40 {
+                let amount: i64 = rng.random_range(100..10_000);
+                let currency = if rng.random_bool(0.5) { "USD" } else { "EUR" };
+                let order: i64 = db
+                    .query_one(
+                        "INSERT INTO orders (user_id, amount_minor, currency) VALUES ($1, $2, $3) RETURNING id",
+                        &[&merchant, &amount, &currency],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                let pay = format!("pay_{provider}_{i}");
+                let id = |suffix: &str| format!("{provider}_{i}_{suffix}");
+                let capture = |id: String, order: i64, amount: i64| {
+                    event(
+                        provider,
+                        id,
+                        "payment.succeeded",
+                        format!(
+                            r#"{{"payment_id":"{pay}","order_id":{order},"amount_minor":{amount},"currency":"{currency}"}}"#
+                        ),
+                    )
+                };
+                let roll: f64 = rng.random();
+                let (captured, held) = if roll < 0.65 {
+                    world.events.push(capture(id("cap"), order, amount));
+                    (amount, false)
+                } else if roll < 0.75 {
+                    world.events.push(capture(id("cap"), order, amount + 1));
+                    (amount + 1, true)
+                } else if roll < 0.80 {
+                    world
+                        .events
+                        .push(capture(id("cap"), 900_000_000 + i, amount));
+                    (amount, true)
+                } else if roll < 0.88 {
+                    world.events.push(event(
+                        provider,
+                        id("fail"),
+                        "payment.failed",
+                        format!(r#"{{"payment_id":"{pay}","order_id":{order}}}"#),
+                    ));
+                    world.events.push(capture(id("cap"), order, amount));
+                    (amount, false)
+                } else {
+                    continue;
+                };
+                world.transfers += 1;
+                let moved = world.moved.entry((merchant, currency)).or_default();
+                moved.captured += captured;
+                if held {
+                    moved.held_captured += captured;
+                    world.held_payments += 1;
+                }
+                if rng.random_bool(0.5) {
+                    let first = rng.random_range(1..=captured / 2);
+                    let second = rng.random_range(0..=(captured - first) / 2);
+                    for (n, refund) in [(1, first), (2, second)] {
+                        if refund == 0 {
+                            continue;
+                        }
+                        let body = format!(
+                            r#"{{"payment_id":"{pay}","refund_id":"re_{provider}_{i}_{n}","amount_minor":{refund},"currency":"{currency}"}}"#
+                        );
+                        world.events.push(event(
+                            provider,
+                            id(&format!("ref{n}")),
+                            "refund.succeeded",
+                            body.clone(),
+                        ));
+                        if rng.random_bool(0.3) {
+                            // The same refund reported again under another event id.
+                            world.events.push(event(
+                                provider,
+                                id(&format!("ref{n}_again")),
+                                "refund.succeeded",
+                                body,
+                            ));
+                        }
+                        world.transfers += 1;
+                        moved.refunded += refund;
+                        if held {
+                            moved.held_refunded += refund;
+                        }
+                    }
+                }
+            }
+            for i in 0..8 {
+                world.events.push(event(
+                    provider,
+                    format!("{provider}_cust_{i}"),
+                    "customer.created",
+                    r#"{"id":"cus_1","name":"Zoë"}"#.into(),
+                ));
+                world.events.push(event(
+                    provider,
+                    format!("{provider}_bad_{i}"),
+                    "payment.succeeded",
+                    r#"{"payment_id":"p","order_id":1,"amount_minor":"12.50","currency":"USD"}"#
+                        .into(),
+                ));
+            }
+        }
+        world.events.shuffle(&mut rng);
+        world
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_seeded_provider_simulation_on_two_gateways_settles_three_merchants_exactly() {
+        let database_url = fresh_database().await;
+        let config = config_with(&database_url, "");
+        let gateways = [
+            spawn_app_on(&database_url, &config).await,
+            spawn_app_on(&database_url, &config).await,
+        ];
+        let db = &gateways[0].db;
+        let world = world(db, 20261130).await;
+        assert!(world.events.len() > 300, "{} events", world.events.len());
+
+        let simulator = Simulator::new(gateways.iter().map(|g| g.address.clone()).collect());
+        // Every event at once (a refund may wait for its capture: it is retried until then).
+        simulator
+            .deliver_all_twice(&world.events, world.events.len())
+            .await;
+
+        assert_eq!(simulator.failures(), Vec::<String>::new());
+        let acks = simulator.acks();
+        for event in &world.events {
+            let acks = &acks[&event.id];
+            assert!(
+                acks.iter()
+                    .all(|a| a.status == 200 && a.body == acks[0].body),
+                "{}: {acks:?}",
+                event.id
+            );
+        }
+        let tally = simulator.tally();
+        assert_eq!(
+            tally.other_retryable, 0,
+            "no 500, 408 or 429 for any input: {tally:?}"
+        );
+
+        for ((merchant, currency), moved) in &world.moved {
+            let balance = |account: String| {
+                let sql = format!(
+                    "SELECT coalesce(sum(amount_minor), 0)::bigint FROM ledger_entries \
+                     WHERE merchant_id = {merchant} AND currency = '{currency}' AND account = '{account}'"
+                );
+                async move { db.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
+            };
+            let provider = match *merchant {
+                MERCHANT => ACME,
+                OTHER_MERCHANT => PLAIN,
+                _ => THIRD,
+            };
+            assert_eq!(
+                balance(format!("psp_clearing:{provider}")).await,
+                moved.captured - moved.refunded,
+                "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("unapplied_funds".into()).await,
+                -(moved.held_captured - moved.held_refunded),
+                "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("merchant_payable".into()).await,
+                -(moved.captured - moved.held_captured - (moved.refunded - moved.held_refunded)),
+                "{merchant} {currency}"
+            );
+        }
+        let unbalanced = db
+            .query("SELECT merchant_id, currency FROM ledger_entries GROUP BY 1, 2 HAVING sum(amount_minor) <> 0", &[])
+            .await
+            .unwrap();
+        assert!(
+            unbalanced.is_empty(),
+            "every merchant's accounts sum to zero per currency"
+        );
+        assert_eq!(
+            gateways[0]
+                .count("SELECT count(*) FROM ledger_transfers")
+                .await,
+            world.transfers,
+            "nothing posted twice, nothing lost"
+        );
+        assert_eq!(
+            gateways[0]
+                .count("SELECT count(*) FROM payments WHERE status = 'held'")
+                .await,
+            world.held_payments
+        );
+        assert_eq!(
+            gateways[0]
+                .count("SELECT count(*) FROM idempotency_keys WHERE op = 'payment.callback'")
+                .await,
+            world.events.len() as i64,
+            "every verified event ends in a stored answer"
+        );
+    }
+}

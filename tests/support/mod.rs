@@ -29,6 +29,10 @@ pub const PLAIN: &str = "plain";
 pub const PLAIN_SECRET: &str = "plain-hmac-secret";
 pub const MERCHANT: i64 = 42;
 pub const OTHER_MERCHANT: i64 = 43;
+/// Standard Webhooks provider (canonical payload) of a third merchant.
+pub const THIRD: &str = "third";
+pub const THIRD_SECRET: &str = "whsec_dGhpcmQtbWVyY2hhbnQtdGVzdC1zZWNyZXQ=";
+pub const THIRD_MERCHANT: i64 = 44;
 
 /// The configuration every test app starts from; tests may append to or replace parts.
 pub fn base_config(database_url: &str) -> String {
@@ -66,6 +70,13 @@ scheme = "hmac-sha256"
 payload = "canonical"
 merchant_id = {OTHER_MERCHANT}
 secrets = ["{PLAIN_SECRET}"]
+
+[[providers]]
+name = "{THIRD}"
+scheme = "standard-webhooks"
+payload = "canonical"
+merchant_id = {THIRD_MERCHANT}
+secrets = ["{THIRD_SECRET}"]
 "#
     )
 }

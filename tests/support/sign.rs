@@ -6,13 +6,14 @@ use std::time::Duration;
 use callback_gateway::config::{SchemeName, Secret};
 use callback_gateway::signature::scheme_for;
 
-use super::{ACME, ACME_SECRET, PLAIN, PLAIN_SECRET, STRIPE, STRIPE_SECRET};
+use super::{ACME, ACME_SECRET, PLAIN, PLAIN_SECRET, STRIPE, STRIPE_SECRET, THIRD, THIRD_SECRET};
 
 pub fn scheme_of(provider: &str) -> (SchemeName, &'static str) {
     match provider {
         ACME => (SchemeName::StandardWebhooks, ACME_SECRET),
         STRIPE => (SchemeName::Stripe, STRIPE_SECRET),
         PLAIN => (SchemeName::HmacSha256, PLAIN_SECRET),
+        THIRD => (SchemeName::StandardWebhooks, THIRD_SECRET),
         other => panic!("no test secret for provider {other}"),
     }
 }

@@ -1,5 +1,5 @@
-//! A payment provider as the gateway meets it in production: it signs each event (Standard
-//! Webhooks, provider "acme", canonical payloads for merchant 42), sends some events twice at
+//! A payment provider as the gateway meets it in production: it signs each event with its
+//! provider's scheme (by default "acme": Standard Webhooks, canonical payloads, merchant 42), sends some events twice at
 //! once to different gateway instances, and retries every delivery with backoff until it gets
 //! a 2xx, re-signing each attempt with a fresh timestamp. 409, 408, 429, 5xx and connection
 //! errors are retried; `Retry-After` is honoured but capped so tests stay fast. Any other
@@ -14,9 +14,11 @@ use futures_util::StreamExt;
 
 use super::{ACME, sign};
 
-/// One provider event: its id (the `webhook-id`), its canonical body and the amount it pays.
+/// One provider event: its provider, its id (the `webhook-id`), its canonical body and the
+/// amount it pays.
 #[derive(Debug, Clone)]
 pub struct Event {
+    pub provider: &'static str,
     pub id: String,
     pub body: String,
     pub amount_minor: i64,
@@ -29,6 +31,7 @@ impl Event {
             r#"{{"id":"{id}","type":"payment.succeeded","data":{{"payment_id":"pay_{id}","order_id":{order_id},"amount_minor":{amount_minor},"currency":"USD"}}}}"#
         );
         Self {
+            provider: ACME,
             id: id.to_owned(),
             body,
             amount_minor,
@@ -87,11 +90,11 @@ impl Simulator {
     /// Delivers `event` to target `target` until it is acknowledged; records the ack.
     pub async fn deliver(&self, event: &Event, target: usize) -> Option<Ack> {
         let started = Instant::now();
-        let url = format!("{}/v1/callbacks/{ACME}", self.targets[target]);
+        let url = format!("{}/v1/callbacks/{}", self.targets[target], event.provider);
         let mut backoff = Duration::from_millis(5);
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
-            let headers = sign::sign_now(ACME, &event.id, &event.body);
+            let headers = sign::sign_now(event.provider, &event.id, &event.body);
             let mut request = self
                 .client
                 .post(&url)
