@@ -15,6 +15,7 @@ pub mod money;
 pub mod orders;
 pub mod payments;
 pub mod providers;
+pub mod reconcile;
 pub mod replay;
 pub mod routes;
 pub mod schema;
