@@ -15,5 +15,6 @@ mod health;
 mod migrations;
 mod operability;
 mod orders;
+mod reconcile;
 mod replay;
 mod resilience;
