@@ -18,7 +18,6 @@ use chrono::{DateTime, TimeDelta, Utc};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use serde::ser::SerializeSeq;
 
 use classify::{Class, Currencies, Item, Kind, LedgerSide, Side};
 
@@ -116,6 +115,22 @@ impl Items {
     fn len(&self) -> usize {
         self.0.iter().map(HashMap::len).sum()
     }
+
+    /// Judged items that pass `keep`, by payment id then kind. References only: sorting a
+    /// million of them costs 32 MB, not a second copy of the items.
+    fn sorted(&self, keep: impl Fn(&Item) -> bool) -> Vec<(&str, Kind, &Item)> {
+        let mut out: Vec<(&str, Kind, &Item)> = [Kind::Payment, Kind::Refund]
+            .into_iter()
+            .flat_map(|kind| {
+                self.0[kind.index()]
+                    .iter()
+                    .map(move |(id, item)| (&**id, kind, item))
+            })
+            .filter(|(_, _, item)| item.is_in_window() && keep(item))
+            .collect();
+        out.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        out
+    }
 }
 
 /// A malformed line of the report.
@@ -146,8 +161,8 @@ pub struct Reconciliation {
     /// Items seen only in the grace margin: the neighbouring window's business.
     pub not_judged: u64,
     pub elapsed: Duration,
-    /// Judged items, sorted by payment id then kind.
-    items: Vec<(Box<str>, Kind, Item)>,
+    /// Both sides of every item, judged or not (see `Item::is_in_window`).
+    items: Items,
     pub totals: BTreeMap<(Class, &'static str), Totals>,
 }
 
@@ -228,10 +243,10 @@ impl Reconciliation {
                 writeln!(out, "{:<20} {:>9}", class.as_str(), 0)?;
             }
         }
-        let differing = self
-            .items
-            .iter()
-            .filter(|(_, _, i)| !i.class().is_agreement());
+        let differing = self.items.sorted(|i| !i.class().is_agreement());
+        if !differing.is_empty() {
+            writeln!(out, "\ndifferences:")?;
+        }
         let mut printed = 0usize;
         for (payment_id, kind, item) in differing {
             if printed == PRINT_LIMIT {
@@ -270,7 +285,8 @@ impl Reconciliation {
         Ok(())
     }
 
-    /// Every judged item with its class, as JSON, streamed to `out`.
+    /// Every judged item with its class, as one JSON object with one item a line (so a large
+    /// report can be grepped), streamed to `out`.
     pub fn write_json(&self, out: &mut dyn Write) -> anyhow::Result<()> {
         let counts: BTreeMap<&str, u64> = Class::ALL
             .iter()
@@ -300,10 +316,18 @@ impl Reconciliation {
             clean: self.is_clean(),
             counts,
             summary,
-            items: JsonItems(&self.items),
         };
-        serde_json::to_writer_pretty(&mut *out, &json)?;
-        out.write_all(b"\n")?;
+        let mut head = serde_json::to_string(&json)?;
+        // The object stays open for the items: drop its closing brace.
+        head.pop();
+        out.write_all(head.as_bytes())?;
+        out.write_all(b",\"items\":[")?;
+        for (index, (payment_id, kind, item)) in self.items.sorted(|_| true).into_iter().enumerate()
+        {
+            out.write_all(if index == 0 { b"\n" } else { b",\n" })?;
+            serde_json::to_writer(&mut *out, &JsonItem::new(payment_id, kind, item))?;
+        }
+        out.write_all(b"\n]}\n")?;
         out.flush()?;
         Ok(())
     }
@@ -311,8 +335,8 @@ impl Reconciliation {
     /// The payment ids of `missing_in_ledger` items, one a line, each once.
     pub fn write_missing_ids(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let mut last: Option<&str> = None;
-        for (payment_id, _, item) in &self.items {
-            if item.class() == Class::MissingInLedger && last != Some(payment_id) {
+        for (payment_id, _, _) in self.items.sorted(|i| i.class() == Class::MissingInLedger) {
+            if last != Some(payment_id) {
                 writeln!(out, "{payment_id}")?;
                 last = Some(payment_id);
             }
@@ -345,11 +369,7 @@ struct JsonReport<'a> {
     clean: bool,
     counts: BTreeMap<&'a str, u64>,
     summary: Vec<SummaryRow<'a>>,
-    items: JsonItems<'a>,
 }
-
-/// Serialises the items one by one instead of building a second copy of them.
-struct JsonItems<'a>(&'a [(Box<str>, Kind, Item)]);
 
 #[derive(Serialize)]
 struct JsonItem<'a> {
@@ -367,26 +387,22 @@ struct JsonItem<'a> {
     held_transfers: u32,
 }
 
-impl Serialize for JsonItems<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for (payment_id, kind, item) in self.0 {
-            seq.serialize_element(&JsonItem {
-                payment_id,
-                kind: *kind,
-                class: item.class(),
-                currency: item.currency(),
-                report_amount_minor: item.report.map(|s| s.amount_minor),
-                report_currency: item.report.map(|s| s.currencies.code()),
-                report_lines: item.report.map_or(0, |s| s.count),
-                first_line: item.first_line,
-                ledger_amount_minor: item.ledger.map(|l| l.sum.amount_minor),
-                ledger_currency: item.ledger.map(|l| l.sum.currencies.code()),
-                ledger_transfers: item.ledger.map_or(0, |l| l.sum.count),
-                held_transfers: item.ledger.map_or(0, |l| l.held_transfers),
-            })?;
+impl<'a> JsonItem<'a> {
+    fn new(payment_id: &'a str, kind: Kind, item: &Item) -> Self {
+        Self {
+            payment_id,
+            kind,
+            class: item.class(),
+            currency: item.currency(),
+            report_amount_minor: item.report.map(|s| s.amount_minor),
+            report_currency: item.report.map(|s| s.currencies.code()),
+            report_lines: item.report.map_or(0, |s| s.count),
+            first_line: item.first_line,
+            ledger_amount_minor: item.ledger.map(|l| l.sum.amount_minor),
+            ledger_currency: item.ledger.map(|l| l.sum.currencies.code()),
+            ledger_transfers: item.ledger.map_or(0, |l| l.sum.count),
+            held_transfers: item.ledger.map_or(0, |l| l.held_transfers),
         }
-        seq.end()
     }
 }
 
@@ -569,32 +585,22 @@ pub async fn run(
     )
     .await?;
 
-    let mut judged = Vec::with_capacity(items.len());
     let mut not_judged = 0u64;
     let mut totals: BTreeMap<(Class, &'static str), Totals> = BTreeMap::new();
-    for (index, map) in items.0.into_iter().enumerate() {
-        let kind = if index == 0 {
-            Kind::Payment
-        } else {
-            Kind::Refund
-        };
-        for (payment_id, item) in map {
-            if !item.is_in_window() {
-                not_judged += 1;
-                continue;
-            }
-            let entry = totals.entry((item.class(), item.currency())).or_default();
-            entry.count += 1;
-            entry.report_amount_minor = entry
-                .report_amount_minor
-                .saturating_add(item.report.map_or(0, |s| s.amount_minor));
-            entry.ledger_amount_minor = entry
-                .ledger_amount_minor
-                .saturating_add(item.ledger.map_or(0, |l| l.sum.amount_minor));
-            judged.push((payment_id, kind, item));
+    for item in items.0.iter().flat_map(HashMap::values) {
+        if !item.is_in_window() {
+            not_judged += 1;
+            continue;
         }
+        let entry = totals.entry((item.class(), item.currency())).or_default();
+        entry.count += 1;
+        entry.report_amount_minor = entry
+            .report_amount_minor
+            .saturating_add(item.report.map_or(0, |s| s.amount_minor));
+        entry.ledger_amount_minor = entry
+            .ledger_amount_minor
+            .saturating_add(item.ledger.map_or(0, |l| l.sum.amount_minor));
     }
-    judged.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
 
     let reconciliation = Reconciliation {
         provider: args.provider.clone(),
@@ -607,7 +613,7 @@ pub async fn run(
         ledger_transfers,
         not_judged,
         elapsed: started.elapsed(),
-        items: judged,
+        items,
         totals,
     };
     if let Some(path) = &args.report {
@@ -623,4 +629,54 @@ pub async fn run(
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     Ok(reconciliation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn day() -> Window {
+        Window {
+            since: Some(at("2026-01-10T00:00:00Z")),
+            until: Some(at("2026-01-11T00:00:00Z")),
+            grace: TimeDelta::seconds(3600),
+        }
+    }
+
+    #[test]
+    fn the_window_includes_its_start_and_excludes_its_end() {
+        let window = day();
+        assert!(window.contains(at("2026-01-10T00:00:00Z")));
+        assert!(!window.contains(at("2026-01-11T00:00:00Z")));
+    }
+
+    #[test]
+    fn the_grace_margin_widens_both_ends() {
+        let window = day();
+        assert!(window.contains_with_grace(at("2026-01-09T23:00:00Z")));
+        assert!(!window.contains_with_grace(at("2026-01-09T22:59:59Z")));
+        assert!(window.contains_with_grace(at("2026-01-11T00:59:59Z")));
+        assert!(!window.contains_with_grace(at("2026-01-11T01:00:00Z")));
+        assert_eq!(
+            window.ledger_bounds(),
+            (at("2026-01-09T23:00:00Z"), at("2026-01-11T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn an_open_window_reads_the_whole_ledger() {
+        let window = Window {
+            since: None,
+            until: None,
+            grace: TimeDelta::seconds(3600),
+        };
+        assert!(window.contains(at("1999-01-01T00:00:00Z")));
+        let (from, to) = window.ledger_bounds();
+        assert_eq!(from, DateTime::<Utc>::UNIX_EPOCH);
+        assert_eq!(to, at("9999-12-31T23:59:59Z"));
+    }
 }
