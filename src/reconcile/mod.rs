@@ -247,17 +247,16 @@ impl Reconciliation {
         if !differing.is_empty() {
             writeln!(out, "\ndifferences:")?;
         }
-        let mut printed = 0usize;
-        for (payment_id, kind, item) in differing {
+        let total = differing.len();
+        for (printed, (payment_id, kind, item)) in differing.into_iter().enumerate() {
             if printed == PRINT_LIMIT {
                 writeln!(
                     out,
                     "... and {} more; --report FILE lists every item",
-                    self.differences() as usize - PRINT_LIMIT
+                    total - PRINT_LIMIT
                 )?;
                 break;
             }
-            printed += 1;
             let report = item.report.map_or("-".to_owned(), |s| {
                 format!(
                     "{} {} (line {})",
