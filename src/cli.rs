@@ -10,6 +10,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
+use crate::reconcile::{self, ReconcileArgs};
 use crate::replay::{self, ReplayArgs};
 use crate::startup::Application;
 use crate::{auth, db, preflight};
@@ -49,6 +50,8 @@ pub enum Command {
     /// Validate the configuration as `serve` would (env secrets, TLS files) and print a
     /// redacted summary; exit 0 if it is good, 2 if not.
     CheckConfig,
+    /// Compare a provider's report of money movements (JSONL) with the ledger.
+    Reconcile(ReconcileArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,7 +154,42 @@ impl Cli {
                 );
                 Ok(())
             }
+            Command::Reconcile(args) => reconcile_command(&settings, &args).await,
         }
+    }
+}
+
+async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<(), CommandError> {
+    let provider = settings
+        .providers
+        .iter()
+        .find(|p| p.name == args.provider)
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "--provider {:?} is not in the configuration",
+                args.provider
+            ))
+        })?;
+    let result = reconcile::run(settings.database_url()?, provider.merchant_id, args).await;
+    let reconciliation = result.map_err(|error| match error {
+        reconcile::ReconcileError::Runtime(e) => CommandError::Runtime(e),
+        usage => CommandError::Config(ConfigError(usage.to_string())),
+    })?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    reconciliation
+        .write_summary(&mut out)
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(anyhow::Error::from)?;
+    if reconciliation.is_clean() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "reconcile found {} difference(s) and {} malformed line(s)",
+            reconciliation.differences(),
+            reconciliation.malformed_count
+        )
+        .into())
     }
 }
 

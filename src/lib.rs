@@ -16,6 +16,7 @@ pub mod orders;
 pub mod payments;
 pub mod preflight;
 pub mod providers;
+pub mod reconcile;
 pub mod replay;
 pub mod routes;
 pub mod schema;

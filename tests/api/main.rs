@@ -17,6 +17,7 @@ mod migrations;
 mod money;
 mod operability;
 mod orders;
+mod reconcile;
 mod replay;
 mod resilience;
 mod write_path;
