@@ -10,6 +10,8 @@
 //! condition (a row count, a lock wait, a log line, /readyz) with a bounded timeout.
 
 use std::collections::HashMap;
+
+use futures_util::StreamExt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -974,4 +976,177 @@ mod properties {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Saturation
+// ---------------------------------------------------------------------------------------
+
+/// Peak resident memory of a process, from the kernel's own count.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024.0
+}
+
+/// One signed callback; its status, its Retry-After and how long the answer took.
+async fn post_signed(
+    client: &reqwest::Client,
+    url: &str,
+    event: &Event,
+) -> (u16, Option<String>, Duration) {
+    let started = Instant::now();
+    let mut request = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .body(event.body.clone());
+    for (name, value) in sign::sign_now(ACME, &event.id, &event.body) {
+        request = request.header(name, value);
+    }
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("callback {} got no answer: {e}", event.id));
+    let retry_after = response
+        .headers()
+        .get("Retry-After")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (response.status().as_u16(), retry_after, started.elapsed())
+}
+
+fn percentile(latencies: &mut [Duration], p: f64) -> Duration {
+    latencies.sort();
+    let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+    latencies[index]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_more_callbacks_than_connections_get_200_or_503_with_retry_after_and_memory_stays_bounded()
+ {
+    let gateway = GatewayProcess::spawn("[server]\nworkers = 1\n[database]\npool_size = 2\n").await;
+    let db = connect(&gateway.database_url).await;
+    let orders = insert_orders(&db, 800).await;
+    let events = payments_for(&orders);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let url = format!("{}/v1/callbacks/{ACME}", gateway.address());
+    // All at once: 400 times the connections the gateway may use for callbacks.
+    let answers = futures_util::future::join_all(
+        events.iter().map(|event| post_signed(&client, &url, event)),
+    )
+    .await;
+    let mut by_status: HashMap<u16, usize> = HashMap::new();
+    let mut shed = Vec::new();
+    for (status, retry_after, elapsed) in &answers {
+        *by_status.entry(*status).or_default() += 1;
+        match status {
+            200 => {}
+            503 => {
+                assert_eq!(
+                    retry_after.as_deref(),
+                    Some("1"),
+                    "a shed callback says when to retry"
+                );
+                shed.push(*elapsed);
+            }
+            other => panic!("every answer must be 200 or 503, got {other}: {by_status:?}"),
+        }
+    }
+    let rss = peak_rss_mib(gateway.child.id());
+    assert!(rss < 128.0, "peak RSS {rss:.1} MiB");
+    // The provider retries the shed ones; each posts exactly once.
+    let simulator = Simulator::new(vec![gateway.address()]);
+    for event in &events {
+        simulator.deliver(event, 0).await;
+    }
+    assert_every_event_posted_exactly_once(&gateway.database_url, &simulator, &events, 1, false)
+        .await;
+    let slowest_shed = shed.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "saturation: {} concurrent callbacks on 2 connections answered {by_status:?}; \
+         slowest 503 after {slowest_shed:?}; peak RSS {rss:.1} MiB",
+        events.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_token_flood_on_orders_takes_no_connection_callbacks_need() {
+    let gateway = GatewayProcess::spawn(
+        "[server]\nworkers = 2\n[database]\npool_size = 4\napi_pool_size = 1\n",
+    )
+    .await;
+    let db = connect(&gateway.database_url).await;
+    let orders = insert_orders(&db, 600).await;
+    let events = payments_for(&orders);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let url = format!("{}/v1/callbacks/{ACME}", gateway.address());
+    let callbacks = |batch: Vec<Event>| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let mut latencies = Vec::new();
+            futures_util::stream::iter(batch)
+                .map(|event| {
+                    let (client, url) = (client.clone(), url.clone());
+                    async move { post_signed(&client, &url, &event).await }
+                })
+                .buffer_unordered(8)
+                .for_each(|(status, _, elapsed)| {
+                    assert_eq!(
+                        status, 200,
+                        "a callback failed while merchants' traffic ran"
+                    );
+                    latencies.push(elapsed);
+                    async {}
+                })
+                .await;
+            latencies
+        }
+    };
+    let mut quiet = callbacks(events[..300].to_vec()).await;
+
+    let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flood = {
+        let (client, flooding) = (client.clone(), flooding.clone());
+        let orders_url = format!("{}/v1/orders", gateway.address());
+        tokio::spawn(async move {
+            let mut refused = 0u64;
+            while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                let burst = (0..32).map(|i| {
+                    client
+                        .post(&orders_url)
+                        .header("Authorization", format!("Bearer cgw_forged_token_{i}"))
+                        .header("Idempotency-Key", format!("k{i}"))
+                        .body("{}")
+                        .send()
+                });
+                for answer in futures_util::future::join_all(burst).await {
+                    let status = answer.unwrap().status().as_u16();
+                    assert!(matches!(status, 401 | 503), "a forged token got {status}");
+                    refused += 1;
+                }
+            }
+            refused
+        })
+    };
+    let mut flooded = callbacks(events[300..].to_vec()).await;
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    let refused = flood.await.unwrap();
+    assert!(refused > 0);
+    eprintln!(
+        "bad-token flood: callback p50/p99 {:?}/{:?} without, {:?}/{:?} during {refused} forged /v1/orders requests",
+        percentile(&mut quiet, 0.5),
+        percentile(&mut quiet, 0.99),
+        percentile(&mut flooded, 0.5),
+        percentile(&mut flooded, 0.99),
+    );
 }
