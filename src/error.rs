@@ -8,7 +8,8 @@ use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
-use crate::idempotency::{IdempotencyError, KeyError};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::key::KeyError;
 use crate::orders::RejectionKind;
 use crate::signature::SignatureError;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::config::{PayloadFormat, ProviderSettings};
-use crate::idempotency::{Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::payments::event::{PayloadError, check_event_id, event_id_from_body};
 use crate::signature::{self, SignatureScheme, Verified};
 

@@ -7,7 +7,8 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use crate::idempotency::{IdempotencyError, IdempotentWork};
+use crate::idempotency::IdempotentWork;
+use crate::idempotency::error::IdempotencyError;
 use crate::money::{AmountMinor, Currency};
 use crate::schema::orders;
 

@@ -18,7 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::ack::CallbackOutcome;
 use super::capture::{Capture, run_batch};
 use crate::db::PgPool;
-use crate::idempotency::{IdempotencyError, OneStatement};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
 
 /// The most attempts in one statement. Each item's subtransaction takes a subtransaction id,

@@ -17,9 +17,9 @@ use super::model::{Payment, PaymentKey};
 use super::state::{OrderState, PaymentState, Plan, plan};
 use crate::config::PayloadFormat;
 use crate::deliveries;
-use crate::idempotency::{
-    IdempotencyError, IdempotentRequest, IdempotentWork, OneStatement, Respond,
-};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::record::{IdempotentRequest, OneStatement};
+use crate::idempotency::{IdempotentWork, Respond};
 use crate::orders::Order;
 
 /// How many times a plan is made again when its guarded writes found the state changed

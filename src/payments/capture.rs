@@ -19,8 +19,9 @@ use super::ack::CallbackOutcome;
 use super::effect::{Effect, Source};
 use super::event::PaymentEvent;
 use super::state::{OrderState, Plan, plan};
-use crate::idempotency::{
-    Completion, IdempotentRequest, OneStatement, RecordStatus, StoredResponse, existing, walk_scope,
+use crate::idempotency::record::{
+    Completion, IdempotentRequest, OneStatement, RecordStatus, Scope, StoredResponse, existing,
+    walk_scope,
 };
 use crate::orders::OrderStatus;
 
@@ -89,7 +90,7 @@ impl FromSql<FirstDeliveryResultSql, Pg> for FirstDelivery {
 /// wait in a batch.
 #[derive(Debug)]
 pub struct Capture {
-    scope: crate::idempotency::Scope,
+    scope: Scope,
     request_hash: String,
     expires_at: DateTime<Utc>,
     body: Vec<u8>,

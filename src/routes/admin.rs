@@ -3,7 +3,7 @@ use actix_web::{HttpResponse, web};
 use super::extract::AdminAuth;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody};
-use crate::idempotency::{IdempotencyRecord, Operation, Scope};
+use crate::idempotency::record::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
 
 fn parse_op(op: &str) -> Option<Operation> {
@@ -22,7 +22,7 @@ fn parse_op(op: &str) -> Option<Operation> {
         ("key" = String, Path, description = "The key; for callbacks {provider}:{event id}"),
     ),
     responses(
-        (status = 200, body = crate::idempotency::IdempotencyRecord),
+        (status = 200, body = IdempotencyRecord),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "record_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),

@@ -6,7 +6,8 @@ use super::body::read_body;
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ACK_STATUS, ApiError, ErrorBody};
-use crate::idempotency::{self, Completion};
+use crate::idempotency::record::Completion;
+use crate::idempotency::{self};
 use crate::metrics::Metrics;
 use crate::payments::{CallbackOutcome, ProcessCallback, Source};
 

@@ -7,9 +7,9 @@ use super::extract::MerchantAuth;
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
-use crate::idempotency::{
-    self, Completion, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope,
-};
+use crate::idempotency::key::IdempotencyKey;
+use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::idempotency::{self};
 use crate::orders::{CreateOrder, Order, OrderRejection};
 
 /// How a create request is stored and answered.
