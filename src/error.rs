@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
-use crate::orders::RejectionKind;
+use crate::orders::request::RejectionKind;
 use crate::signature::SignatureError;
 
 /// Seconds a client should wait before retrying a key that is still in flight.

@@ -20,7 +20,7 @@ use crate::deliveries;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{IdempotentRequest, OneStatement};
 use crate::idempotency::{IdempotentWork, Respond};
-use crate::orders::Order;
+use crate::orders::model::Order;
 
 /// How many times a plan is made again when its guarded writes found the state changed
 /// between the read and the write (a concurrent first capture of the same payment id).

@@ -23,7 +23,7 @@ use crate::idempotency::record::{
     Completion, IdempotentRequest, OneStatement, RecordStatus, Scope, StoredResponse, existing,
     walk_scope,
 };
-use crate::orders::OrderStatus;
+use crate::orders::model::OrderStatus;
 
 /// How long an item of a batch may wait for a lock before it is sent down the general path.
 pub const BATCH_LOCK_TIMEOUT: &str = "100ms";

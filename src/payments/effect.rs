@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Nullable, Text};
 use super::ack::CallbackOutcome;
 use super::state::{OrderMove, PaymentStatus, Plan};
 use crate::ledger::{Entries, MerchantAccount, TransferKind};
-use crate::orders::OrderStatus;
+use crate::orders::model::OrderStatus;
 
 /// Where an event comes from: the merchant and the provider whose books it moves.
 #[derive(Debug, Clone, Copy)]

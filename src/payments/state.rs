@@ -4,7 +4,7 @@
 
 use super::event::{PaymentEvent, RefundAmount};
 use crate::money::Currency;
-use crate::orders::OrderStatus;
+use crate::orders::model::OrderStatus;
 
 /// A payment's state, as stored in its `status` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

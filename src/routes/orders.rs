@@ -10,7 +10,9 @@ use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
 use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::idempotency::{self};
-use crate::orders::{CreateOrder, Order, OrderRejection};
+use crate::orders::create::CreateOrder;
+use crate::orders::model::{Order, OrderView};
+use crate::orders::request::{CreateOrderRequest, OrderRejection};
 
 /// How a create request is stored and answered.
 fn respond(output: &Result<Order, OrderRejection>) -> Completion {
@@ -30,9 +32,9 @@ fn respond(output: &Result<Order, OrderRejection>) -> Completion {
     tag = "orders",
     security(("bearer" = [])),
     params(("Idempotency-Key" = String, Header, description = "1 to 128 visible ASCII characters; the quoted form \"abc\" means abc")),
-    request_body(content = crate::orders::CreateOrderRequest, content_type = "application/json"),
+    request_body(content = CreateOrderRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "Created, or the replay of an earlier 201 (Idempotent-Replayed: true)", body = crate::orders::OrderView),
+        (status = 201, description = "Created, or the replay of an earlier 201 (Idempotent-Replayed: true)", body = OrderView),
         (status = 400, description = "missing_idempotency_key, invalid_idempotency_key, invalid_json (stored and replayed)", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 408, description = "request_timeout: the body did not arrive in time", body = ErrorBody),
@@ -88,7 +90,7 @@ pub async fn create_order(
     security(("bearer" = [])),
     params(("id" = String, Path, description = "The order id")),
     responses(
-        (status = 200, body = crate::orders::OrderView),
+        (status = 200, body = OrderView),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "order_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
