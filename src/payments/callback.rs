@@ -15,7 +15,6 @@ use super::effect::{Effect, NoWrites, Source};
 use super::event::{Parsed, PaymentEvent};
 use super::model::{Payment, PaymentKey};
 use super::state::{OrderState, PaymentState, Plan, plan};
-use crate::config::PayloadFormat;
 use crate::deliveries;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{IdempotentRequest, OneStatement};
@@ -37,10 +36,10 @@ pub struct ProcessCallback<'a> {
 }
 
 impl<'a> ProcessCallback<'a> {
-    /// Parses the body once, in `format`.
+    /// `parsed` is `body` read once, in its provider's format.
     pub fn new(
         source: Source<'a>,
-        format: PayloadFormat,
+        parsed: Parsed,
         batcher: &'a CaptureBatcher,
         event_id: &'a str,
         body: &'a [u8],
@@ -50,7 +49,7 @@ impl<'a> ProcessCallback<'a> {
             batcher,
             event_id,
             body,
-            parsed: Parsed::from_body(format, body),
+            parsed,
         }
     }
 }

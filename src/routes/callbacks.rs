@@ -72,7 +72,7 @@ pub async fn receive_callback(
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
         },
-        provider.payload_format(),
+        provider.parse_event(&body),
         &state.capture_batcher,
         &event_id,
         &body,
