@@ -10,11 +10,12 @@ use futures_util::future::BoxFuture;
 use super::ack::CallbackOutcome;
 use super::apply::{Applied, apply};
 use super::batcher::CaptureBatcher;
-use super::capture::{Capture, expected_capture};
-use super::effect::{Effect, NoWrites, Source};
+use super::capture::Capture;
+use super::effect::Source;
 use super::event::{Parsed, PaymentEvent};
+use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
-use super::state::{OrderState, PaymentState, Plan, plan};
+use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
 use crate::deliveries;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{IdempotentRequest, OneStatement};
@@ -74,16 +75,11 @@ impl IdempotentWork for ProcessCallback<'_> {
             return None;
         };
         let plan = expected_capture(event)?;
-        let completion = respond(&Effect::outcome(&plan, None));
-        let capture = Capture::new(
-            self.source,
-            self.event_id,
-            self.body,
-            event,
-            &plan,
-            request,
-            &completion,
-        )?;
+        let completion = respond(&plan.outcome(None));
+        let effect = plan
+            .effect(self.source, self.event_id, event.payment_id(), None)
+            .ok()?;
+        let capture = Capture::new(effect, self.body, request, &completion)?;
         Some(self.batcher.run(capture).boxed())
     }
 }
@@ -179,13 +175,7 @@ impl ProcessCallback<'_> {
             PaymentEvent::Refunded { refund_id, .. } => refund_id.as_deref(),
             _ => None,
         };
-        let effect = match Effect::of(
-            plan,
-            self.source,
-            self.event_id,
-            event.payment_id(),
-            refund_id,
-        ) {
+        let effect = match plan.effect(self.source, self.event_id, event.payment_id(), refund_id) {
             Ok(effect) => effect,
             Err(NoWrites::Ignore(reason)) => return Ok(Some(CallbackOutcome::ignored(reason))),
             Err(NoWrites::Reject(reason)) => {
@@ -194,7 +184,7 @@ impl ProcessCallback<'_> {
             Err(NoWrites::Wait(reason)) => return Err(IdempotencyError::NotYet(reason)),
         };
         Ok(match apply(conn, &effect).await? {
-            Applied::Done(transfer_id) => Some(Effect::outcome(plan, transfer_id)),
+            Applied::Done(transfer_id) => Some(plan.outcome(transfer_id)),
             Applied::AlreadyPosted => Some(CallbackOutcome::ignored("already_applied")),
             Applied::StateChanged => None,
         })
