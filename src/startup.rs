@@ -11,7 +11,7 @@ use tracing_actix_web::TracingLogger;
 use crate::config::Settings;
 use crate::db::{self, SessionLimits};
 use crate::metrics::Metrics;
-use crate::payments::batcher::CaptureBatcher;
+use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
 use crate::routes::{self, AppState};
 use crate::telemetry::GatewayRootSpan;
@@ -63,7 +63,7 @@ impl Application {
                 pools.push(pool.clone());
             }
             let state = web::Data::new(AppState {
-                capture_batcher: CaptureBatcher::spawn(pool.clone(), Metrics::clone(&metrics_data)),
+                capture_batcher: Batcher::spawn(pool.clone(), Metrics::clone(&metrics_data)),
                 pool,
                 api_pool,
                 all_pools: all_pools.clone(),

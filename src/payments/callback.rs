@@ -3,14 +3,15 @@
 //! plans in Rust, and applies the plan's [`Effect`]; the one-statement path sends the effect
 //! of the plan a capture expects. Both write through the same guarded routines.
 
+use diesel::QueryResult;
 use diesel_async::AsyncPgConnection;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::ack::CallbackOutcome;
 use super::apply::{Applied, apply};
-use super::batcher::CaptureBatcher;
-use super::capture::Capture;
+use super::batcher::{BatchItem, Batcher};
+use super::capture::{Capture, run_batch};
 use super::effect::Source;
 use super::event::{Parsed, PaymentEvent};
 use super::model::PaymentState;
@@ -30,7 +31,7 @@ const MAX_PLANS: usize = 3;
 pub struct ProcessCallback<'a> {
     source: Source<'a>,
     /// The worker's queue for one-statement captures.
-    batcher: &'a CaptureBatcher,
+    batcher: &'a Batcher<Capture>,
     event_id: &'a str,
     body: &'a [u8],
     parsed: Parsed,
@@ -41,7 +42,7 @@ impl<'a> ProcessCallback<'a> {
     pub fn new(
         source: Source<'a>,
         parsed: Parsed,
-        batcher: &'a CaptureBatcher,
+        batcher: &'a Batcher<Capture>,
         event_id: &'a str,
         body: &'a [u8],
     ) -> Self {
@@ -188,6 +189,25 @@ impl ProcessCallback<'_> {
             Applied::AlreadyPosted => Some(CallbackOutcome::ignored("already_applied")),
             Applied::StateChanged => None,
         })
+    }
+}
+
+// Here rather than in `capture.rs`, so the statements need not know the batcher.
+impl BatchItem for Capture {
+    type Output = CallbackOutcome;
+
+    fn run_alone<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, QueryResult<OneStatement<CallbackOutcome>>> {
+        self.run(conn).boxed()
+    }
+
+    fn run_batch<'c>(
+        conn: &'c mut AsyncPgConnection,
+        items: &'c [&'c Self],
+    ) -> BoxFuture<'c, QueryResult<Vec<OneStatement<CallbackOutcome>>>> {
+        run_batch(conn, items).boxed()
     }
 }
 

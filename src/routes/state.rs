@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::Settings;
 use crate::db::PgPool;
-use crate::payments::batcher::CaptureBatcher;
+use crate::payments::batcher::Batcher;
+use crate::payments::capture::Capture;
 use crate::providers::Providers;
 
 pub struct AppState {
@@ -14,7 +15,7 @@ pub struct AppState {
     /// sends it, can never make a provider callback wait for a connection.
     pub api_pool: PgPool,
     /// This worker's queue of one-statement captures, served from `pool`.
-    pub capture_batcher: CaptureBatcher,
+    pub capture_batcher: Batcher<Capture>,
     /// Every worker's callback pool, for the metrics.
     pub all_pools: Arc<Mutex<Vec<PgPool>>>,
     pub settings: Arc<Settings>,
