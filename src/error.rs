@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
-use crate::signature::SignatureError;
+use crate::signature::scheme::SignatureError;
 
 /// Seconds a client should wait before retrying a key that is still in flight.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use crate::config::{PayloadFormat, ProviderSettings};
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::payments::event::{Parsed, PayloadError, check_event_id, event_id_from_body};
-use crate::signature::{self, SignatureScheme, Verified};
+use crate::signature::scheme::{SignatureScheme, Verified};
+use crate::signature::scheme_for;
 
 pub struct Provider {
     settings: ProviderSettings,
@@ -17,7 +18,7 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(settings: ProviderSettings) -> Self {
-        let scheme = signature::scheme_for(settings.scheme, &settings.secrets, settings.tolerance);
+        let scheme = scheme_for(settings.scheme, &settings.secrets, settings.tolerance);
         Self { settings, scheme }
     }
 
