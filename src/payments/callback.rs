@@ -1,6 +1,6 @@
 //! `payment.callback`: one verified delivery, parsed once, applied inside the idempotency
 //! transaction. The general path reads the state (order first, then payment, under locks),
-//! plans in Rust, and applies the plan's [`Effect`]; the one-statement path sends the effect
+//! plans in Rust, and applies the plan's [`Effect`](super::effect::Effect); the one-statement path sends the effect
 //! of the plan a capture expects. Both write through the same guarded routines.
 
 use diesel::QueryResult;

@@ -3,7 +3,7 @@ use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::MerchantAuth;
+use super::extract::{ApiPool, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
@@ -49,6 +49,7 @@ pub async fn create_order(
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
@@ -70,7 +71,7 @@ pub async fn create_order(
         expires_at: Utc::now() + state.settings.idempotency.ttl,
     };
     let executed = idempotency::execute(
-        &state.api_pool,
+        &api_pool,
         &idempotent,
         &CreateOrder {
             user_id,
@@ -99,7 +100,7 @@ pub async fn create_order(
 pub async fn get_order(
     merchant: MerchantAuth,
     path: web::Path<String>,
-    state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
     let not_found = ApiError::NotFound {
@@ -109,7 +110,7 @@ pub async fn get_order(
     let Ok(id) = path.into_inner().parse::<i64>() else {
         return Err(not_found);
     };
-    let mut conn = state.api_pool.get().await?;
+    let mut conn = api_pool.get().await?;
     let order = Order::find_for_user(&mut conn, user_id, id)
         .await?
         .ok_or(not_found)?;
