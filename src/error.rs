@@ -8,9 +8,10 @@ use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
-use crate::idempotency::{IdempotencyError, KeyError};
-use crate::orders::RejectionKind;
-use crate::signature::SignatureError;
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::key::KeyError;
+use crate::orders::request::RejectionKind;
+use crate::signature::scheme::SignatureError;
 
 /// Seconds a client should wait before retrying a key that is still in flight.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;

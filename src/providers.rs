@@ -6,9 +6,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::config::{PayloadFormat, ProviderSettings};
-use crate::idempotency::{Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::payments::event::{PayloadError, check_event_id, event_id_from_body};
-use crate::signature::{self, SignatureScheme, Verified};
+use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::payments::event::{Parsed, PayloadError, check_event_id, event_id_from_body};
+use crate::signature::scheme::{SignatureScheme, Verified};
+use crate::signature::scheme_for;
 
 pub struct Provider {
     settings: ProviderSettings,
@@ -17,7 +18,7 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(settings: ProviderSettings) -> Self {
-        let scheme = signature::scheme_for(settings.scheme, &settings.secrets, settings.tolerance);
+        let scheme = scheme_for(settings.scheme, &settings.secrets, settings.tolerance);
         Self { settings, scheme }
     }
 
@@ -29,8 +30,9 @@ impl Provider {
         self.settings.merchant_id
     }
 
-    pub fn payload_format(&self) -> PayloadFormat {
-        self.settings.payload
+    /// The delivery's body read in this provider's payload format.
+    pub fn parse_event(&self, body: &[u8]) -> Parsed {
+        Parsed::from_body(self.settings.payload, body)
     }
 
     pub fn scheme(&self) -> &dyn SignatureScheme {
@@ -69,6 +71,18 @@ impl Provider {
             },
             fingerprint: Fingerprint::of(body),
             expires_at: now + self.settings.ttl,
+        }
+    }
+}
+
+// The dispatch on the configured format lives here, beside the configuration, so the event
+// parser itself never reads configuration.
+impl Parsed {
+    /// `body` read in `format`.
+    pub fn from_body(format: PayloadFormat, body: &[u8]) -> Self {
+        match format {
+            PayloadFormat::Canonical => Parsed::canonical(body),
+            PayloadFormat::Stripe => Parsed::stripe(body),
         }
     }
 }

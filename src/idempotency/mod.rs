@@ -3,58 +3,26 @@
 //! and stores its response; a transient failure rolls all of it back and leaves no record.
 
 pub mod cleanup;
-mod key;
-mod record;
+pub mod error;
+pub mod key;
+pub mod record;
 
-use chrono::{DateTime, Utc};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::future::BoxFuture;
 
 use crate::db::PgPool;
 
-pub use key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
-pub use record::{
-    Acquired, Claim, Fingerprint, IdempotencyRecord, Operation, RecordStatus, Scope,
-    StoredResponse, acquire, existing, finish, lookup, walk_scope,
+use error::IdempotencyError;
+use record::{
+    Acquired, Claim, Completion, Fingerprint, IdempotentRequest, OneStatement, RecordStatus,
+    StoredResponse, acquire, finish, lookup,
 };
+
+// The paths tests/ and the replay client use.
+pub use key::{IdempotencyKey, MAX_KEY_LEN};
 
 /// The header that marks a replayed response; the replay client reads it too.
 pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
-
-/// Why an idempotent request ended without a response to store. Nothing was stored, so a
-/// retry runs as the first time.
-#[derive(Debug, thiserror::Error)]
-pub enum IdempotencyError {
-    #[error("a request with this idempotency key is still being processed")]
-    InFlight,
-    #[error("this idempotency key was used with a different request body")]
-    KeyReusedWithDifferentBody,
-    /// The operation cannot run yet (an event that depends on one not seen yet).
-    #[error("the operation must wait for an earlier one: {0}")]
-    NotYet(&'static str),
-    #[error("database error")]
-    Database(#[from] diesel::result::Error),
-    /// No pooled connection came in time, or the server refused one.
-    #[error("database pool: {0}")]
-    Pool(String),
-    /// More work is queued than the database can take; shed at once instead of queueing.
-    #[error("saturated: {0}")]
-    Saturated(&'static str),
-}
-
-impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for IdempotencyError {
-    fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
-        IdempotencyError::Pool(error.to_string())
-    }
-}
-
-/// One idempotent request: its scope, the fingerprint of its body and when its record expires.
-#[derive(Debug, Clone)]
-pub struct IdempotentRequest {
-    pub scope: Scope,
-    pub fingerprint: Fingerprint,
-    pub expires_at: DateTime<Utc>,
-}
 
 /// What to do with a request, given what acquiring its key found.
 #[derive(Debug)]
@@ -88,33 +56,6 @@ impl Decision {
     }
 }
 
-/// The final answer of an operation that ran for the first time, to be stored and sent.
-#[derive(Debug, Clone)]
-pub struct Completion {
-    pub record_status: RecordStatus,
-    pub http_status: u16,
-    pub body: serde_json::Value,
-}
-
-impl Completion {
-    pub fn succeeded(http_status: u16, body: serde_json::Value) -> Self {
-        Self {
-            record_status: RecordStatus::Succeeded,
-            http_status,
-            body,
-        }
-    }
-
-    /// A deterministic failure: stored, and replayed as it was.
-    pub fn failed(http_status: u16, body: serde_json::Value) -> Self {
-        Self {
-            record_status: RecordStatus::Failed,
-            http_status,
-            body,
-        }
-    }
-}
-
 /// How a request was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Executed<O> {
@@ -122,19 +63,6 @@ pub enum Executed<O> {
     First { response: StoredResponse, output: O },
     /// An earlier request's stored response, sent again unchanged.
     Replayed(StoredResponse),
-}
-
-/// What a one-statement attempt (see [`IdempotentWork::run_in_one_statement`]) found.
-#[derive(Debug)]
-pub enum OneStatement<O> {
-    /// The request claimed its key, ran and committed: its stored response and what it did.
-    Finished(StoredResponse, O),
-    /// A record committed by an earlier request (a replay or a mismatch).
-    Existing(Acquired),
-    /// Another request holds the key past the lock timeout.
-    InFlight,
-    /// The shortcut does not fit this request's state; nothing was written.
-    Declined,
 }
 
 /// How an operation's output is stored and answered (its HTTP status and body); supplied by

@@ -92,6 +92,54 @@ pub struct StoredResponse {
     pub body: String,
 }
 
+/// One idempotent request: its scope, the fingerprint of its body and when its record expires.
+#[derive(Debug, Clone)]
+pub struct IdempotentRequest {
+    pub scope: Scope,
+    pub fingerprint: Fingerprint,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The final answer of an operation that ran for the first time, to be stored and sent.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub record_status: RecordStatus,
+    pub http_status: u16,
+    pub body: serde_json::Value,
+}
+
+impl Completion {
+    pub fn succeeded(http_status: u16, body: serde_json::Value) -> Self {
+        Self {
+            record_status: RecordStatus::Succeeded,
+            http_status,
+            body,
+        }
+    }
+
+    /// A deterministic failure: stored, and replayed as it was.
+    pub fn failed(http_status: u16, body: serde_json::Value) -> Self {
+        Self {
+            record_status: RecordStatus::Failed,
+            http_status,
+            body,
+        }
+    }
+}
+
+/// What a one-statement attempt (see [`super::IdempotentWork::run_in_one_statement`]) found.
+#[derive(Debug)]
+pub enum OneStatement<O> {
+    /// The request claimed its key, ran and committed: its stored response and what it did.
+    Finished(StoredResponse, O),
+    /// A record committed by an earlier request (a replay or a mismatch).
+    Existing(Acquired),
+    /// Another request holds the key past the lock timeout.
+    InFlight,
+    /// The shortcut does not fit this request's state; nothing was written.
+    Declined,
+}
+
 /// Proof that this transaction inserted the record and must finish it.
 #[derive(Debug)]
 pub struct Claim {

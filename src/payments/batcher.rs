@@ -12,13 +12,14 @@
 //! whole fails nothing of it committed and every item takes the general path on its own, so
 //! one bad item cannot fail the others. Nothing is answered before the statement has committed.
 
+use diesel::QueryResult;
 use diesel_async::AsyncPgConnection;
+use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::ack::CallbackOutcome;
-use super::capture::{Capture, run_batch};
 use crate::db::PgPool;
-use crate::idempotency::{IdempotencyError, OneStatement};
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
 
 /// The most attempts in one statement. Each item's subtransaction takes a subtransaction id,
@@ -29,21 +30,50 @@ const MAX_BATCH: usize = 32;
 /// waits a few round trips at most.
 pub const QUEUE_CAPACITY: usize = 4 * MAX_BATCH;
 
-type Answer = Result<OneStatement<CallbackOutcome>, IdempotencyError>;
+/// A one-statement attempt the batcher sends alone or with others in one statement. The
+/// batcher knows only this, not what an item writes, so the statements stay in their own
+/// file (the capture implements it, in `super::callback`).
+pub trait BatchItem: Send + Sync + Sized + 'static {
+    /// What the attempt did, when it finished.
+    type Output: Send + 'static;
 
-struct Job {
-    capture: Capture,
-    answer: oneshot::Sender<Answer>,
+    /// This attempt alone: one statement, with the session's full lock timeout.
+    fn run_alone<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, QueryResult<OneStatement<Self::Output>>>;
+
+    /// Several attempts in one statement and one commit; the answers come in their order.
+    fn run_batch<'c>(
+        conn: &'c mut AsyncPgConnection,
+        items: &'c [&'c Self],
+    ) -> BoxFuture<'c, QueryResult<Vec<OneStatement<Self::Output>>>>;
+}
+
+type Answer<O> = Result<OneStatement<O>, IdempotencyError>;
+
+struct Job<J: BatchItem> {
+    item: J,
+    answer: oneshot::Sender<Answer<J::Output>>,
 }
 
 /// A worker's first-delivery queue.
-#[derive(Clone)]
-pub struct CaptureBatcher {
-    queue: mpsc::Sender<Job>,
+pub struct Batcher<J: BatchItem> {
+    queue: mpsc::Sender<Job<J>>,
     metrics: Metrics,
 }
 
-impl CaptureBatcher {
+// By hand: the derive would ask `J: Clone`, and only the queue's sender is cloned.
+impl<J: BatchItem> Clone for Batcher<J> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<J: BatchItem> Batcher<J> {
     /// Starts the batching task on the current runtime (the worker's own).
     pub fn spawn(pool: PgPool, metrics: Metrics) -> Self {
         let (queue, jobs) = mpsc::channel(QUEUE_CAPACITY);
@@ -51,23 +81,21 @@ impl CaptureBatcher {
         Self { queue, metrics }
     }
 
-    /// Runs `capture` in the next statement and waits for its answer; refuses at once when
+    /// Runs `item` in the next statement and waits for its answer; refuses at once when
     /// the queue is full.
-    pub async fn run(&self, capture: Capture) -> Answer {
+    pub async fn run(&self, item: J) -> Answer<J::Output> {
         let (answer, answered) = oneshot::channel();
         // Counted before it is sent: the batching task may take it out at once.
         self.metrics.capture_queued();
-        self.queue
-            .try_send(Job { capture, answer })
-            .map_err(|error| {
-                self.metrics.capture_refused();
-                match error {
-                    mpsc::error::TrySendError::Full(_) => {
-                        IdempotencyError::Saturated("the capture queue is full")
-                    }
-                    mpsc::error::TrySendError::Closed(_) => stopped(),
+        self.queue.try_send(Job { item, answer }).map_err(|error| {
+            self.metrics.capture_refused();
+            match error {
+                mpsc::error::TrySendError::Full(_) => {
+                    IdempotencyError::Saturated("the capture queue is full")
                 }
-            })?;
+                mpsc::error::TrySendError::Closed(_) => stopped(),
+            }
+        })?;
         answered.await.map_err(|_| stopped())?
     }
 }
@@ -76,7 +104,11 @@ fn stopped() -> IdempotencyError {
     IdempotencyError::Pool("the capture batcher has stopped".into())
 }
 
-async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::Receiver<Job>) {
+async fn batch_jobs<J: BatchItem>(
+    pool: PgPool,
+    metrics: Metrics,
+    mut jobs: mpsc::Receiver<Job<J>>,
+) {
     while let Some(first) = jobs.recv().await {
         // Wait for a connection first: whatever queues meanwhile joins this statement.
         let connection = pool.get_owned().await;
@@ -102,17 +134,21 @@ async fn batch_jobs(pool: PgPool, metrics: Metrics, mut jobs: mpsc::Receiver<Job
     }
 }
 
-async fn run_jobs(conn: &mut AsyncPgConnection, mut batch: Vec<Job>) {
+async fn run_jobs<J: BatchItem>(conn: &mut AsyncPgConnection, mut batch: Vec<Job<J>>) {
     if batch.len() == 1 {
         // Alone: the plain statement, with the session's full lock timeout.
         if let Some(job) = batch.pop() {
-            let answer = job.capture.run(conn).await.map_err(IdempotencyError::from);
+            let answer = job
+                .item
+                .run_alone(conn)
+                .await
+                .map_err(IdempotencyError::from);
             let _ = job.answer.send(answer);
         }
         return;
     }
-    let captures: Vec<&Capture> = batch.iter().map(|job| &job.capture).collect();
-    match run_batch(conn, &captures).await {
+    let items: Vec<&J> = batch.iter().map(|job| &job.item).collect();
+    match J::run_batch(conn, &items).await {
         Ok(answers) => {
             for (job, answer) in batch.into_iter().zip(answers) {
                 // A batch waits for locks only briefly; an item that found its key held goes
@@ -129,7 +165,7 @@ async fn run_jobs(conn: &mut AsyncPgConnection, mut batch: Vec<Job>) {
             // answer been lost, the general path finds the records and replays them). Every item
             // goes down the general path on a connection of its own, so one bad item cannot fail
             // the others.
-            tracing::warn!(%error, items = captures.len(), "capture batch failed; its items take the general path");
+            tracing::warn!(%error, items = items.len(), "capture batch failed; its items take the general path");
             for job in batch {
                 let _ = job.answer.send(Ok(OneStatement::Declined));
             }

@@ -1,26 +1,27 @@
 //! `payment.callback`: one verified delivery, parsed once, applied inside the idempotency
 //! transaction. The general path reads the state (order first, then payment, under locks),
-//! plans in Rust, and applies the plan's [`Effect`]; the one-statement path sends the effect
+//! plans in Rust, and applies the plan's [`Effect`](super::effect::Effect); the one-statement path sends the effect
 //! of the plan a capture expects. Both write through the same guarded routines.
 
+use diesel::QueryResult;
 use diesel_async::AsyncPgConnection;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::ack::CallbackOutcome;
 use super::apply::{Applied, apply};
-use super::batcher::CaptureBatcher;
-use super::capture::{Capture, expected_capture};
-use super::effect::{Effect, NoWrites, Source};
+use super::batcher::{BatchItem, Batcher};
+use super::capture::{Capture, run_batch};
+use super::effect::Source;
 use super::event::{Parsed, PaymentEvent};
+use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
-use super::state::{OrderState, PaymentState, Plan, plan};
-use crate::config::PayloadFormat;
+use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
 use crate::deliveries;
-use crate::idempotency::{
-    IdempotencyError, IdempotentRequest, IdempotentWork, OneStatement, Respond,
-};
-use crate::orders::Order;
+use crate::idempotency::error::IdempotencyError;
+use crate::idempotency::record::{IdempotentRequest, OneStatement};
+use crate::idempotency::{IdempotentWork, Respond};
+use crate::orders::model::Order;
 
 /// How many times a plan is made again when its guarded writes found the state changed
 /// between the read and the write (a concurrent first capture of the same payment id).
@@ -30,18 +31,18 @@ const MAX_PLANS: usize = 3;
 pub struct ProcessCallback<'a> {
     source: Source<'a>,
     /// The worker's queue for one-statement captures.
-    batcher: &'a CaptureBatcher,
+    batcher: &'a Batcher<Capture>,
     event_id: &'a str,
     body: &'a [u8],
     parsed: Parsed,
 }
 
 impl<'a> ProcessCallback<'a> {
-    /// Parses the body once, in `format`.
+    /// `parsed` is `body` read once, in its provider's format.
     pub fn new(
         source: Source<'a>,
-        format: PayloadFormat,
-        batcher: &'a CaptureBatcher,
+        parsed: Parsed,
+        batcher: &'a Batcher<Capture>,
         event_id: &'a str,
         body: &'a [u8],
     ) -> Self {
@@ -50,7 +51,7 @@ impl<'a> ProcessCallback<'a> {
             batcher,
             event_id,
             body,
-            parsed: Parsed::from_body(format, body),
+            parsed,
         }
     }
 }
@@ -75,16 +76,11 @@ impl IdempotentWork for ProcessCallback<'_> {
             return None;
         };
         let plan = expected_capture(event)?;
-        let completion = respond(&Effect::outcome(&plan, None));
-        let capture = Capture::new(
-            self.source,
-            self.event_id,
-            self.body,
-            event,
-            &plan,
-            request,
-            &completion,
-        )?;
+        let completion = respond(&plan.outcome(None));
+        let effect = plan
+            .effect(self.source, self.event_id, event.payment_id(), None)
+            .ok()?;
+        let capture = Capture::new(effect, self.body, request, &completion)?;
         Some(self.batcher.run(capture).boxed())
     }
 }
@@ -180,13 +176,7 @@ impl ProcessCallback<'_> {
             PaymentEvent::Refunded { refund_id, .. } => refund_id.as_deref(),
             _ => None,
         };
-        let effect = match Effect::of(
-            plan,
-            self.source,
-            self.event_id,
-            event.payment_id(),
-            refund_id,
-        ) {
+        let effect = match plan.effect(self.source, self.event_id, event.payment_id(), refund_id) {
             Ok(effect) => effect,
             Err(NoWrites::Ignore(reason)) => return Ok(Some(CallbackOutcome::ignored(reason))),
             Err(NoWrites::Reject(reason)) => {
@@ -195,10 +185,29 @@ impl ProcessCallback<'_> {
             Err(NoWrites::Wait(reason)) => return Err(IdempotencyError::NotYet(reason)),
         };
         Ok(match apply(conn, &effect).await? {
-            Applied::Done(transfer_id) => Some(Effect::outcome(plan, transfer_id)),
+            Applied::Done(transfer_id) => Some(plan.outcome(transfer_id)),
             Applied::AlreadyPosted => Some(CallbackOutcome::ignored("already_applied")),
             Applied::StateChanged => None,
         })
+    }
+}
+
+// Here rather than in `capture.rs`, so the statements need not know the batcher.
+impl BatchItem for Capture {
+    type Output = CallbackOutcome;
+
+    fn run_alone<'c>(
+        &'c self,
+        conn: &'c mut AsyncPgConnection,
+    ) -> BoxFuture<'c, QueryResult<OneStatement<CallbackOutcome>>> {
+        self.run(conn).boxed()
+    }
+
+    fn run_batch<'c>(
+        conn: &'c mut AsyncPgConnection,
+        items: &'c [&'c Self],
+    ) -> BoxFuture<'c, QueryResult<Vec<OneStatement<CallbackOutcome>>>> {
+        run_batch(conn, items).boxed()
     }
 }
 

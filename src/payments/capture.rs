@@ -1,7 +1,7 @@
 //! The one-statement first delivery (migration 000007's `callback_first_delivery`): a
 //! `payment.succeeded` for a pending order, the bulk of all callbacks, claimed, applied and
 //! acknowledged in one statement, while a redelivery of it costs one indexed read. Rust still
-//! decides: the plan is made here for the state the event expects (its order pending with the
+//! decides: the plan is made (`expected_capture` in [`super::state`]) for the state the event expects (its order pending with the
 //! event's amount and currency, no captured payment), and the database applies that plan's
 //! [`Effect`] through the same guarded writes as the general path. When a row is not in the
 //! expected state, nothing is written and the general path decides from the real state.
@@ -16,40 +16,14 @@ use diesel::sql_types::{Array, BigInt, Bytea, Int4, Nullable, Record, SqlType, T
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::ack::CallbackOutcome;
-use super::effect::{Effect, Source};
-use super::event::PaymentEvent;
-use super::state::{OrderState, Plan, plan};
-use crate::idempotency::{
-    Completion, IdempotentRequest, OneStatement, RecordStatus, StoredResponse, existing, walk_scope,
+use super::effect::Effect;
+use crate::idempotency::record::{
+    Completion, IdempotentRequest, OneStatement, RecordStatus, Scope, StoredResponse, existing,
+    walk_scope,
 };
-use crate::orders::OrderStatus;
 
 /// How long an item of a batch may wait for a lock before it is sent down the general path.
 pub const BATCH_LOCK_TIMEOUT: &str = "100ms";
-
-/// The capture `event` plans against the state it expects, or `None` when the event is not a
-/// capture of a named order (refunds, failures and holds depend on state the gateway must read).
-pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
-    let PaymentEvent::Succeeded {
-        order_id: Some(order_id),
-        amount,
-        currency,
-        ..
-    } = event
-    else {
-        return None;
-    };
-    let expected_order = OrderState {
-        id: *order_id,
-        amount_minor: amount.get(),
-        currency: currency.code().to_owned(),
-        status: OrderStatus::PendingPayment,
-    };
-    match plan(event, Some(&expected_order), None) {
-        capture @ Plan::Capture { .. } => Some(capture),
-        _ => None,
-    }
-}
 
 /// The database type `first_delivery_result`.
 #[derive(Debug, Clone, Copy, SqlType, QueryId)]
@@ -89,7 +63,7 @@ impl FromSql<FirstDeliveryResultSql, Pg> for FirstDelivery {
 /// wait in a batch.
 #[derive(Debug)]
 pub struct Capture {
-    scope: crate::idempotency::Scope,
+    scope: Scope,
     request_hash: String,
     expires_at: DateTime<Utc>,
     body: Vec<u8>,
@@ -99,21 +73,17 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// The attempt for one delivery whose expected `plan` writes `effect`; `None` when its
+    /// The attempt for one delivery whose expected plan writes `effect`; `None` when its
     /// answer would not be a stored 200 (the statement only ever stores that).
     pub fn new(
-        source: Source<'_>,
-        event_id: &str,
+        effect: Effect,
         body: &[u8],
-        event: &PaymentEvent,
-        plan: &Plan,
         request: &IdempotentRequest,
         completion: &Completion,
     ) -> Option<Self> {
         if completion.record_status != RecordStatus::Succeeded || completion.http_status != 200 {
             return None;
         }
-        let effect = Effect::of(plan, source, event_id, event.payment_id(), None).ok()?;
         Some(Self {
             scope: request.scope.clone(),
             request_hash: request.fingerprint.as_str().to_owned(),
@@ -389,45 +359,5 @@ impl QueryFragment<Pg> for Batch<'_> {
         out.push_bind_param::<Array<Text>, _>(&self.ack)?;
         out.push_sql(")");
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::money::{AmountMinor, Currency};
-
-    #[test]
-    fn a_payment_succeeded_expects_its_pending_order_and_captures_it() {
-        let event = PaymentEvent::Succeeded {
-            payment_id: "pi_1".into(),
-            order_id: Some(7),
-            amount: AmountMinor::parse(5000).unwrap(),
-            currency: Currency::parse("EUR").unwrap(),
-        };
-        assert_eq!(
-            expected_capture(&event),
-            Some(Plan::Capture {
-                order_id: 7,
-                amount_minor: 5000,
-                currency: Currency::parse("EUR").unwrap(),
-            })
-        );
-    }
-
-    #[test]
-    fn failures_refunds_and_orderless_captures_have_no_one_statement_path() {
-        let failed = PaymentEvent::Failed {
-            payment_id: "pi_1".into(),
-            order_id: Some(7),
-        };
-        assert_eq!(expected_capture(&failed), None);
-        let orderless = PaymentEvent::Succeeded {
-            payment_id: "pi_1".into(),
-            order_id: None,
-            amount: AmountMinor::parse(5000).unwrap(),
-            currency: Currency::parse("EUR").unwrap(),
-        };
-        assert_eq!(expected_capture(&orderless), None);
     }
 }

@@ -1,17 +1,15 @@
 //! A plan's writes, as the parameters of `payment_apply` (migration 000007): the order's
 //! status move, the payment's write and the ledger transfer, each guarded in SQL by the state
 //! the plan was made for. Every path (general, one-statement, batched) sends an [`Effect`]
-//! built here, so what a plan writes is decided in one place.
+//! built by `Plan::effect` (in [`super::state`]), so what a plan writes is decided in one
+//! place; this file only knows the parameters, so the SQL paths need not know the planner.
 
 use diesel::QueryResult;
 use diesel::pg::Pg;
 use diesel::query_builder::AstPass;
 use diesel::sql_types::{BigInt, Nullable, Text};
 
-use super::ack::CallbackOutcome;
-use super::state::{OrderMove, PaymentStatus, Plan};
 use crate::ledger::{Entries, MerchantAccount, TransferKind};
-use crate::orders::OrderStatus;
 
 /// Where an event comes from: the merchant and the provider whose books it moves.
 #[derive(Debug, Clone, Copy)]
@@ -48,115 +46,18 @@ pub struct Effect {
     pub amount_b: Option<i64>,
 }
 
-/// A plan that writes nothing: how it is answered instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoWrites {
-    Ignore(&'static str),
-    Reject(&'static str),
-    /// Nothing is stored; the provider retries later.
-    Wait(&'static str),
-}
-
 impl Effect {
-    /// The writes of `plan`, or how a plan that writes nothing is answered.
-    pub fn of(
-        plan: &Plan,
-        source: Source<'_>,
-        event_id: &str,
-        payment_id: &str,
-        refund_id: Option<&str>,
-    ) -> Result<Self, NoWrites> {
-        let base = |order_id, status: PaymentStatus, amount_minor, currency: &str| Effect {
-            merchant_id: source.merchant_id,
-            provider: source.provider.to_owned(),
-            event_id: event_id.to_owned(),
-            payment_id: payment_id.to_owned(),
-            order_id,
-            order_from: None,
-            order_to: None,
-            payment_status: status.as_str(),
-            amount_minor,
-            currency: currency.to_owned(),
-            refunded_from: None,
-            refunded_to: None,
-            kind: None,
-            refund_id: None,
-            account_a: None,
-            amount_a: None,
-            account_b: None,
-            amount_b: None,
-        };
-        let effect = match plan {
-            &Plan::Capture {
-                order_id,
-                amount_minor,
-                currency,
-            } => base(
-                Some(order_id),
-                PaymentStatus::Succeeded,
-                amount_minor,
-                currency.code(),
-            )
-            .moving_order(OrderStatus::PendingPayment, OrderStatus::Paid)
-            .posting(TransferKind::Payment, MerchantAccount::Payable),
-            &Plan::Hold {
-                order_id,
-                amount_minor,
-                currency,
-                ..
-            } => base(order_id, PaymentStatus::Held, amount_minor, currency.code())
-                .posting(TransferKind::Payment, MerchantAccount::Unapplied),
-            Plan::RecordFailure { order_id, currency } => {
-                base(Some(*order_id), PaymentStatus::Failed, 0, currency)
-            }
-            &Plan::Refund {
-                amount_minor,
-                refunded_before,
-                refunded_total,
-                payment_to,
-                order_move,
-                from_unapplied,
-                currency,
-            } => {
-                let merchant = if from_unapplied {
-                    MerchantAccount::Unapplied
-                } else {
-                    MerchantAccount::Payable
-                };
-                let mut effect = Effect {
-                    refunded_from: Some(refunded_before),
-                    refunded_to: Some(refunded_total),
-                    refund_id: refund_id.map(str::to_owned),
-                    ..base(
-                        order_move.map(|m| m.order_id),
-                        payment_to,
-                        amount_minor,
-                        currency.code(),
-                    )
-                }
-                .posting(TransferKind::Refund, merchant);
-                if let Some(OrderMove { from, to, .. }) = order_move {
-                    effect = effect.moving_order(from, to);
-                }
-                effect
-            }
-            Plan::Ignore(reason) => return Err(NoWrites::Ignore(reason)),
-            Plan::Reject(reason) => return Err(NoWrites::Reject(reason)),
-            Plan::OutOfOrder(reason) => return Err(NoWrites::Wait(reason)),
-        };
-        Ok(effect)
-    }
-
-    fn moving_order(self, from: OrderStatus, to: OrderStatus) -> Self {
+    /// Adds the order's move from status `from` to `to`.
+    pub fn moving_order(self, from: &'static str, to: &'static str) -> Self {
         Self {
-            order_from: Some(from.as_str()),
-            order_to: Some(to.as_str()),
+            order_from: Some(from),
+            order_to: Some(to),
             ..self
         }
     }
 
     /// Adds the transfer of `amount_minor` in `currency` against `merchant`'s side.
-    fn posting(self, kind: TransferKind, merchant: MerchantAccount) -> Self {
+    pub fn posting(self, kind: TransferKind, merchant: MerchantAccount) -> Self {
         let entries = Entries::of(kind, &self.provider, merchant, self.amount_minor);
         Self {
             kind: Some(kind.as_str()),
@@ -165,14 +66,6 @@ impl Effect {
             account_b: Some(entries.account_b),
             amount_b: Some(entries.amount_b),
             ..self
-        }
-    }
-
-    /// What the event did once `plan`'s effect is applied with `transfer_id`.
-    pub fn outcome(plan: &Plan, transfer_id: Option<i64>) -> CallbackOutcome {
-        match plan {
-            Plan::Hold { reason, .. } => CallbackOutcome::held(reason, transfer_id),
-            _ => CallbackOutcome::applied(transfer_id),
         }
     }
 

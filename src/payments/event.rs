@@ -5,7 +5,6 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::PayloadFormat;
 use crate::money::{AmountMinor, Currency};
 
 /// A body that cannot be used, with the detail the ack carries.
@@ -75,7 +74,17 @@ impl PaymentEvent {
 }
 
 impl Parsed {
-    pub fn from_body(format: PayloadFormat, body: &[u8]) -> Self {
+    /// A body in the canonical format.
+    pub fn canonical(body: &[u8]) -> Self {
+        Self::read(body, parse_canonical)
+    }
+
+    /// A body in Stripe's format.
+    pub fn stripe(body: &[u8]) -> Self {
+        Self::read(body, parse_stripe)
+    }
+
+    fn read(body: &[u8], parse: fn(&str, &Value) -> Result<Parsed, Unusable>) -> Self {
         let value: Value = match serde_json::from_slice(body) {
             Ok(value) => value,
             Err(e) => return Self::invalid(invalid(format!("the body is not JSON: {e}"))),
@@ -83,11 +92,7 @@ impl Parsed {
         let Some(kind) = field(&value, &["type"]).and_then(Value::as_str) else {
             return Self::invalid(invalid("type must be a string"));
         };
-        let parsed = match format {
-            PayloadFormat::Canonical => parse_canonical(kind, &value),
-            PayloadFormat::Stripe => parse_stripe(kind, &value),
-        };
-        match parsed {
+        match parse(kind, &value) {
             Ok(parsed) => parsed,
             Err(Unusable::Invalid(error)) => Self::invalid(error),
             Err(Unusable::OutOfRange(error)) => Parsed::Rejected {
@@ -289,11 +294,11 @@ mod tests {
     }
 
     fn canonical(body: &str) -> Parsed {
-        Parsed::from_body(PayloadFormat::Canonical, body.as_bytes())
+        Parsed::canonical(body.as_bytes())
     }
 
     fn stripe(body: &str) -> Parsed {
-        Parsed::from_body(PayloadFormat::Stripe, body.as_bytes())
+        Parsed::stripe(body.as_bytes())
     }
 
     fn reason(parsed: Parsed) -> &'static str {

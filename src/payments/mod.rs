@@ -12,7 +12,3 @@ pub mod effect;
 pub mod event;
 pub mod model;
 pub mod state;
-
-pub use ack::{Ack, CallbackOutcome, Outcome};
-pub use callback::ProcessCallback;
-pub use effect::Source;

@@ -4,8 +4,66 @@
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use super::state::{PaymentState, PaymentStatus};
 use crate::schema::payments;
+
+/// A payment's state, as stored in its `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentStatus {
+    Pending,
+    Succeeded,
+    Failed,
+    PartiallyRefunded,
+    Refunded,
+    /// Captured, but not applicable to its order: the money sits in unapplied funds.
+    Held,
+}
+
+impl PaymentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaymentStatus::Pending => "pending",
+            PaymentStatus::Succeeded => "succeeded",
+            PaymentStatus::Failed => "failed",
+            PaymentStatus::PartiallyRefunded => "partially_refunded",
+            PaymentStatus::Refunded => "refunded",
+            PaymentStatus::Held => "held",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            PaymentStatus::Pending,
+            PaymentStatus::Succeeded,
+            PaymentStatus::Failed,
+            PaymentStatus::PartiallyRefunded,
+            PaymentStatus::Refunded,
+            PaymentStatus::Held,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
+    }
+
+    /// True once money was captured (held and refunded included).
+    pub fn is_captured(self) -> bool {
+        matches!(
+            self,
+            PaymentStatus::Succeeded
+                | PaymentStatus::PartiallyRefunded
+                | PaymentStatus::Refunded
+                | PaymentStatus::Held
+        )
+    }
+}
+
+/// The payment as the state machine needs it.
+#[derive(Debug, Clone)]
+pub struct PaymentState {
+    pub order_id: Option<i64>,
+    pub status: PaymentStatus,
+    pub captured_minor: i64,
+    pub refunded_minor: i64,
+    pub currency: String,
+}
 
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = payments)]

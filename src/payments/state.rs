@@ -2,58 +2,13 @@
 //! Pure, so every rule is unit-tested without a database. Money a provider reports captured is
 //! never left outside the books: what cannot be applied to its order is held.
 
+use super::ack::CallbackOutcome;
+use super::effect::{Effect, Source};
 use super::event::{PaymentEvent, RefundAmount};
+use super::model::{PaymentState, PaymentStatus};
+use crate::ledger::{MerchantAccount, TransferKind};
 use crate::money::Currency;
-use crate::orders::OrderStatus;
-
-/// A payment's state, as stored in its `status` column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PaymentStatus {
-    Pending,
-    Succeeded,
-    Failed,
-    PartiallyRefunded,
-    Refunded,
-    /// Captured, but not applicable to its order: the money sits in unapplied funds.
-    Held,
-}
-
-impl PaymentStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PaymentStatus::Pending => "pending",
-            PaymentStatus::Succeeded => "succeeded",
-            PaymentStatus::Failed => "failed",
-            PaymentStatus::PartiallyRefunded => "partially_refunded",
-            PaymentStatus::Refunded => "refunded",
-            PaymentStatus::Held => "held",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            PaymentStatus::Pending,
-            PaymentStatus::Succeeded,
-            PaymentStatus::Failed,
-            PaymentStatus::PartiallyRefunded,
-            PaymentStatus::Refunded,
-            PaymentStatus::Held,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == s)
-    }
-
-    /// True once money was captured (held and refunded included).
-    pub fn is_captured(self) -> bool {
-        matches!(
-            self,
-            PaymentStatus::Succeeded
-                | PaymentStatus::PartiallyRefunded
-                | PaymentStatus::Refunded
-                | PaymentStatus::Held
-        )
-    }
-}
+use crate::orders::model::OrderStatus;
 
 /// The order as the state machine needs it.
 #[derive(Debug, Clone)]
@@ -62,16 +17,6 @@ pub struct OrderState {
     pub amount_minor: i64,
     pub currency: String,
     pub status: OrderStatus,
-}
-
-/// The payment as the state machine needs it.
-#[derive(Debug, Clone)]
-pub struct PaymentState {
-    pub order_id: Option<i64>,
-    pub status: PaymentStatus,
-    pub captured_minor: i64,
-    pub refunded_minor: i64,
-    pub currency: String,
 }
 
 /// An order's status change: the state the plan saw, and the one it moves to.
@@ -118,6 +63,141 @@ pub enum Plan {
     Reject(&'static str),
     /// Needs an event not seen yet: nothing is stored, the provider retries later.
     OutOfOrder(&'static str),
+}
+
+/// A plan that writes nothing: how it is answered instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoWrites {
+    Ignore(&'static str),
+    Reject(&'static str),
+    /// Nothing is stored; the provider retries later.
+    Wait(&'static str),
+}
+
+impl Plan {
+    /// The writes of `plan`, or how a plan that writes nothing is answered.
+    pub fn effect(
+        &self,
+        source: Source<'_>,
+        event_id: &str,
+        payment_id: &str,
+        refund_id: Option<&str>,
+    ) -> Result<Effect, NoWrites> {
+        let base = |order_id, status: PaymentStatus, amount_minor, currency: &str| Effect {
+            merchant_id: source.merchant_id,
+            provider: source.provider.to_owned(),
+            event_id: event_id.to_owned(),
+            payment_id: payment_id.to_owned(),
+            order_id,
+            order_from: None,
+            order_to: None,
+            payment_status: status.as_str(),
+            amount_minor,
+            currency: currency.to_owned(),
+            refunded_from: None,
+            refunded_to: None,
+            kind: None,
+            refund_id: None,
+            account_a: None,
+            amount_a: None,
+            account_b: None,
+            amount_b: None,
+        };
+        let effect = match self {
+            &Plan::Capture {
+                order_id,
+                amount_minor,
+                currency,
+            } => base(
+                Some(order_id),
+                PaymentStatus::Succeeded,
+                amount_minor,
+                currency.code(),
+            )
+            .moving_order(
+                OrderStatus::PendingPayment.as_str(),
+                OrderStatus::Paid.as_str(),
+            )
+            .posting(TransferKind::Payment, MerchantAccount::Payable),
+            &Plan::Hold {
+                order_id,
+                amount_minor,
+                currency,
+                ..
+            } => base(order_id, PaymentStatus::Held, amount_minor, currency.code())
+                .posting(TransferKind::Payment, MerchantAccount::Unapplied),
+            Plan::RecordFailure { order_id, currency } => {
+                base(Some(*order_id), PaymentStatus::Failed, 0, currency)
+            }
+            &Plan::Refund {
+                amount_minor,
+                refunded_before,
+                refunded_total,
+                payment_to,
+                order_move,
+                from_unapplied,
+                currency,
+            } => {
+                let merchant = if from_unapplied {
+                    MerchantAccount::Unapplied
+                } else {
+                    MerchantAccount::Payable
+                };
+                let mut effect = Effect {
+                    refunded_from: Some(refunded_before),
+                    refunded_to: Some(refunded_total),
+                    refund_id: refund_id.map(str::to_owned),
+                    ..base(
+                        order_move.map(|m| m.order_id),
+                        payment_to,
+                        amount_minor,
+                        currency.code(),
+                    )
+                }
+                .posting(TransferKind::Refund, merchant);
+                if let Some(OrderMove { from, to, .. }) = order_move {
+                    effect = effect.moving_order(from.as_str(), to.as_str());
+                }
+                effect
+            }
+            Plan::Ignore(reason) => return Err(NoWrites::Ignore(reason)),
+            Plan::Reject(reason) => return Err(NoWrites::Reject(reason)),
+            Plan::OutOfOrder(reason) => return Err(NoWrites::Wait(reason)),
+        };
+        Ok(effect)
+    }
+
+    /// What the event did once this plan's effect is applied with `transfer_id`.
+    pub fn outcome(&self, transfer_id: Option<i64>) -> CallbackOutcome {
+        match self {
+            Plan::Hold { reason, .. } => CallbackOutcome::held(reason, transfer_id),
+            _ => CallbackOutcome::applied(transfer_id),
+        }
+    }
+}
+
+/// The capture `event` plans against the state it expects, or `None` when the event is not a
+/// capture of a named order (refunds, failures and holds depend on state the gateway must read).
+pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
+    let PaymentEvent::Succeeded {
+        order_id: Some(order_id),
+        amount,
+        currency,
+        ..
+    } = event
+    else {
+        return None;
+    };
+    let expected_order = OrderState {
+        id: *order_id,
+        amount_minor: amount.get(),
+        currency: currency.code().to_owned(),
+        status: OrderStatus::PendingPayment,
+    };
+    match plan(event, Some(&expected_order), None) {
+        capture @ Plan::Capture { .. } => Some(capture),
+        _ => None,
+    }
 }
 
 /// Decides what `event` does to `order` and `payment` (either may be unknown).
@@ -537,5 +617,45 @@ mod tests {
             assert_eq!(PaymentStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(PaymentStatus::parse("captured"), None);
+    }
+}
+
+#[cfg(test)]
+mod expected_capture_tests {
+    use super::*;
+    use crate::money::{AmountMinor, Currency};
+
+    #[test]
+    fn a_payment_succeeded_expects_its_pending_order_and_captures_it() {
+        let event = PaymentEvent::Succeeded {
+            payment_id: "pi_1".into(),
+            order_id: Some(7),
+            amount: AmountMinor::parse(5000).unwrap(),
+            currency: Currency::parse("EUR").unwrap(),
+        };
+        assert_eq!(
+            expected_capture(&event),
+            Some(Plan::Capture {
+                order_id: 7,
+                amount_minor: 5000,
+                currency: Currency::parse("EUR").unwrap(),
+            })
+        );
+    }
+
+    #[test]
+    fn failures_refunds_and_orderless_captures_have_no_one_statement_path() {
+        let failed = PaymentEvent::Failed {
+            payment_id: "pi_1".into(),
+            order_id: Some(7),
+        };
+        assert_eq!(expected_capture(&failed), None);
+        let orderless = PaymentEvent::Succeeded {
+            payment_id: "pi_1".into(),
+            order_id: None,
+            amount: AmountMinor::parse(5000).unwrap(),
+            currency: Currency::parse("EUR").unwrap(),
+        };
+        assert_eq!(expected_capture(&orderless), None);
     }
 }

@@ -1,9 +1,8 @@
 use actix_web::{HttpResponse, web};
 
-use super::extract::AdminAuth;
-use super::state::AppState;
+use super::extract::{AdminAuth, ApiPool};
 use crate::error::{ApiError, ErrorBody};
-use crate::idempotency::{IdempotencyRecord, Operation, Scope};
+use crate::idempotency::record::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
 
 fn parse_op(op: &str) -> Option<Operation> {
@@ -22,7 +21,7 @@ fn parse_op(op: &str) -> Option<Operation> {
         ("key" = String, Path, description = "The key; for callbacks {provider}:{event id}"),
     ),
     responses(
-        (status = 200, body = crate::idempotency::IdempotencyRecord),
+        (status = 200, body = IdempotencyRecord),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "record_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
@@ -31,7 +30,7 @@ fn parse_op(op: &str) -> Option<Operation> {
 pub async fn idempotency_record(
     _admin: AdminAuth,
     path: web::Path<(String, String, String)>,
-    state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
     let not_found = || ApiError::NotFound {
         code: "record_not_found",
@@ -41,7 +40,7 @@ pub async fn idempotency_record(
     let user_id = user_id.parse::<i64>().map_err(|_| not_found())?;
     let op = parse_op(&op).ok_or_else(not_found)?;
     let scope = Scope { user_id, op, key };
-    let mut conn = state.api_pool.get().await?;
+    let mut conn = api_pool.get().await?;
     let record = IdempotencyRecord::find(&mut conn, &scope)
         .await?
         .ok_or_else(not_found)?;
@@ -72,7 +71,7 @@ pub struct Balances {
 pub async fn balances(
     _admin: AdminAuth,
     path: web::Path<String>,
-    state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = path
         .into_inner()
@@ -81,7 +80,7 @@ pub async fn balances(
             code: "merchant_not_found",
             what: "merchant",
         })?;
-    let mut conn = state.api_pool.get().await?;
+    let mut conn = api_pool.get().await?;
     let balances = ledger::balances(&mut conn, merchant_id).await?;
     Ok(HttpResponse::Ok().json(Balances {
         merchant_id,

@@ -6,9 +6,13 @@ use super::body::read_body;
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ACK_STATUS, ApiError, ErrorBody};
-use crate::idempotency::{self, Completion};
+use crate::idempotency::record::Completion;
+use crate::idempotency::{self};
 use crate::metrics::Metrics;
-use crate::payments::{CallbackOutcome, ProcessCallback, Source};
+use crate::payments::ack::{Ack, CallbackOutcome};
+use crate::payments::callback::ProcessCallback;
+use crate::payments::effect::Source;
+use crate::providers::Providers;
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
 /// apply and acknowledge the event in one transaction.
@@ -27,7 +31,7 @@ use crate::payments::{CallbackOutcome, ProcessCallback, Source};
     ),
     request_body(content = Object, content_type = "application/json", description = "The provider's raw event (canonical or Stripe payload)"),
     responses(
-        (status = 200, description = "Ack (outcome applied, held, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = crate::payments::Ack),
+        (status = 200, description = "Ack (outcome applied, held, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = Ack),
         (status = 400, description = "invalid_payload: the signed body carries no usable event id (nothing to key it by)", body = ErrorBody),
         (status = 401, description = "invalid_signature: nothing is written", body = ErrorBody),
         (status = 404, description = "unknown_provider", body = ErrorBody),
@@ -43,13 +47,11 @@ pub async fn receive_callback(
     path: web::Path<String>,
     payload: web::Payload,
     state: web::Data<AppState>,
+    providers: web::Data<Providers>,
     metrics: web::Data<Metrics>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
-    let provider = state
-        .providers
-        .get(&path)
-        .ok_or(ApiError::UnknownProvider)?;
+    let provider = providers.get(&path).ok_or(ApiError::UnknownProvider)?;
     root_span.record("provider", provider.name());
     let body = read_body(&request, payload, &state.settings.server).await?;
 
@@ -71,7 +73,7 @@ pub async fn receive_callback(
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
         },
-        provider.payload_format(),
+        provider.parse_event(&body),
         &state.capture_batcher,
         &event_id,
         &body,

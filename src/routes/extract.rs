@@ -7,13 +7,30 @@ use std::pin::Pin;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 
-use super::state::AppState;
 use crate::auth;
+use crate::db::PgPool;
 use crate::error::ApiError;
+use crate::secret::Secret;
 
-fn state(request: &HttpRequest) -> Result<web::Data<AppState>, ApiError> {
+/// This worker's pool for merchants' API, admin and readiness: their traffic, whoever sends
+/// it, can never make a provider callback wait for a connection.
+#[derive(Clone)]
+pub struct ApiPool(pub PgPool);
+
+impl std::ops::Deref for ApiPool {
+    type Target = PgPool;
+
+    fn deref(&self) -> &PgPool {
+        &self.0
+    }
+}
+
+/// The configured admin token, as [`AdminAuth`] compares it.
+pub struct AdminToken(pub Option<Secret>);
+
+fn app_data<T: 'static>(request: &HttpRequest) -> Result<web::Data<T>, ApiError> {
     request
-        .app_data::<web::Data<AppState>>()
+        .app_data::<web::Data<T>>()
         .cloned()
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("application state missing")))
 }
@@ -31,11 +48,11 @@ impl FromRequest for MerchantAuth {
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         let token = auth::bearer_token(request.headers()).map(str::to_owned);
-        let state = state(request);
+        let api_pool = app_data::<ApiPool>(request);
         Box::pin(async move {
             let token = token.ok_or(ApiError::Unauthorized)?;
-            let state = state?;
-            let mut conn = state.api_pool.get().await?;
+            let api_pool = api_pool?;
+            let mut conn = api_pool.get().await?;
             let user_id = auth::authenticate(&mut conn, &token)
                 .await?
                 .ok_or(ApiError::Unauthorized)?;
@@ -54,9 +71,9 @@ impl FromRequest for AdminAuth {
     type Future = std::future::Ready<Result<Self, ApiError>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let result = state(request).and_then(|state| {
+        let result = app_data::<AdminToken>(request).and_then(|expected| {
             let given = auth::bearer_token(request.headers());
-            if auth::is_admin(given, state.settings.admin.token.as_ref()) {
+            if auth::is_admin(given, expected.0.as_ref()) {
                 Ok(AdminAuth)
             } else {
                 Err(ApiError::Unauthorized)

@@ -1,6 +1,7 @@
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
+use super::extract::ApiPool;
 use super::state::AppState;
 use crate::metrics::Metrics;
 
@@ -15,8 +16,8 @@ pub async fn healthz() -> HttpResponse {
     (status = 200, description = "Ready"),
     (status = 503, description = "not_ready: the database does not answer or is not migrated", body = crate::error::ErrorBody),
 ))]
-pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    if crate::db::is_ready(&state.api_pool, &state.latest_migration).await {
+pub async fn readyz(state: web::Data<AppState>, api_pool: web::Data<ApiPool>) -> HttpResponse {
+    if crate::db::is_ready(&api_pool, &state.latest_migration).await {
         HttpResponse::Ok().json(json!({ "status": "ready" }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({

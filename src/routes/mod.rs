@@ -1,46 +1,22 @@
 //! HTTP routes: one file per resource. Handlers read the request, call one domain
-//! function, and write the response; they hold no SQL.
+//! function, and write the response; they hold no SQL. The route table and the OpenAPI
+//! document that lists the handlers are in `startup`, which wires them into the app.
 
-mod admin;
+pub mod admin;
 mod body;
-mod callbacks;
-mod extract;
-mod health;
-mod observe;
-mod openapi;
-mod orders;
+pub mod callbacks;
+pub mod extract;
+pub mod health;
+pub mod observe;
+pub mod openapi;
+pub mod orders;
 mod respond;
-mod state;
+pub mod state;
 
+use actix_web::HttpResponse;
 use actix_web::http::header::CONTENT_TYPE;
-use actix_web::{HttpResponse, web};
 
 use crate::error::error_body;
-
-pub use observe::observe;
-pub use openapi::ApiDoc;
-pub use state::AppState;
-
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(health::healthz))
-        .route("/readyz", web::get().to(health::readyz))
-        .route("/metrics", web::get().to(health::metrics))
-        .route("/openapi.json", web::get().to(openapi::document))
-        .route("/v1/orders", web::post().to(orders::create_order))
-        .route("/v1/orders/{id}", web::get().to(orders::get_order))
-        .route(
-            "/v1/callbacks/{provider}",
-            web::post().to(callbacks::receive_callback),
-        )
-        .route(
-            "/admin/idempotency/{user_id}/{op}/{key:.*}",
-            web::get().to(admin::idempotency_record),
-        )
-        .route(
-            "/admin/merchants/{merchant_id}/balances",
-            web::get().to(admin::balances),
-        );
-}
 
 /// Unknown routes answer in the same JSON shape as every other error.
 pub async fn not_found() -> HttpResponse {

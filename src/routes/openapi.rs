@@ -1,32 +1,17 @@
-//! The OpenAPI 3 document, generated from the handlers' annotations and the response types.
+//! Serving the OpenAPI 3 document (generated in `startup` from the handlers' annotations and
+//! the response types), and its bearer security schemes.
 
 use actix_web::HttpResponse;
+use actix_web::web;
+use utoipa::Modify;
+use utoipa::openapi::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
 
-use super::{admin, callbacks, health, orders};
-
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "callback-gateway", description = "Verified payment callbacks, exactly-once ledger postings, byte-identical idempotent replays"),
-    paths(
-        orders::create_order,
-        orders::get_order,
-        callbacks::receive_callback,
-        admin::idempotency_record,
-        admin::balances,
-        health::healthz,
-        health::readyz,
-        health::metrics,
-    ),
-    modifiers(&BearerSchemes)
-)]
-pub struct ApiDoc;
-
-struct BearerSchemes;
+/// The bearer schemes the handlers' `security` annotations name.
+pub struct BearerSchemes;
 
 impl Modify for BearerSchemes {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+    fn modify(&self, openapi: &mut OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         for name in ["bearer", "admin"] {
             components.add_security_scheme(
@@ -37,7 +22,7 @@ impl Modify for BearerSchemes {
     }
 }
 
-/// `GET /openapi.json`.
-pub async fn document() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+/// `GET /openapi.json`: the document `startup` generated from the handlers.
+pub async fn document(document: web::Data<OpenApi>) -> HttpResponse {
+    HttpResponse::Ok().json(document.get_ref())
 }

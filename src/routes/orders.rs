@@ -3,14 +3,16 @@ use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::MerchantAuth;
+use super::extract::{ApiPool, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
-use crate::idempotency::{
-    self, Completion, Fingerprint, IdempotencyKey, IdempotentRequest, Operation, Scope,
-};
-use crate::orders::{CreateOrder, Order, OrderRejection};
+use crate::idempotency::key::IdempotencyKey;
+use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::idempotency::{self};
+use crate::orders::create::CreateOrder;
+use crate::orders::model::{Order, OrderView};
+use crate::orders::request::{CreateOrderRequest, OrderRejection};
 
 /// How a create request is stored and answered.
 fn respond(output: &Result<Order, OrderRejection>) -> Completion {
@@ -30,9 +32,9 @@ fn respond(output: &Result<Order, OrderRejection>) -> Completion {
     tag = "orders",
     security(("bearer" = [])),
     params(("Idempotency-Key" = String, Header, description = "1 to 128 visible ASCII characters; the quoted form \"abc\" means abc")),
-    request_body(content = crate::orders::CreateOrderRequest, content_type = "application/json"),
+    request_body(content = CreateOrderRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "Created, or the replay of an earlier 201 (Idempotent-Replayed: true)", body = crate::orders::OrderView),
+        (status = 201, description = "Created, or the replay of an earlier 201 (Idempotent-Replayed: true)", body = OrderView),
         (status = 400, description = "missing_idempotency_key, invalid_idempotency_key, invalid_json (stored and replayed)", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 408, description = "request_timeout: the body did not arrive in time", body = ErrorBody),
@@ -47,6 +49,7 @@ pub async fn create_order(
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
@@ -68,7 +71,7 @@ pub async fn create_order(
         expires_at: Utc::now() + state.settings.idempotency.ttl,
     };
     let executed = idempotency::execute(
-        &state.api_pool,
+        &api_pool,
         &idempotent,
         &CreateOrder {
             user_id,
@@ -88,7 +91,7 @@ pub async fn create_order(
     security(("bearer" = [])),
     params(("id" = String, Path, description = "The order id")),
     responses(
-        (status = 200, body = crate::orders::OrderView),
+        (status = 200, body = OrderView),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "order_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
@@ -97,7 +100,7 @@ pub async fn create_order(
 pub async fn get_order(
     merchant: MerchantAuth,
     path: web::Path<String>,
-    state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
     let not_found = ApiError::NotFound {
@@ -107,7 +110,7 @@ pub async fn get_order(
     let Ok(id) = path.into_inner().parse::<i64>() else {
         return Err(not_found);
     };
-    let mut conn = state.api_pool.get().await?;
+    let mut conn = api_pool.get().await?;
     let order = Order::find_for_user(&mut conn, user_id, id)
         .await?
         .ok_or(not_found)?;

@@ -13,7 +13,7 @@ pub struct HmacSha256Scheme {
 impl HmacSha256Scheme {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
         Self {
-            keys: Keys::utf8(secrets, tolerance_secs),
+            keys: Keys::utf8(secrets.iter().map(Secret::expose), tolerance_secs),
         }
     }
 }

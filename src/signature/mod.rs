@@ -2,20 +2,20 @@
 //! bytes are verified before anything is parsed or written; comparisons are constant-time
 //! (`hmac`'s `verify_slice`), every configured secret and every listed signature may match.
 
-mod hmac_sha256;
-mod scheme;
-mod standard_webhooks;
-mod stripe;
+pub mod hmac_sha256;
+pub mod scheme;
+pub mod standard_webhooks;
+pub mod stripe;
 
 use std::time::Duration;
 
 use crate::config::SchemeName;
 use crate::secret::Secret;
 
-pub use hmac_sha256::HmacSha256Scheme;
-pub use scheme::{HeaderSource, SignatureError, SignatureScheme, Verified};
-pub use standard_webhooks::StandardWebhooks;
-pub use stripe::StripeScheme;
+use hmac_sha256::HmacSha256Scheme;
+use scheme::SignatureScheme;
+use standard_webhooks::StandardWebhooks;
+use stripe::StripeScheme;
 
 /// Builds the scheme `name` over `secrets` (validated by the configuration).
 pub fn scheme_for(

@@ -4,8 +4,6 @@
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::secret::Secret;
-
 type HmacSha256 = Hmac<Sha256>;
 
 /// Why a delivery was refused. Every variant is a 401 `invalid_signature` for the client;
@@ -104,12 +102,13 @@ pub(super) struct Keys {
 }
 
 impl Keys {
-    /// Keys that are the secrets' own UTF-8 bytes (Stripe, plain HMAC).
-    pub(super) fn utf8(secrets: &[Secret], tolerance_secs: i64) -> Self {
-        let keys = secrets
-            .iter()
-            .map(|s| s.expose().as_bytes().to_vec())
-            .collect();
+    /// Keys that are the secrets' own UTF-8 bytes (Stripe, plain HMAC). Takes the exposed
+    /// secrets, so the scheme's core needs no configuration type.
+    pub(super) fn utf8<'s>(
+        secrets: impl IntoIterator<Item = &'s str>,
+        tolerance_secs: i64,
+    ) -> Self {
+        let keys = secrets.into_iter().map(|s| s.as_bytes().to_vec()).collect();
         Self {
             keys,
             tolerance_secs,

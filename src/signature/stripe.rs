@@ -15,7 +15,7 @@ pub struct StripeScheme {
 impl StripeScheme {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
         Self {
-            keys: Keys::utf8(secrets, tolerance_secs),
+            keys: Keys::utf8(secrets.iter().map(Secret::expose), tolerance_secs),
         }
     }
 }
