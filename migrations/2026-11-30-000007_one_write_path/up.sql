@@ -33,14 +33,28 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The one claim of a key: the record id, or NULL when the key exists (a concurrent claim of
--- the same key waits here for the first transaction, bounded by lock_timeout).
+-- the same key waits here for the first transaction, bounded by lock_timeout). The general path
+-- claims 'processing' and finishes the record later in its transaction; the one-statement path,
+-- which knows its answer before it writes, claims the record already finished (one write
+-- instead of an insert and an update).
 CREATE FUNCTION idempotency_claim(
-    p_user_id BIGINT, p_op TEXT, p_idem_key TEXT, p_request_hash TEXT, p_expires_at TIMESTAMPTZ
-) RETURNS BIGINT LANGUAGE sql AS $$
-    INSERT INTO idempotency_keys (user_id, op, idem_key, request_hash, expires_at)
-    VALUES (p_user_id, p_op, p_idem_key, p_request_hash, p_expires_at)
+    p_user_id BIGINT, p_op TEXT, p_idem_key TEXT, p_request_hash TEXT, p_expires_at TIMESTAMPTZ,
+    p_status TEXT DEFAULT 'processing', p_response_status INT DEFAULT NULL,
+    p_response_body JSONB DEFAULT NULL
+) RETURNS BIGINT LANGUAGE plpgsql AS $$
+-- plpgsql, not sql: a plpgsql function keeps its statement's plan for the session, while a
+-- sql function that writes is planned again on every call (before PostgreSQL 18).
+DECLARE
+    v_id BIGINT;
+BEGIN
+    INSERT INTO idempotency_keys
+        (user_id, op, idem_key, request_hash, status, response_status, response_body, expires_at)
+    VALUES (p_user_id, p_op, p_idem_key, p_request_hash, p_status, p_response_status,
+            p_response_body, p_expires_at)
     ON CONFLICT (user_id, op, idem_key) DO NOTHING
-    RETURNING id
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END
 $$;
 
 -- Acquire for the general path, now built from the claim and the read above.
@@ -90,48 +104,59 @@ $$;
 -- The one write of callback_deliveries: the raw verified body of an event's first delivery.
 CREATE FUNCTION callback_record_delivery(
     p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_body BYTEA
-) RETURNS VOID LANGUAGE sql AS $$
+) RETURNS VOID LANGUAGE plpgsql AS $$
+-- plpgsql for its cached plan, as idempotency_claim.
+BEGIN
     INSERT INTO callback_deliveries (merchant_id, provider, event_id, body)
     VALUES (p_merchant_id, p_provider, p_event_id, p_body)
-    ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING
-$$;
-
--- The one write of an order's status. The guard is the state the plan was made for; a capture
--- also checks the amount and currency it pays. Raises CGD01 when the order is not in it.
-CREATE FUNCTION orders_move_status(
-    p_merchant_id BIGINT, p_order_id BIGINT, p_from TEXT, p_to TEXT,
-    p_amount_minor BIGINT, p_currency TEXT
-) RETURNS VOID LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE orders SET status = p_to
-    WHERE id = p_order_id AND user_id = p_merchant_id AND status = p_from
-      AND (p_amount_minor IS NULL OR amount_minor = p_amount_minor)
-      AND (p_currency IS NULL OR currency = p_currency);
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'order not in the planned state';
-    END IF;
+    ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
 END
 $$;
 
--- The one write of payments. A capture, a hold or a failure (p_refunded_to NULL) creates the
--- payment or moves it from pending or failed, never from a captured state: one provider
--- payment moves money once. A refund (p_refunded_to set) moves refunded_minor from the total
--- the plan read. Raises CGD01 when the payment is not in the planned state.
-CREATE FUNCTION payments_write(
-    p_merchant_id BIGINT, p_provider TEXT, p_payment_id TEXT, p_order_id BIGINT,
-    p_status TEXT, p_amount_minor BIGINT, p_currency TEXT,
-    p_refunded_from BIGINT, p_refunded_to BIGINT
-) RETURNS VOID LANGUAGE plpgsql AS $$
+-- The one write of an order's status, of payments, and of ledger_transfers with their
+-- ledger_entries: a plan's effect, all or nothing. Each statement carries its guard:
+--   * the order moves only from the status the plan saw (a capture also checks the amount and
+--     currency it pays); p_order_to NULL leaves it alone;
+--   * a capture, hold or failure (p_refunded_to NULL) creates the payment or moves it from
+--     pending or failed, never from a captured state: one provider payment moves money once; a
+--     refund moves refunded_minor from the total the plan read;
+--   * the transfer (p_kind NULL: none) with its two entries, derived in Rust from one amount so
+--     they sum to zero; an event id or refund id posted before posts nothing.
+-- Locks are taken order first, then payment, on every path. Raises CGD01 when a row is not in
+-- the planned state and CGD02 when the transfer was posted before; the caller's subtransaction
+-- then undoes what was written. Returns the transfer id (p_transfer_id when the caller drew it
+-- already, to put it in an ack written before the transfer).
+CREATE FUNCTION payment_apply_strict(
+    p_transfer_id BIGINT,
+    p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_payment_id TEXT,
+    p_order_id BIGINT, p_order_from TEXT, p_order_to TEXT,
+    p_payment_status TEXT, p_amount_minor BIGINT, p_currency TEXT,
+    p_refunded_from BIGINT, p_refunded_to BIGINT,
+    p_kind TEXT, p_refund_id TEXT,
+    p_account_a TEXT, p_amount_a BIGINT, p_account_b TEXT, p_amount_b BIGINT
+) RETURNS BIGINT LANGUAGE plpgsql AS $$
+DECLARE
+    v_id BIGINT;
 BEGIN
+    IF p_order_to IS NOT NULL THEN
+        UPDATE orders SET status = p_order_to
+        WHERE id = p_order_id AND user_id = p_merchant_id AND status = p_order_from
+          AND (p_order_from <> 'pending_payment'
+               OR (amount_minor = p_amount_minor AND currency = p_currency));
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'order not in the planned state';
+        END IF;
+    END IF;
+
     IF p_refunded_to IS NULL THEN
         INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
-        VALUES (p_merchant_id, p_provider, p_payment_id, p_order_id, p_status, p_amount_minor, p_currency)
+        VALUES (p_merchant_id, p_provider, p_payment_id, p_order_id, p_payment_status, p_amount_minor, p_currency)
         ON CONFLICT (merchant_id, provider, payment_id) DO UPDATE
         SET order_id = EXCLUDED.order_id, status = EXCLUDED.status, amount_minor = EXCLUDED.amount_minor,
             currency = EXCLUDED.currency, updated_at = now()
         WHERE payments.status IN ('pending', 'failed');
     ELSE
-        UPDATE payments SET refunded_minor = p_refunded_to, status = p_status, updated_at = now()
+        UPDATE payments SET refunded_minor = p_refunded_to, status = p_payment_status, updated_at = now()
         WHERE merchant_id = p_merchant_id AND provider = p_provider AND payment_id = p_payment_id
           AND refunded_minor = p_refunded_from
           AND status IN ('succeeded', 'partially_refunded', 'held');
@@ -139,39 +164,27 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment not in the planned state';
     END IF;
-END
-$$;
 
--- The one write of ledger_transfers and ledger_entries: a transfer and its two entries (derived
--- in Rust from one amount; they sum to zero). Raises CGD02 when this event, or this refund id,
--- was posted before (its idempotency record may have expired since).
-DROP FUNCTION ledger_post_transfer(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT);
-CREATE FUNCTION ledger_post_transfer(
-    p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_kind TEXT, p_order_id BIGINT,
-    p_payment_id TEXT, p_refund_id TEXT, p_currency TEXT,
-    p_account_a TEXT, p_amount_a BIGINT, p_account_b TEXT, p_amount_b BIGINT
-) RETURNS BIGINT LANGUAGE plpgsql AS $$
-DECLARE
-    v_id BIGINT;
-BEGIN
-    INSERT INTO ledger_transfers (merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
-    VALUES (p_merchant_id, p_provider, p_event_id, p_kind, p_order_id, p_payment_id, p_refund_id)
-    ON CONFLICT DO NOTHING
-    RETURNING id INTO v_id;
-    IF v_id IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event or refund already posted';
+    IF p_kind IS NOT NULL THEN
+        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
+        VALUES (COALESCE(p_transfer_id, nextval('ledger_transfers_id_seq')), p_merchant_id, p_provider,
+                p_event_id, p_kind, p_order_id, p_payment_id, p_refund_id)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO v_id;
+        IF v_id IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event or refund already posted';
+        END IF;
+        INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+        VALUES (v_id, p_merchant_id, p_account_a, p_currency, p_amount_a),
+               (v_id, p_merchant_id, p_account_b, p_currency, p_amount_b);
     END IF;
-    INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
-    VALUES (v_id, p_merchant_id, p_account_a, p_currency, p_amount_a),
-           (v_id, p_merchant_id, p_account_b, p_currency, p_amount_b);
     RETURN v_id;
 END
 $$;
 
--- A plan's effect, all or nothing: the order's move (when p_order_to is set), the payment's
--- write, the transfer (when p_kind is set). Locks are taken order first, then payment, on every
--- path. Returns 'applied' with the transfer id, or 'state_changed' / 'already_posted' with
--- nothing written (a subtransaction), so the caller can decide again.
+-- The general path's call: the effect in a subtransaction, answering what it found as a typed
+-- result ('applied' with the transfer id, or 'state_changed' / 'already_posted' with nothing
+-- written), so the caller can decide again.
 CREATE FUNCTION payment_apply(
     p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_payment_id TEXT,
     p_order_id BIGINT, p_order_from TEXT, p_order_to TEXT,
@@ -183,17 +196,10 @@ CREATE FUNCTION payment_apply(
 ) LANGUAGE plpgsql AS $$
 BEGIN
     BEGIN
-        IF p_order_to IS NOT NULL THEN
-            PERFORM orders_move_status(p_merchant_id, p_order_id, p_order_from, p_order_to,
-                CASE WHEN p_order_from = 'pending_payment' THEN p_amount_minor END,
-                CASE WHEN p_order_from = 'pending_payment' THEN p_currency END);
-        END IF;
-        PERFORM payments_write(p_merchant_id, p_provider, p_payment_id, p_order_id, p_payment_status,
-            p_amount_minor, p_currency, p_refunded_from, p_refunded_to);
-        IF p_kind IS NOT NULL THEN
-            transfer_id := ledger_post_transfer(p_merchant_id, p_provider, p_event_id, p_kind, p_order_id,
-                p_payment_id, p_refund_id, p_currency, p_account_a, p_amount_a, p_account_b, p_amount_b);
-        END IF;
+        transfer_id := payment_apply_strict(NULL, p_merchant_id, p_provider, p_event_id, p_payment_id,
+            p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
+            p_refunded_from, p_refunded_to, p_kind, p_refund_id,
+            p_account_a, p_amount_a, p_account_b, p_amount_b);
         result := 'applied';
     EXCEPTION
         WHEN SQLSTATE 'CGD01' THEN
@@ -214,6 +220,7 @@ $$;
 -- Callers call it only after their own read found no record (COALESCE in one statement).
 DROP FUNCTION payment_capture_batch(TEXT, TEXT, BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], TIMESTAMPTZ[], BYTEA[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[]);
 DROP FUNCTION payment_capture_first_delivery(BIGINT, TEXT, TEXT, TEXT, TEXT, TIMESTAMPTZ, BYTEA, TEXT, BIGINT, TEXT, BIGINT, TEXT, BIGINT, TEXT, BIGINT, TEXT);
+DROP FUNCTION ledger_post_transfer(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT);
 DROP FUNCTION payments_upsert(BIGINT, TEXT, TEXT, BIGINT, TEXT, BIGINT, TEXT);
 DROP FUNCTION payments_record_refund(BIGINT, TEXT, TEXT, BIGINT, TEXT);
 DROP FUNCTION orders_set_status(BIGINT, TEXT);
@@ -237,13 +244,22 @@ CREATE FUNCTION callback_first_delivery(
 #variable_conflict use_column
 DECLARE
     v_record_id BIGINT;
-    v_applied payment_apply_result;
     v_transfer_id BIGINT;
+    v_ack JSONB;
     v_claimed BOOLEAN := false;
 BEGIN
     -- The block is a subtransaction: 'declined' rolls back every write below.
     BEGIN
-        v_record_id := idempotency_claim(p_merchant_id, p_op, p_idem_key, p_request_hash, p_expires_at);
+        -- The transfer id is drawn first so the record can be claimed finished, its ack holding
+        -- the id, in one write.
+        IF p_kind IS NOT NULL THEN
+            v_transfer_id := nextval('ledger_transfers_id_seq');
+            v_ack := p_ack::JSONB || jsonb_build_object('transfer_id', v_transfer_id);
+        ELSE
+            v_ack := p_ack::JSONB;
+        END IF;
+        v_record_id := idempotency_claim(p_merchant_id, p_op, p_idem_key, p_request_hash, p_expires_at,
+                                         'succeeded', 200, v_ack);
         v_claimed := true;
         IF v_record_id IS NULL THEN
             -- A concurrent delivery committed the key after the caller's read.
@@ -256,19 +272,12 @@ BEGIN
             RETURN;
         END IF;
         PERFORM callback_record_delivery(p_merchant_id, p_provider, p_event_id, p_body);
-        SELECT a.result, a.transfer_id INTO v_applied, v_transfer_id
-        FROM payment_apply(p_merchant_id, p_provider, p_event_id, p_payment_id,
+        PERFORM payment_apply_strict(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_payment_id,
             p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
             p_refunded_from, p_refunded_to, p_kind, p_refund_id,
-            p_account_a, p_amount_a, p_account_b, p_amount_b) a;
-        IF v_applied <> 'applied' THEN
-            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'state not as planned';
-        END IF;
-        response_body := idempotency_finish(v_record_id, 'succeeded', 200,
-            CASE WHEN v_transfer_id IS NULL THEN p_ack::JSONB
-                 ELSE p_ack::JSONB || jsonb_build_object('transfer_id', v_transfer_id) END);
+            p_account_a, p_amount_a, p_account_b, p_amount_b);
     EXCEPTION
-        WHEN SQLSTATE 'CGD01' OR deadlock_detected THEN
+        WHEN SQLSTATE 'CGD01' OR SQLSTATE 'CGD02' OR deadlock_detected THEN
             -- A deadlock can only be with a batch (below) that locks other orders first.
             result := 'declined';
             response_body := NULL;
@@ -284,6 +293,7 @@ BEGIN
     result := 'finished';
     status := 'succeeded';
     response_status := 200;
+    response_body := v_ack::TEXT;
     request_hash := p_request_hash;
 END
 $$;

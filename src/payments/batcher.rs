@@ -22,9 +22,10 @@ use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
 
-/// The most attempts in one statement. Each item's subtransaction takes a subtransaction id,
-/// and PostgreSQL caches only 64 per transaction before every snapshot gets slower.
-const MAX_BATCH: usize = 32;
+/// The most attempts in one statement. Each item runs in one subtransaction, which takes a
+/// subtransaction id, and PostgreSQL caches only 64 per transaction before every snapshot of
+/// every other backend gets slower.
+const MAX_BATCH: usize = 64;
 
 /// Attempts a worker lets wait for a connection: a few batches' worth, so a queued delivery
 /// waits a few round trips at most.

@@ -28,25 +28,32 @@ const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n";
 #[tokio::test]
 async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_writer() {
     let app = spawn_app().await;
-    for (table, writer) in [
-        ("ledger_transfers", "ledger_post_transfer"),
-        ("ledger_entries", "ledger_post_transfer"),
-        ("payments", "payments_write"),
-        ("callback_deliveries", "callback_record_delivery"),
+    let writes = "insert\\s+into|update|delete\\s+from";
+    for (table, verbs, writer) in [
+        ("ledger_transfers", writes, "payment_apply_strict"),
+        ("ledger_entries", writes, "payment_apply_strict"),
+        ("payments", writes, "payment_apply_strict"),
+        ("orders", "update", "payment_apply_strict"),
+        ("callback_deliveries", writes, "callback_record_delivery"),
+        ("idempotency_keys", "insert\\s+into", "idempotency_claim"),
     ] {
         let rows = app
             .db
             .query(
                 "SELECT proname::text FROM pg_proc \
                  WHERE pronamespace = 'public'::regnamespace \
-                   AND prosrc ~* ('(insert\\s+into|update|delete\\s+from)\\s+' || $1 || '\\M') \
+                   AND prosrc ~* ('(' || $1 || ')\\s+' || $2 || '\\M') \
                  ORDER BY 1",
-                &[&table],
+                &[&verbs, &table],
             )
             .await
             .unwrap();
         let writers: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(writers, vec![writer.to_owned()], "routines writing {table}");
+        assert_eq!(
+            writers,
+            vec![writer.to_owned()],
+            "routines that {verbs} {table}"
+        );
     }
     // And no Rust code writes them around the routines.
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
@@ -195,11 +202,19 @@ async fn set_up(app: &TestApp, state: State) -> i64 {
         }
         State::EventPostedBeforeItsRecordExpired => {
             let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
-            insert(format!(
-                "SELECT ledger_post_transfer({MERCHANT}, '{ACME}', 'evt_1', 'payment', {id}, 'pay_0', NULL, 'USD', \
-                 'psp_clearing:{ACME}', 1999, 'merchant_payable', -1999)"
+            let transfer = insert(format!(
+                "INSERT INTO ledger_transfers (merchant_id, provider, event_id, kind, order_id, payment_id) \
+                 VALUES ({MERCHANT}, '{ACME}', 'evt_1', 'payment', {id}, 'pay_0') RETURNING id"
             ))
             .await;
+            app.db
+                .batch_execute(&format!(
+                    "INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor) \
+                     VALUES ({transfer}, {MERCHANT}, 'psp_clearing:{ACME}', 'USD', 1999), \
+                            ({transfer}, {MERCHANT}, 'merchant_payable', 'USD', -1999)"
+                ))
+                .await
+                .unwrap();
             id
         }
     }
