@@ -102,14 +102,17 @@ END
 $$;
 
 -- The one write of callback_deliveries: the raw verified body of an event's first delivery.
+-- Returns whether this call stored the body (a later first delivery of an event whose record
+-- expired keeps the original).
 CREATE FUNCTION callback_record_delivery(
     p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_body BYTEA
-) RETURNS VOID LANGUAGE plpgsql AS $$
+) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
 -- plpgsql for its cached plan, as idempotency_claim.
 BEGIN
     INSERT INTO callback_deliveries (merchant_id, provider, event_id, body)
     VALUES (p_merchant_id, p_provider, p_event_id, p_body)
     ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
+    RETURN FOUND;
 END
 $$;
 
@@ -246,6 +249,7 @@ DECLARE
     v_record_id BIGINT;
     v_transfer_id BIGINT;
     v_ack JSONB;
+    v_recorded BOOLEAN;
     v_claimed BOOLEAN := false;
 BEGIN
     -- The block is a subtransaction: 'declined' rolls back every write below.
@@ -271,8 +275,10 @@ BEGIN
             END IF;
             RETURN;
         END IF;
-        PERFORM callback_record_delivery(p_merchant_id, p_provider, p_event_id, p_body);
-        PERFORM payment_apply_strict(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_payment_id,
+        -- Assignments, not PERFORM: plpgsql evaluates a lone function call as a simple
+        -- expression, without starting an executor for a query.
+        v_recorded := callback_record_delivery(p_merchant_id, p_provider, p_event_id, p_body);
+        v_transfer_id := payment_apply_strict(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_payment_id,
             p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
             p_refunded_from, p_refunded_to, p_kind, p_refund_id,
             p_account_a, p_amount_a, p_account_b, p_amount_b);
@@ -321,6 +327,8 @@ CREATE FUNCTION callback_first_delivery_batch(
     request_hash TEXT
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
+DECLARE
+    v_item RECORD;
 BEGIN
     -- Transaction-local: the session's own lock_timeout is back after this statement.
     PERFORM set_config('lock_timeout', p_lock_timeout, true);
@@ -330,14 +338,17 @@ BEGIN
         INTO result, status, response_status, response_body, request_hash
         FROM idempotency_record(p_merchant_id[i], p_op, p_idem_key[i]) r;
         IF NOT FOUND THEN
-            SELECT c.result, c.status, c.response_status, c.response_body, c.request_hash
-            INTO result, status, response_status, response_body, request_hash
-            FROM callback_first_delivery(p_op, p_idem_key[i], p_request_hash[i], p_expires_at[i],
+            v_item := callback_first_delivery(p_op, p_idem_key[i], p_request_hash[i], p_expires_at[i],
                 p_body[i], p_merchant_id[i], p_provider[i], p_event_id[i], p_payment_id[i],
                 p_order_id[i], p_order_from[i], p_order_to[i], p_payment_status[i],
                 p_amount_minor[i], p_currency[i], p_refunded_from[i], p_refunded_to[i],
                 p_kind[i], p_refund_id[i], p_account_a[i], p_amount_a[i], p_account_b[i],
-                p_amount_b[i], p_ack[i]) c;
+                p_amount_b[i], p_ack[i]);
+            result := v_item.result;
+            status := v_item.status;
+            response_status := v_item.response_status;
+            response_body := v_item.response_body;
+            request_hash := v_item.request_hash;
         END IF;
         RETURN NEXT;
     END LOOP;
