@@ -353,10 +353,30 @@ async fn a_held_payment_is_held_and_the_run_still_exits_0() {
     let events = payments(&app, 3).await;
     let simulator = Simulator::new(vec![app.address.clone()]);
     simulator.deliver_all_twice(&events, 3).await;
-    // A capture for an order the gateway could not apply, booked to unapplied funds, and
-    // the refund of it (the held-funds work on main posts these; this tree cannot yet).
-    insert_transfer(&app, "pay_held", "payment", 1500, "unapplied_funds", &now()).await;
-    insert_transfer(&app, "pay_held", "refund", 400, "unapplied_funds", &now()).await;
+    // A capture for an order this merchant does not have: the gateway holds it in unapplied
+    // funds; then the provider refunds part of it.
+    let held = [
+        Event {
+            provider: ACME,
+            id: "evt_held".into(),
+            body: r#"{"id":"evt_held","type":"payment.succeeded","data":{"payment_id":"pay_held","order_id":987654321,"amount_minor":1500,"currency":"USD"}}"#.into(),
+            amount_minor: 1500,
+        },
+        Event {
+            provider: ACME,
+            id: "evt_held_refund".into(),
+            body: r#"{"id":"evt_held_refund","type":"refund.succeeded","data":{"payment_id":"pay_held","amount_minor":400,"currency":"USD"}}"#.into(),
+            amount_minor: 400,
+        },
+    ];
+    for event in &held {
+        let ack = simulator.deliver(event, 0).await.unwrap();
+        let ack: serde_json::Value = serde_json::from_str(&ack.body).unwrap();
+        assert!(
+            matches!(ack["outcome"].as_str(), Some("held" | "applied")),
+            "{ack}"
+        );
+    }
     let mut lines = truth(&events);
     lines.push(movement("pay_held", "payment", 1500, "USD", &now()));
     lines.push(movement("pay_held", "refund", 400, "USD", &now()));
