@@ -303,13 +303,22 @@ async fn kill_during_the_provider_call(provider: &FakeProvider, gateway: &mut Ga
     provider.script(&[Behavior::Hold]);
     let client = reqwest::Client::new();
     let in_flight = tokio::spawn({
-        let (base, token) = (gateway.address(), token.to_owned());
-        async move { post_refund(&client, &base, &token, order_id, "crash", &refund_body(500)).await }
+        let url = format!("{}/v1/orders/{order_id}/refunds", gateway.address());
+        let (token, body) = (token.to_owned(), refund_body(500));
+        // Its connection dies with the gateway: an error here is the point.
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("Idempotency-Key", "crash")
+                .body(body)
+                .send()
+                .await
+        }
     });
     provider.until_calls(1).await;
     gateway.kill_9();
-    // Its connection died with the gateway; the outcome is the recovery's to find.
-    let _ = in_flight.await;
+    assert!(in_flight.await.unwrap().is_err(), "the killed gateway answered");
     provider.let_go();
     gateway.restart().await;
 }
@@ -380,4 +389,92 @@ async fn after_a_sigkill_mid_call_a_client_retry_takes_the_expired_lease_over_an
     assert_eq!(json(&body)["provider_refund_id"], "re_1");
     assert_one_refund_under_one_key(&provider);
     eprintln!("client retry after sigkill: {in_flight_answers} answer(s) 409 before the lease expired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_webhook_that_overtakes_the_providers_answer_settles_the_request_in_phase_three() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Hold]);
+    let first = tokio::spawn({
+        let (client, base, token) = (app.client.clone(), app.address.clone(), token.clone());
+        async move { post_refund(&client, &base, &token, order_id, "overtaken", &refund_body(1000)).await }
+    });
+    provider.until_calls(1).await;
+    // The provider made re_1 and sends its webhook before its HTTP answer arrives.
+    let event = format!(
+        r#"{{"id":"evt_fast","type":"refund.succeeded","data":{{"payment_id":"pay_{order_id}","order_id":{order_id},"amount_minor":1000,"currency":"USD","refund_id":"re_1"}}}}"#
+    );
+    let (_, _, ack) = answer(app.deliver(ACME, "evt_fast", &event).await).await;
+    assert_eq!(json(&ack)["outcome"], "applied", "{ack}");
+    assert_eq!(refund_status(&app.db, order_id).await, ["processing"]);
+
+    provider.let_go();
+    let (status, _, body) = answer(first.await.unwrap()).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(json(&body)["status"], "succeeded", "{body}");
+    assert_eq!(refund_status(&app.db, order_id).await, ["succeeded"]);
+    assert_eq!(app.order_status(order_id).await, "refunded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_racers_for_an_expired_lease_exactly_one_takes_it_and_the_loser_cannot_finish() {
+    use callback_gateway::idempotency::lease;
+    use callback_gateway::idempotency::record::RecordStatus;
+
+    let provider = FakeProvider::start().await;
+    let (app, _) = refund_app(&provider).await;
+    let record_id: i64 = app
+        .db
+        .query_one(
+            "INSERT INTO idempotency_keys (user_id, op, idem_key, request_hash, expires_at, locked_until, lease_token) \
+             VALUES (42, 'refund.create', 'race', 'h', now() + interval '1 hour', now() - interval '1 second', 'old') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for round in 0..20 {
+        let token: Option<String> = app
+            .db
+            .query_one("SELECT lease_token FROM idempotency_keys WHERE id = $1", &[&record_id])
+            .await
+            .unwrap()
+            .get(0);
+        let mut a = diesel_async::AsyncPgConnection::establish(&app.database_url).await.unwrap();
+        let mut b = diesel_async::AsyncPgConnection::establish(&app.database_url).await.unwrap();
+        let lease_time = Duration::from_secs(0);
+        let (won_a, won_b) = tokio::join!(
+            lease::take_over(&mut a, record_id, token.as_deref(), lease_time),
+            lease::take_over(&mut b, record_id, token.as_deref(), lease_time),
+        );
+        let (won_a, won_b) = (won_a.unwrap(), won_b.unwrap());
+        assert!(won_a.is_some() != won_b.is_some(), "round {round}: {won_a:?} {won_b:?}");
+        // A zero lease expires at once: the next round races for it again.
+        let winner = won_a.or(won_b).unwrap();
+        if round == 19 {
+            // A holder whose lease was taken over cannot overwrite the new holder's result.
+            let newer = lease::take_over(&mut a, record_id, None, lease_time).await.unwrap();
+            assert!(newer.is_none(), "a lease with a token is not free");
+            let token: Option<String> = app
+                .db
+                .query_one("SELECT lease_token FROM idempotency_keys WHERE id = $1", &[&record_id])
+                .await
+                .unwrap()
+                .get(0);
+            let newer = lease::take_over(&mut a, record_id, token.as_deref(), lease_time)
+                .await
+                .unwrap()
+                .unwrap();
+            let stale = lease::finish(&mut b, &winner, RecordStatus::Succeeded, 202, &serde_json::json!({}))
+                .await
+                .unwrap();
+            assert_eq!(stale, None, "the stale holder finished");
+            let current = lease::finish(&mut a, &newer, RecordStatus::Succeeded, 202, &serde_json::json!({"ok":true}))
+                .await
+                .unwrap();
+            assert!(current.is_some());
+        }
+    }
 }
