@@ -11,8 +11,8 @@ use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
 use crate::reconcile::{self, ReconcileArgs};
-use crate::replay::{self, ReplayArgs};
 use crate::refunds::recover;
+use crate::replay::{self, ReplayArgs};
 use crate::startup::{Application, refunds_of};
 use crate::{auth, db, preflight};
 

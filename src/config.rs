@@ -393,7 +393,12 @@ fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
     let lease_secs = raw.lease_secs.unwrap_or(30);
     within("refunds.lease_secs", lease_secs, 1, 3600)?;
     let recover_interval_secs = raw.recover_interval_secs.unwrap_or(10);
-    within("refunds.recover_interval_secs", recover_interval_secs, 1, 3600)?;
+    within(
+        "refunds.recover_interval_secs",
+        recover_interval_secs,
+        1,
+        3600,
+    )?;
     let timeout_ms = raw.provider_timeout_ms.unwrap_or(10_000);
     within("refunds.provider_timeout_ms", timeout_ms, 1, 600_000)?;
     let connect_ms = raw
@@ -444,7 +449,10 @@ fn validate_refund_api(
         }
     };
     let parsed = reqwest::Url::parse(&base_url).map_err(|e| {
-        ConfigError(format!("{}: {base_url:?} is not a URL: {e}", field("api_base_url")))
+        ConfigError(format!(
+            "{}: {base_url:?} is not a URL: {e}",
+            field("api_base_url")
+        ))
     })?;
     let host = parsed.host_str().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -815,12 +823,21 @@ mod tests {
             "http://[::1]:8080",
             "http://localhost:1",
         ] {
-            let text = provider(&format!("api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"));
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
             let settings = Settings::from_toml(&text, &env()).unwrap();
             assert!(settings.providers[0].refund_api.is_some(), "{url}");
         }
-        for url in ["http://api.stripe.com", "http://10.0.0.1", "ftp://127.0.0.1", "nope"] {
-            let text = provider(&format!("api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"));
+        for url in [
+            "http://api.stripe.com",
+            "http://10.0.0.1",
+            "ftp://127.0.0.1",
+            "nope",
+        ] {
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
             assert!(
                 error_of(&text).starts_with("providers[0].api_base_url"),
                 "{url}"
@@ -832,7 +849,9 @@ mod tests {
     fn a_refund_api_needs_its_key_and_the_key_is_never_printed() {
         let err = error_of(&provider("api_base_url = \"https://api.example.com\"\n"));
         assert!(err.starts_with("providers[0].api_key is required"), "{err}");
-        let text = provider("api_base_url = \"https://api.example.com/\"\napi_key = \"sk_live_never_printed\"\n");
+        let text = provider(
+            "api_base_url = \"https://api.example.com/\"\napi_key = \"sk_live_never_printed\"\n",
+        );
         let settings = Settings::from_toml(&text, &env()).unwrap();
         let api = settings.providers[0].refund_api.as_ref().unwrap();
         assert_eq!(api.base_url, "https://api.example.com");

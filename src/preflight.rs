@@ -119,9 +119,10 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             p.retry_window.as_secs() / 3600,
             p.ttl.as_secs() / 3600,
             // The base URL is no secret; the API key is shown only as set.
-            p.refund_api
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), |api| format!("{} (api_key set)", api.base_url)),
+            p.refund_api.as_ref().map_or_else(
+                || "none".to_owned(),
+                |api| format!("{} (api_key set)", api.base_url)
+            ),
         );
     }
     out

@@ -14,12 +14,12 @@ use crate::db::{self, SessionLimits};
 use crate::metrics::Metrics;
 use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
+use crate::refunds::create::Refunds;
+use crate::refunds::provider::RefundClients;
 use crate::routes::extract::{AdminToken, ApiPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
-use crate::refunds::create::Refunds;
-use crate::refunds::provider::RefundClients;
 use crate::routes::{admin, callbacks, health, not_found, orders, refunds};
 use crate::telemetry::GatewayRootSpan;
 

@@ -5,6 +5,7 @@
 //! 2. the provider is called with no transaction and no pooled connection held;
 //! 3. one transaction stores the provider's answer and finishes the key, if this attempt still
 //!    holds the lease. An unknown outcome releases the lease instead.
+//!
 //! A crash anywhere leaves a `processing` record that the next request with the key, or the
 //! recoverer, takes over once the lease expires; it repeats step 2 with the same provider key.
 
@@ -62,7 +63,7 @@ enum Known {
 
 enum Started {
     Done(Executed<RefundOutcome>),
-    Call(Attempt),
+    Call(Box<Attempt>),
 }
 
 /// `POST /v1/orders/{id}/refunds` for `merchant_id`: the three steps, each phase on a pooled
@@ -83,7 +84,7 @@ pub async fn create(
     };
     let attempt = match started {
         Started::Done(executed) => return Ok(executed),
-        Started::Call(attempt) => attempt,
+        Started::Call(attempt) => *attempt,
     };
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     let mut conn = pool.get().await?;
@@ -133,8 +134,8 @@ async fn start(
     idempotent: &IdempotentRequest,
     body: &[u8],
 ) -> Result<Started, RefundError> {
-    conn.transaction(async |conn| {
-        match lease::claim(conn, idempotent, refunds.lease).await? {
+    conn.transaction(
+        async |conn| match lease::claim(conn, idempotent, refunds.lease).await? {
             Claimed::Replay(stored) => Ok(Started::Done(Executed::Replayed(stored))),
             Claimed::InFlight => Err(RefundError::InFlight),
             Claimed::Mismatch => Err(RefundError::KeyReusedWithDifferentBody),
@@ -144,11 +145,11 @@ async fn start(
                     "took over an expired refund lease"
                 );
                 let request = request_of(conn, &lease).await?;
-                Ok(Started::Call(Attempt { lease, request }))
+                Ok(Started::Call(Box::new(Attempt { lease, request })))
             }
             Claimed::New(lease) => {
                 match reserve(conn, refunds, merchant_id, order_id, body, &lease).await? {
-                    Ok(request) => Ok(Started::Call(Attempt { lease, request })),
+                    Ok(request) => Ok(Started::Call(Box::new(Attempt { lease, request }))),
                     Err(refusal) => {
                         let outcome = RefundOutcome::Refused(refusal);
                         let response = finish(conn, refunds, &lease, &outcome).await?;
@@ -159,8 +160,8 @@ async fn start(
                     }
                 }
             }
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -343,7 +344,9 @@ async fn request_of(
 ) -> Result<RefundRequest, RefundError> {
     RefundRequest::for_record(conn, lease.record_id())
         .await?
-        .ok_or_else(|| corrupt("a processing refund.create record without its refund request").into())
+        .ok_or_else(|| {
+            corrupt("a processing refund.create record without its refund request").into()
+        })
 }
 
 /// A fresh key for the provider: random, so no two requests (or databases) ever share one.

@@ -119,10 +119,10 @@ impl RefundRequest {
     pub async fn reserved_minor(conn: &mut AsyncPgConnection, order_id: i64) -> QueryResult<i64> {
         let sum: Option<i64> = refund_requests::table
             .filter(refund_requests::order_id.eq(order_id))
-            .filter(
-                refund_requests::status
-                    .eq_any([RefundStatus::Processing.as_str(), RefundStatus::Pending.as_str()]),
-            )
+            .filter(refund_requests::status.eq_any([
+                RefundStatus::Processing.as_str(),
+                RefundStatus::Pending.as_str(),
+            ]))
             .select(diesel::dsl::sql::<Nullable<BigInt>>(
                 "sum(amount_minor)::BIGINT",
             ))

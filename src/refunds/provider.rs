@@ -92,30 +92,32 @@ impl RefundClients {
                 "provider {provider:?} has no refund API configured"
             ));
         };
-        let request = match api.payload {
-            PayloadFormat::Stripe => self
-                .http
-                .post(format!("{}/v1/refunds", api.base_url))
-                .form(&[
-                    ("payment_intent", call.payment_id.to_owned()),
-                    ("amount", call.amount_minor.to_string()),
-                ]),
-            PayloadFormat::Canonical => {
-                self.http
+        let request =
+            match api.payload {
+                PayloadFormat::Stripe => self
+                    .http
+                    .post(format!("{}/v1/refunds", api.base_url))
+                    .form(&[
+                        ("payment_intent", call.payment_id.to_owned()),
+                        ("amount", call.amount_minor.to_string()),
+                    ]),
+                PayloadFormat::Canonical => self
+                    .http
                     .post(format!("{}/refunds", api.base_url))
                     .json(&serde_json::json!({
                         "payment_id": call.payment_id,
                         "amount_minor": call.amount_minor,
                         "currency": call.currency,
-                    }))
+                    })),
             }
-        }
-        .bearer_auth(api.api_key.expose())
-        .header("Idempotency-Key", call.idempotency_key);
+            .bearer_auth(api.api_key.expose())
+            .header("Idempotency-Key", call.idempotency_key);
         let response = match request.send().await {
             Ok(response) => response,
             // reqwest's error names the URL and the cause, never the headers.
-            Err(error) => return ProviderAnswer::Unavailable(format!("provider call failed: {error}")),
+            Err(error) => {
+                return ProviderAnswer::Unavailable(format!("provider call failed: {error}"));
+            }
         };
         let status = response.status();
         let body = match response.bytes().await {

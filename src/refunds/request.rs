@@ -129,9 +129,8 @@ mod tests {
 
     #[test]
     fn a_well_formed_request_is_valid() {
-        let valid =
-            ValidRefund::parse(br#"{"amount_minor":500,"reason":"requested_by_customer"}"#)
-                .unwrap();
+        let valid = ValidRefund::parse(br#"{"amount_minor":500,"reason":"requested_by_customer"}"#)
+            .unwrap();
         assert_eq!(valid.amount.get(), 500);
         assert_eq!(valid.reason.as_deref(), Some("requested_by_customer"));
     }

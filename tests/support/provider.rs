@@ -44,8 +44,14 @@ pub struct Call {
 
 #[derive(Debug, Clone)]
 enum Saved {
-    Running { params: String },
-    Done { params: String, status: u16, body: String },
+    Running {
+        params: String,
+    },
+    Done {
+        params: String,
+        status: u16,
+        body: String,
+    },
 }
 
 #[derive(Default)]
@@ -149,13 +155,15 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
         (behavior, decided)
     };
     match decided {
-        Decided::Answer(status, body, replayed) => respond(&mut stream, status, &body, replayed).await,
+        Decided::Answer(status, body, replayed) => {
+            respond(&mut stream, status, &body, replayed).await
+        }
         Decided::Drop => {}
         Decided::Work => {
-            if matches!(behavior, Behavior::Hold) {
-                if let Ok(permit) = gate.acquire().await {
-                    permit.forget();
-                }
+            if matches!(behavior, Behavior::Hold)
+                && let Ok(permit) = gate.acquire().await
+            {
+                permit.forget();
             }
             let (status, body) = {
                 let mut state = state.lock().unwrap();
@@ -197,17 +205,23 @@ fn decide(state: &mut State, call: &Call, behavior: &Behavior) -> Decided {
     }
     if let Some(key) = &call.idempotency_key {
         match state.keys.get(key) {
-            Some(Saved::Running { params } | Saved::Done { params, .. }) if *params != call.body => {
+            Some(Saved::Running { params } | Saved::Done { params, .. })
+                if *params != call.body =>
+            {
                 return Decided::Answer(
                     400,
-                    error("Keys for idempotent requests can only be used with the same parameters they were first used with."),
+                    error(
+                        "Keys for idempotent requests can only be used with the same parameters they were first used with.",
+                    ),
                     false,
                 );
             }
             Some(Saved::Running { .. }) => {
                 return Decided::Answer(
                     409,
-                    error("There is currently another in-progress request using this Idempotent Key."),
+                    error(
+                        "There is currently another in-progress request using this Idempotent Key.",
+                    ),
                     false,
                 );
             }
