@@ -55,7 +55,8 @@ pub async fn run_exclusive_pass(
     Ok(Some(finished))
 }
 
-/// A pass every `interval`, forever; the liveness gauge moves at start and after each pass.
+/// A pass every `interval`, forever; the liveness gauge moves at start and after each pass
+/// that reached the database.
 pub async fn run_periodically(
     database_url: String,
     refunds: Refunds,
@@ -68,13 +69,18 @@ pub async fn run_periodically(
     loop {
         ticker.tick().await;
         match run_exclusive_pass(&database_url, &refunds).await {
-            Ok(Some(finished)) if finished > 0 => {
-                tracing::info!(finished, "abandoned refund requests finished");
+            Ok(outcome) => {
+                match outcome {
+                    Some(finished) if finished > 0 => {
+                        tracing::info!(finished, "abandoned refund requests finished");
+                    }
+                    Some(_) => {}
+                    None => tracing::debug!("another gateway holds the refund recoverer lock"),
+                }
+                // A failed pass leaves the gauge alone, so the stalled alert hears of it.
+                metrics.record_refund_recoverer_pass();
             }
-            Ok(Some(_)) => {}
-            Ok(None) => tracing::debug!("another gateway holds the refund recoverer lock"),
             Err(error) => tracing::warn!(error = %error, "refund recovery pass failed; will retry"),
         }
-        metrics.record_refund_recoverer_pass();
     }
 }
