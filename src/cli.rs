@@ -11,8 +11,9 @@ use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
 use crate::reconcile::{self, ReconcileArgs};
+use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
-use crate::startup::Application;
+use crate::startup::{Application, refunds_of};
 use crate::{auth, db, preflight};
 
 #[derive(Debug, Parser)]
@@ -28,7 +29,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the HTTP server and the expiry cleaner (migrations first).
+    /// Run the HTTP server, the expiry cleaner and the refund recoverer (migrations first).
     Serve {
         /// Do not apply pending migrations at startup.
         #[arg(long)]
@@ -206,15 +207,24 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         settings.idempotency.cleanup_interval,
         settings.idempotency.cleanup_batch_size,
     );
+    let refunds = refunds_of(&settings)?;
+    let recover_interval = settings.refunds.recover_interval;
     let app = Application::build(settings).await?;
     let cleaner = tokio::spawn(cleanup::run_periodically(
-        database_url,
+        database_url.clone(),
         interval,
         batch_size,
+        app.metrics(),
+    ));
+    let recoverer = tokio::spawn(recover::run_periodically(
+        database_url.clone(),
+        refunds,
+        recover_interval,
         app.metrics(),
     ));
     tracing::info!(port = app.port(), tls, "callback-gateway listening");
     let result = app.run_until_stopped().await;
     cleaner.abort();
+    recoverer.abort();
     result.map_err(|e| CommandError::Runtime(e.into()))
 }

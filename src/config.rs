@@ -31,6 +31,20 @@ pub struct Settings {
     pub idempotency: IdempotencySettings,
     pub admin: AdminSettings,
     pub providers: Vec<ProviderSettings>,
+    pub refunds: RefundSettings,
+}
+
+/// Merchant refunds (`refund.create`): the lease of a request and the provider call's bounds.
+#[derive(Debug, Clone)]
+pub struct RefundSettings {
+    /// How long one attempt holds a request before another may take it over; longer than
+    /// `provider_timeout`, so a live attempt never loses its lease while it waits.
+    pub lease: Duration,
+    /// How often the background recoverer looks for expired leases.
+    pub recover_interval: Duration,
+    /// Upper bound of one provider call, connect included.
+    pub provider_timeout: Duration,
+    pub provider_connect_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +100,16 @@ pub struct ProviderSettings {
     pub retry_window: Duration,
     /// Lifetime of this provider's `payment.callback` records; longer than `retry_window`.
     pub ttl: Duration,
+    /// The provider's refund API; `None`: refunds of its payments are not refundable here.
+    pub refund_api: Option<RefundApi>,
+}
+
+/// Where and how the gateway calls a provider's refund API.
+#[derive(Debug, Clone)]
+pub struct RefundApi {
+    /// `https://`, or `http://` on a loopback address; no trailing slash.
+    pub base_url: String,
+    pub api_key: Secret,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -138,6 +162,17 @@ struct RawSettings {
     admin: RawAdmin,
     #[serde(default)]
     providers: Vec<RawProvider>,
+    #[serde(default)]
+    refunds: RawRefunds,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRefunds {
+    lease_secs: Option<u64>,
+    recover_interval_secs: Option<u64>,
+    provider_timeout_ms: Option<u64>,
+    provider_connect_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -187,6 +222,8 @@ struct RawProvider {
     tolerance_secs: Option<u64>,
     retry_window_hours: Option<u64>,
     ttl_hours: Option<u64>,
+    api_base_url: Option<String>,
+    api_key: Option<String>,
 }
 
 /// Reads the environment; a seam so tests can load settings without touching the process env.
@@ -324,6 +361,8 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         providers.push(provider);
     }
 
+    let refunds = validate_refunds(raw.refunds)?;
+
     Ok(Settings {
         server: ServerSettings {
             bind,
@@ -346,7 +385,97 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         },
         admin: AdminSettings { token: admin_token },
         providers,
+        refunds,
     })
+}
+
+fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
+    let lease_secs = raw.lease_secs.unwrap_or(30);
+    within("refunds.lease_secs", lease_secs, 1, 3600)?;
+    let recover_interval_secs = raw.recover_interval_secs.unwrap_or(10);
+    within(
+        "refunds.recover_interval_secs",
+        recover_interval_secs,
+        1,
+        3600,
+    )?;
+    let timeout_ms = raw.provider_timeout_ms.unwrap_or(10_000);
+    within("refunds.provider_timeout_ms", timeout_ms, 1, 600_000)?;
+    let connect_ms = raw
+        .provider_connect_timeout_ms
+        .unwrap_or_else(|| timeout_ms.min(3000));
+    within(
+        "refunds.provider_connect_timeout_ms",
+        connect_ms,
+        1,
+        timeout_ms,
+    )?;
+    // A holder still waiting for the provider must never find its lease taken over.
+    if lease_secs.saturating_mul(1000) <= timeout_ms {
+        return Err(ConfigError(format!(
+            "refunds.lease_secs: {lease_secs} s must be greater than the provider call's total timeout \
+             (refunds.provider_timeout_ms = {timeout_ms} ms), or a live attempt could lose its lease"
+        )));
+    }
+    Ok(RefundSettings {
+        lease: Duration::from_secs(lease_secs),
+        recover_interval: Duration::from_secs(recover_interval_secs),
+        provider_timeout: Duration::from_millis(timeout_ms),
+        provider_connect_timeout: Duration::from_millis(connect_ms),
+    })
+}
+
+/// `api_base_url` and `api_key` of a provider: both or neither; `https://` except on loopback.
+fn validate_refund_api(
+    field: &dyn Fn(&str) -> String,
+    base_url: Option<String>,
+    api_key: Option<String>,
+    env: &dyn Environment,
+) -> Result<Option<RefundApi>, ConfigError> {
+    let (base_url, api_key) = match (base_url, api_key) {
+        (None, None) => return Ok(None),
+        (Some(url), Some(key)) => (url, key),
+        (Some(_), None) => {
+            return Err(ConfigError(format!(
+                "{} is required when api_base_url is set",
+                field("api_key")
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError(format!(
+                "{} is required when api_key is set",
+                field("api_base_url")
+            )));
+        }
+    };
+    let parsed = reqwest::Url::parse(&base_url).map_err(|e| {
+        ConfigError(format!(
+            "{}: {base_url:?} is not a URL: {e}",
+            field("api_base_url")
+        ))
+    })?;
+    let host = parsed.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let allowed = match parsed.scheme() {
+        "https" => parsed.host().is_some(),
+        "http" => loopback,
+        _ => false,
+    };
+    if !allowed || parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(ConfigError(format!(
+            "{}: {base_url:?} must be an https:// URL without query (http:// only on 127.0.0.0/8, ::1 or localhost)",
+            field("api_base_url")
+        )));
+    }
+    let api_key = resolve_secret(&field("api_key"), &api_key, env)?;
+    Ok(Some(RefundApi {
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        api_key,
+    }))
 }
 
 fn validate_provider(
@@ -442,6 +571,7 @@ fn validate_provider(
             field("ttl_hours")
         )));
     }
+    let refund_api = validate_refund_api(&field, raw.api_base_url, raw.api_key, env)?;
     Ok(ProviderSettings {
         name,
         scheme,
@@ -451,6 +581,7 @@ fn validate_provider(
         tolerance: Duration::from_secs(tolerance_secs),
         retry_window: hours(retry_window_hours),
         ttl: hours(ttl_hours),
+        refund_api,
     })
 }
 
@@ -681,6 +812,60 @@ mod tests {
         let text = "[[providers]]\nname = \"a\"\nscheme = \"standard-webhooks\"\nmerchant_id = 1\nsecrets = [\"whsec_AAAAAAAAAAAAAAAA\"]\n";
         assert!(error_of(text).contains("providers[0].secrets[0] must be at least 16 bytes"));
         assert!(error_of("[admin]\ntoken = \"short\"\n").contains("admin.token must be at least"));
+    }
+
+    #[test]
+    fn refund_apis_must_be_https_except_on_loopback() {
+        for url in [
+            "https://api.stripe.com",
+            "http://127.0.0.1:9000",
+            "http://127.5.6.7",
+            "http://[::1]:8080",
+            "http://localhost:1",
+        ] {
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
+            let settings = Settings::from_toml(&text, &env()).unwrap();
+            assert!(settings.providers[0].refund_api.is_some(), "{url}");
+        }
+        for url in [
+            "http://api.stripe.com",
+            "http://10.0.0.1",
+            "ftp://127.0.0.1",
+            "nope",
+        ] {
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
+            assert!(
+                error_of(&text).starts_with("providers[0].api_base_url"),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refund_api_needs_its_key_and_the_key_is_never_printed() {
+        let err = error_of(&provider("api_base_url = \"https://api.example.com\"\n"));
+        assert!(err.starts_with("providers[0].api_key is required"), "{err}");
+        let text = provider(
+            "api_base_url = \"https://api.example.com/\"\napi_key = \"sk_live_never_printed\"\n",
+        );
+        let settings = Settings::from_toml(&text, &env()).unwrap();
+        let api = settings.providers[0].refund_api.as_ref().unwrap();
+        assert_eq!(api.base_url, "https://api.example.com");
+        assert!(!format!("{settings:?}").contains("sk_live_never_printed"));
+    }
+
+    #[test]
+    fn a_lease_not_above_the_provider_timeout_is_refused() {
+        let err = error_of("[refunds]\nlease_secs = 10\nprovider_timeout_ms = 10000\n");
+        assert!(err.starts_with("refunds.lease_secs"), "{err}");
+        let settings = Settings::from_toml("", &env()).unwrap();
+        assert_eq!(settings.refunds.lease, Duration::from_secs(30));
+        assert_eq!(settings.refunds.recover_interval, Duration::from_secs(10));
+        assert_eq!(settings.refunds.provider_timeout, Duration::from_secs(10));
     }
 
     #[test]

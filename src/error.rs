@@ -11,6 +11,8 @@ use serde_json::json;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
+use crate::refunds::error::RefundError;
+use crate::refunds::request::RefusalKind;
 use crate::signature::scheme::SignatureError;
 
 /// Seconds a client should wait before retrying a key that is still in flight.
@@ -49,6 +51,9 @@ pub enum ApiError {
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// The provider's refund API did not give a known outcome; the request stays processing.
+    #[error("the provider's refund API is unavailable: {0}")]
+    ProviderUnavailable(String),
     /// More load than the database can take: shed at once, retry shortly.
     #[error("saturated: {0}")]
     Saturated(&'static str),
@@ -79,7 +84,9 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::InvalidPayload(_) => "invalid_payload",
             ApiError::OutOfOrder(_) => "out_of_order",
-            ApiError::Unavailable(_) | ApiError::Saturated(_) => "unavailable",
+            ApiError::Unavailable(_)
+            | ApiError::Saturated(_)
+            | ApiError::ProviderUnavailable(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -93,6 +100,7 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Saturated(_) => "saturated",
+            ApiError::ProviderUnavailable(_) => "provider_unavailable",
             other => other.code(),
         }
     }
@@ -102,6 +110,9 @@ impl ApiError {
         match self {
             ApiError::Unavailable(_) | ApiError::Saturated(_) => {
                 "the service is temporarily unavailable; retry".into()
+            }
+            ApiError::ProviderUnavailable(_) => {
+                "the payment provider did not confirm the refund; retry with the same key".into()
             }
             ApiError::Internal(_) => "internal error".into(),
             ApiError::InvalidSignature(_) => "signature verification failed".into(),
@@ -143,7 +154,9 @@ impl ResponseError for ApiError {
             ApiError::IdempotencyKeyInFlight | ApiError::OutOfOrder(_) => StatusCode::CONFLICT,
             ApiError::KeyReusedWithDifferentBody => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
-            ApiError::Unavailable(_) | ApiError::Saturated(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_)
+            | ApiError::Saturated(_)
+            | ApiError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -163,7 +176,9 @@ impl ResponseError for ApiError {
             ApiError::OutOfOrder(_) => {
                 response.insert_header((RETRY_AFTER, OUT_OF_ORDER_RETRY_AFTER_SECS.to_string()));
             }
-            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
+            ApiError::Unavailable(_)
+            | ApiError::Saturated(_)
+            | ApiError::ProviderUnavailable(_) => {
                 response.insert_header((RETRY_AFTER, "1"));
             }
             _ => {}
@@ -225,6 +240,31 @@ pub fn order_rejection_status(kind: RejectionKind) -> u16 {
         RejectionKind::InvalidAmount
         | RejectionKind::UnknownCurrency
         | RejectionKind::InvalidReference => 422,
+    }
+}
+
+impl From<RefundError> for ApiError {
+    fn from(error: RefundError) -> Self {
+        match error {
+            RefundError::InFlight => ApiError::IdempotencyKeyInFlight,
+            RefundError::KeyReusedWithDifferentBody => ApiError::KeyReusedWithDifferentBody,
+            RefundError::ProviderUnavailable(why) => ApiError::ProviderUnavailable(why),
+            RefundError::Database(error) => error.into(),
+            RefundError::Pool(error) => ApiError::pool_unavailable(&error),
+        }
+    }
+}
+
+/// The status a refused `refund.create` is stored and replayed with.
+pub fn refund_refusal_status(kind: RefusalKind) -> u16 {
+    match kind {
+        RefusalKind::InvalidJson => 400,
+        RefusalKind::OrderNotFound => 404,
+        RefusalKind::InvalidAmount
+        | RefusalKind::InvalidReason
+        | RefusalKind::NotRefundable
+        | RefusalKind::AmountExceedsRefundable
+        | RefusalKind::ProviderDeclined => 422,
     }
 }
 

@@ -17,6 +17,7 @@ pub mod payments;
 pub mod preflight;
 pub mod providers;
 pub mod reconcile;
+pub mod refunds;
 pub mod replay;
 pub mod routes;
 pub mod schema;

@@ -94,11 +94,22 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             "not set (/admin/* answers 401)".to_owned()
         },
     );
+    let refunds = &settings.refunds;
+    line(
+        "refunds",
+        format!(
+            "lease {}s, recoverer every {}s, provider timeout {} (connect {})",
+            refunds.lease.as_secs(),
+            refunds.recover_interval.as_secs(),
+            millis(refunds.provider_timeout),
+            millis(refunds.provider_connect_timeout)
+        ),
+    );
     line("providers", settings.providers.len().to_string());
     for p in &settings.providers {
         let _ = writeln!(
             out,
-            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h",
+            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h refund_api={}",
             p.name,
             p.scheme.as_str(),
             p.payload.as_str(),
@@ -107,6 +118,11 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             p.tolerance.as_secs(),
             p.retry_window.as_secs() / 3600,
             p.ttl.as_secs() / 3600,
+            // The base URL is no secret; the API key is shown only as set.
+            p.refund_api.as_ref().map_or_else(
+                || "none".to_owned(),
+                |api| format!("{} (api_key set)", api.base_url)
+            ),
         );
     }
     out
@@ -173,7 +189,8 @@ mod tests {
         }
         let text = "[database]\nurl = \"postgres://u:pw-in-url@h/db\"\n[admin]\ntoken = \"admin-token-value-123\"\n\
             [[providers]]\nname = \"plain\"\nscheme = \"hmac-sha256\"\nmerchant_id = 43\n\
-            secrets = [\"literal-secret-value-1\", \"env:PLAIN_SECRET\"]\n";
+            secrets = [\"literal-secret-value-1\", \"env:PLAIN_SECRET\"]\n\
+            api_base_url = \"https://api.example.com\"\napi_key = \"sk_live_api_key_value\"\n";
         let settings = Settings::from_toml(text, &Env).unwrap();
         let summary = summary(&settings, Some(Path::new("test.toml")));
         for secret in [
@@ -181,11 +198,16 @@ mod tests {
             "literal-secret-value-1",
             "admin-token-value-123",
             "pw-in-url",
+            "sk_live_api_key_value",
         ] {
             assert!(!summary.contains(secret), "{secret} leaked:\n{summary}");
         }
         assert!(
             summary.contains("plain scheme=hmac-sha256 payload=canonical merchant_id=43 secrets=2"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("refund_api=https://api.example.com (api_key set)"),
             "{summary}"
         );
         assert!(summary.contains("tls           off"), "{summary}");

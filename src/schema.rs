@@ -32,6 +32,8 @@ diesel::table! {
         response_body -> Nullable<Jsonb>,
         created_at -> Timestamptz,
         expires_at -> Timestamptz,
+        locked_until -> Nullable<Timestamptz>,
+        lease_token -> Nullable<Text>,
     }
 }
 
@@ -88,7 +90,29 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    refund_requests (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        order_id -> Int8,
+        provider -> Text,
+        payment_id -> Text,
+        amount_minor -> Int8,
+        currency -> Text,
+        reason -> Nullable<Text>,
+        status -> Text,
+        provider_idempotency_key -> Text,
+        provider_refund_id -> Nullable<Text>,
+        failure_message -> Nullable<Text>,
+        idempotency_record_id -> Nullable<Int8>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(ledger_entries -> ledger_transfers (transfer_id));
+diesel::joinable!(refund_requests -> idempotency_keys (idempotency_record_id));
+diesel::joinable!(refund_requests -> orders (order_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
@@ -98,4 +122,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_transfers,
     orders,
     payments,
+    refund_requests,
 );

@@ -14,11 +14,13 @@ use crate::db::{self, SessionLimits};
 use crate::metrics::Metrics;
 use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
+use crate::refunds::create::Refunds;
+use crate::refunds::provider::RefundClients;
 use crate::routes::extract::{AdminToken, ApiPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
-use crate::routes::{admin, callbacks, health, not_found, orders};
+use crate::routes::{admin, callbacks, health, not_found, orders, refunds};
 use crate::telemetry::GatewayRootSpan;
 
 /// The OpenAPI document: every route of [`configure`], from the handlers' annotations.
@@ -28,6 +30,7 @@ use crate::telemetry::GatewayRootSpan;
     paths(
         orders::create_order,
         orders::get_order,
+        refunds::create_refund,
         callbacks::receive_callback,
         admin::idempotency_record,
         admin::balances,
@@ -49,6 +52,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/v1/orders", web::post().to(orders::create_order))
         .route("/v1/orders/{id}", web::get().to(orders::get_order))
         .route(
+            "/v1/orders/{id}/refunds",
+            web::post().to(refunds::create_refund),
+        )
+        .route(
             "/v1/callbacks/{provider}",
             web::post().to(callbacks::receive_callback),
         )
@@ -60,6 +67,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/admin/merchants/{merchant_id}/balances",
             web::get().to(admin::balances),
         );
+}
+
+/// What `refund.create` needs, for the handlers and for the recoverer in `serve`.
+pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
+    Ok(Refunds {
+        clients: RefundClients::from_settings(&settings.providers, &settings.refunds)?,
+        lease: settings.refunds.lease,
+        render: refunds::respond,
+    })
 }
 
 pub struct Application {
@@ -99,6 +115,7 @@ impl Application {
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
         let providers = web::Data::new(Providers::from_settings(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
+        let refunds = web::Data::new(refunds_of(&settings)?);
         let openapi_document = web::Data::new(ApiDoc::openapi());
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
@@ -125,6 +142,7 @@ impl Application {
                 .app_data(web::Data::new(ApiPool(api_pool)))
                 .app_data(admin_token.clone())
                 .app_data(providers.clone())
+                .app_data(refunds.clone())
                 .app_data(openapi_document.clone())
                 .app_data(metrics_data.clone())
                 .configure(configure)

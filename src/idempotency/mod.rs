@@ -5,6 +5,7 @@
 pub mod cleanup;
 pub mod error;
 pub mod key;
+pub mod lease;
 pub mod record;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};

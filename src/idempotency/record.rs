@@ -15,6 +15,8 @@ use crate::schema::idempotency_keys;
 pub enum Operation {
     OrderCreate,
     PaymentCallback,
+    /// Two-phase: committed `processing` under a lease before the provider is called.
+    RefundCreate,
 }
 
 impl Operation {
@@ -27,11 +29,16 @@ impl Operation {
         match self {
             Operation::OrderCreate => &"order.create",
             Operation::PaymentCallback => &"payment.callback",
+            Operation::RefundCreate => &"refund.create",
         }
     }
 
     /// Every operation, for parsing its name.
-    pub const ALL: [Operation; 2] = [Operation::OrderCreate, Operation::PaymentCallback];
+    pub const ALL: [Operation; 3] = [
+        Operation::OrderCreate,
+        Operation::PaymentCallback,
+        Operation::RefundCreate,
+    ];
 }
 
 /// The lifecycle of a record, as stored in its `status` column.

@@ -119,3 +119,36 @@ impl Payment {
         }
     }
 }
+
+/// The payment that paid an order (captured and applied to it), as a refund needs it.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = payments)]
+pub struct OrderPayment {
+    pub provider: String,
+    pub payment_id: String,
+    pub amount_minor: i64,
+    pub refunded_minor: i64,
+    pub currency: String,
+}
+
+impl OrderPayment {
+    /// The merchant's payment applied to `order_id` (a held payment never is), if any.
+    pub async fn of_order(
+        conn: &mut AsyncPgConnection,
+        merchant_id: i64,
+        order_id: i64,
+    ) -> QueryResult<Option<OrderPayment>> {
+        payments::table
+            .filter(payments::merchant_id.eq(merchant_id))
+            .filter(payments::order_id.eq(order_id))
+            .filter(payments::status.eq_any([
+                PaymentStatus::Succeeded.as_str(),
+                PaymentStatus::PartiallyRefunded.as_str(),
+                PaymentStatus::Refunded.as_str(),
+            ]))
+            .select(OrderPayment::as_select())
+            .first(conn)
+            .await
+            .optional()
+    }
+}

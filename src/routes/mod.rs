@@ -10,6 +10,7 @@ pub mod health;
 pub mod observe;
 pub mod openapi;
 pub mod orders;
+pub mod refunds;
 mod respond;
 pub mod state;
 

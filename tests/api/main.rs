@@ -18,6 +18,7 @@ mod money;
 mod operability;
 mod orders;
 mod reconcile;
+mod refunds;
 mod replay;
 mod resilience;
 mod write_path;

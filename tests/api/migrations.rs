@@ -44,7 +44,8 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_entries",
             "ledger_transfers",
             "orders",
-            "payments"
+            "payments",
+            "refund_requests"
         ]
     );
     assert!(

@@ -312,15 +312,15 @@ async fn postgres_crashes_mid_load(events: i64, crashes: i64) {
 // ---------------------------------------------------------------------------------------
 
 /// The real `callback-gateway serve` on a fixed port, its log in a temp directory.
-struct GatewayProcess {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-    database_url: String,
+pub(crate) struct GatewayProcess {
+    pub(crate) child: Child,
+    pub(crate) dir: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) database_url: String,
 }
 
 impl GatewayProcess {
-    fn start(dir: &Path, port: u16, database_url: &str) -> Self {
+    pub(crate) fn start(dir: &Path, port: u16, database_url: &str) -> Self {
         Self {
             child: spawn_gateway(dir, port, database_url),
             dir: dir.to_owned(),
@@ -330,7 +330,7 @@ impl GatewayProcess {
     }
 
     /// Writes the config file and starts the gateway; returns once /readyz answers 200.
-    async fn spawn(extra: &str) -> Self {
+    pub(crate) async fn spawn(extra: &str) -> Self {
         let database_url = fresh_database().await;
         let dir = std::env::temp_dir().join(format!("cg-proc-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -340,15 +340,15 @@ impl GatewayProcess {
         gateway
     }
 
-    fn address(&self) -> String {
+    pub(crate) fn address(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
     }
 
-    async fn wait_ready(&mut self) {
+    pub(crate) async fn wait_ready(&mut self) {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))
             .build()
@@ -377,7 +377,7 @@ impl GatewayProcess {
     }
 
     /// SIGKILL: no shutdown code runs, open transactions die with their sockets.
-    fn kill_9(&mut self) {
+    pub(crate) fn kill_9(&mut self) {
         self.child.kill().unwrap();
         let status = self.child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
@@ -389,13 +389,13 @@ impl GatewayProcess {
     }
 
     /// Starts the same binary with the same config on the same port; waits until it is ready.
-    async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.child = spawn_gateway(&self.dir, self.port, &self.database_url);
         self.wait_ready().await;
     }
 
     /// Polls until the process exits; fails the test after `limit`.
-    async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+    pub(crate) async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod provider;
 pub mod sign;
 pub mod simulator;
 
@@ -77,6 +78,41 @@ scheme = "standard-webhooks"
 payload = "canonical"
 merchant_id = {THIRD_MERCHANT}
 secrets = ["{THIRD_SECRET}"]
+"#
+    )
+}
+
+/// The base providers with the refund API of `acme` (canonical) and `stripe` at `api_base_url`,
+/// plus `extra` TOML sections, for `spawn_app_with` / `config_with` (the providers array is
+/// replaced as a whole).
+pub fn refund_config(api_base_url: &str, extra: &str) -> String {
+    let key = provider::PROVIDER_API_KEY;
+    format!(
+        r#"{extra}
+[[providers]]
+name = "{ACME}"
+scheme = "standard-webhooks"
+payload = "canonical"
+merchant_id = {MERCHANT}
+secrets = ["{ACME_OLD_SECRET}", "{ACME_SECRET}"]
+api_base_url = "{api_base_url}"
+api_key = "{key}"
+
+[[providers]]
+name = "{STRIPE}"
+scheme = "stripe"
+payload = "stripe"
+merchant_id = {MERCHANT}
+secrets = ["{STRIPE_SECRET}"]
+api_base_url = "{api_base_url}"
+api_key = "{key}"
+
+[[providers]]
+name = "{PLAIN}"
+scheme = "hmac-sha256"
+payload = "canonical"
+merchant_id = {OTHER_MERCHANT}
+secrets = ["{PLAIN_SECRET}"]
 "#
     )
 }

@@ -1,0 +1,12 @@
+//! Merchant refunds (`refund.create`), the seed's two-phase variant: the request is committed
+//! as `processing` under a lease before the provider's refund API is called ([`create`]), the
+//! provider client ([`provider`]), the `refund_requests` rows ([`model`]), the request's rules
+//! ([`request`]) and the background recoverer of abandoned requests ([`recover`]).
+//! See docs/refunds.md.
+
+pub mod create;
+pub mod error;
+pub mod model;
+pub mod provider;
+pub mod recover;
+pub mod request;

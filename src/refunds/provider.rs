@@ -1,0 +1,236 @@
+//! The provider's refund API: one HTTPS call (reqwest over rustls) per attempt, bounded by a
+//! connect and a total timeout, always carrying the refund request's fixed provider
+//! idempotency key, so however often it is repeated the provider refunds once. Stripe
+//! (`payload = "stripe"`): `POST {api_base_url}/v1/refunds`, form-encoded `payment_intent` and
+//! `amount`. Canonical: `POST {api_base_url}/refunds`, JSON `{payment_id, amount_minor, currency}`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+
+use crate::config::{PayloadFormat, ProviderSettings, RefundSettings, Secret};
+
+/// One refund as the provider is asked for it.
+#[derive(Debug, Clone, Copy)]
+pub struct RefundCall<'a> {
+    pub payment_id: &'a str,
+    pub amount_minor: i64,
+    pub currency: &'a str,
+    /// Fixed in phase 1 and sent on every attempt.
+    pub idempotency_key: &'a str,
+}
+
+/// What the provider answered, sorted by what the gateway does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderAnswer {
+    /// 2xx with the provider's refund id.
+    Accepted { refund_id: String },
+    /// 4xx other than 409 and 429: a refusal that a repeat would get again.
+    Declined { status: u16, message: String },
+    /// 409 (a concurrent request with the key), 429, 5xx, a timeout, a network error, or an
+    /// answer that cannot be read: the outcome is unknown, so the request stays processing.
+    Unavailable(String),
+}
+
+struct RefundApi {
+    base_url: String,
+    api_key: Secret,
+    payload: PayloadFormat,
+}
+
+/// The refund APIs of the configured providers, with one HTTP client (and connection pool)
+/// for all of them.
+#[derive(Clone)]
+pub struct RefundClients {
+    http: reqwest::Client,
+    apis: Arc<HashMap<String, RefundApi>>,
+}
+
+impl RefundClients {
+    pub fn from_settings(
+        providers: &[ProviderSettings],
+        refunds: &RefundSettings,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(refunds.provider_connect_timeout)
+            .timeout(refunds.provider_timeout)
+            // A refund is never re-sent somewhere else on the provider's say-so.
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let apis = providers
+            .iter()
+            .filter_map(|p| {
+                let api = p.refund_api.as_ref()?;
+                Some((
+                    p.name.clone(),
+                    RefundApi {
+                        base_url: api.base_url.clone(),
+                        api_key: api.api_key.clone(),
+                        payload: p.payload,
+                    },
+                ))
+            })
+            .collect();
+        Ok(Self {
+            http,
+            apis: Arc::new(apis),
+        })
+    }
+
+    /// Whether `provider` has a refund API configured.
+    pub fn offers_refunds(&self, provider: &str) -> bool {
+        self.apis.contains_key(provider)
+    }
+
+    /// Asks `provider` for the refund; never fails, the answer says what happened.
+    #[tracing::instrument(skip_all, fields(provider = %provider, amount_minor = call.amount_minor))]
+    pub async fn refund(&self, provider: &str, call: &RefundCall<'_>) -> ProviderAnswer {
+        let Some(api) = self.apis.get(provider) else {
+            return ProviderAnswer::Unavailable(format!(
+                "provider {provider:?} has no refund API configured"
+            ));
+        };
+        let request =
+            match api.payload {
+                PayloadFormat::Stripe => self
+                    .http
+                    .post(format!("{}/v1/refunds", api.base_url))
+                    .form(&[
+                        ("payment_intent", call.payment_id.to_owned()),
+                        ("amount", call.amount_minor.to_string()),
+                    ]),
+                PayloadFormat::Canonical => self
+                    .http
+                    .post(format!("{}/refunds", api.base_url))
+                    .json(&serde_json::json!({
+                        "payment_id": call.payment_id,
+                        "amount_minor": call.amount_minor,
+                        "currency": call.currency,
+                    })),
+            }
+            .bearer_auth(api.api_key.expose())
+            .header("Idempotency-Key", call.idempotency_key);
+        let response = match request.send().await {
+            Ok(response) => response,
+            // reqwest's error names the URL and the cause, never the headers.
+            Err(error) => {
+                return ProviderAnswer::Unavailable(format!("provider call failed: {error}"));
+            }
+        };
+        let status = response.status();
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(error) => {
+                return ProviderAnswer::Unavailable(format!(
+                    "provider answer ({status}) could not be read: {error}"
+                ));
+            }
+        };
+        let answer = classify(status, &body);
+        if let ProviderAnswer::Unavailable(why) = &answer {
+            tracing::warn!(%status, why, "provider refund call did not complete");
+        }
+        answer
+    }
+}
+
+/// Sorts a provider's HTTP answer (pure, so each rule has its test).
+fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    if status.is_success() {
+        let refund_id = json.as_ref().and_then(|v| {
+            v.get("id")
+                .or_else(|| v.get("refund_id"))
+                .and_then(|id| id.as_str())
+                .filter(|id| !id.is_empty() && id.len() <= 255)
+                .map(str::to_owned)
+        });
+        return match refund_id {
+            Some(refund_id) => ProviderAnswer::Accepted { refund_id },
+            None => ProviderAnswer::Unavailable(format!(
+                "provider answered {status} without a refund id"
+            )),
+        };
+    }
+    if status.is_client_error()
+        && status != StatusCode::CONFLICT
+        && status != StatusCode::TOO_MANY_REQUESTS
+    {
+        return ProviderAnswer::Declined {
+            status: status.as_u16(),
+            message: message_of(json.as_ref())
+                .unwrap_or_else(|| status.canonical_reason().unwrap_or("declined").to_owned()),
+        };
+    }
+    ProviderAnswer::Unavailable(format!("provider answered {status}"))
+}
+
+/// Stripe's `{"error":{"message":..}}`, or a flat `{"message":..}` / `{"error":".."}`; at most
+/// 500 characters of it.
+fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
+    let json = json?;
+    let message = json
+        .pointer("/error/message")
+        .or_else(|| json.get("message"))
+        .or_else(|| json.get("error"))
+        .and_then(|m| m.as_str())?;
+    Some(message.chars().take(500).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_2xx_with_an_id_is_accepted() {
+        assert_eq!(
+            classify(StatusCode::OK, br#"{"id":"re_1","object":"refund"}"#),
+            ProviderAnswer::Accepted {
+                refund_id: "re_1".into()
+            }
+        );
+        assert_eq!(
+            classify(StatusCode::CREATED, br#"{"refund_id":"re_2"}"#),
+            ProviderAnswer::Accepted {
+                refund_id: "re_2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_4xx_is_declined_with_the_providers_message() {
+        let body = br#"{"error":{"type":"invalid_request_error","message":"Charge ch_1 has already been refunded."}}"#;
+        assert_eq!(
+            classify(StatusCode::BAD_REQUEST, body),
+            ProviderAnswer::Declined {
+                status: 400,
+                message: "Charge ch_1 has already been refunded.".into()
+            }
+        );
+    }
+
+    #[test]
+    fn conflict_rate_limit_and_server_errors_leave_the_outcome_unknown() {
+        for status in [
+            StatusCode::CONFLICT,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            StatusCode::BAD_GATEWAY,
+        ] {
+            assert!(
+                matches!(classify(status, b"{}"), ProviderAnswer::Unavailable(_)),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_2xx_without_a_refund_id_is_not_taken_for_success() {
+        assert!(matches!(
+            classify(StatusCode::OK, b"not json"),
+            ProviderAnswer::Unavailable(_)
+        ));
+    }
+}

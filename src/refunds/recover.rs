@@ -1,0 +1,86 @@
+//! The background recoverer inside `serve`: finishes `refund.create` records whose lease
+//! expired (their holder crashed or hung) or was released (the provider was unavailable), so a
+//! crash never needs a client retry. One gateway at a time, elected by an advisory lock.
+
+use std::time::Duration;
+
+use diesel::sql_types::{BigInt, Bool};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+
+use super::create::{Refunds, recover};
+use crate::idempotency::lease;
+use crate::idempotency::record::Operation;
+use crate::metrics::Metrics;
+
+/// Arbitrary but fixed: the advisory lock that elects one recoverer among many gateways.
+pub const RECOVERER_LOCK_KEY: i64 = 0x6367_775f_7266_6e64; // "cgw_rfnd"
+
+/// At most this many records per pass; the next pass takes the rest.
+const BATCH: i64 = 100;
+
+#[derive(diesel::QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = Bool)]
+    locked: bool,
+}
+
+/// One pass on a connection of its own if no other gateway holds the recoverer lock; how many
+/// records it finished, or `None` when another instance is recovering. The lock dies with the
+/// connection.
+pub async fn run_exclusive_pass(
+    database_url: &str,
+    refunds: &Refunds,
+) -> anyhow::Result<Option<usize>> {
+    let mut conn = AsyncPgConnection::establish(database_url).await?;
+    let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
+        .bind::<BigInt, _>(RECOVERER_LOCK_KEY)
+        .get_result(&mut conn)
+        .await?;
+    if !locked {
+        return Ok(None);
+    }
+    let abandoned = lease::abandoned(&mut conn, Operation::RefundCreate, BATCH).await?;
+    let mut finished = 0;
+    for record in &abandoned {
+        match recover(&mut conn, refunds, record).await {
+            Ok(true) => finished += 1,
+            Ok(false) => {}
+            Err(error) => tracing::warn!(
+                record_id = record.record_id,
+                error = %error,
+                "refund recovery attempt did not finish; the next pass retries"
+            ),
+        }
+    }
+    Ok(Some(finished))
+}
+
+/// A pass every `interval`, forever; the liveness gauge moves at start and after each pass
+/// that reached the database.
+pub async fn run_periodically(
+    database_url: String,
+    refunds: Refunds,
+    interval: Duration,
+    metrics: Metrics,
+) {
+    metrics.record_refund_recoverer_pass();
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match run_exclusive_pass(&database_url, &refunds).await {
+            Ok(outcome) => {
+                match outcome {
+                    Some(finished) if finished > 0 => {
+                        tracing::info!(finished, "abandoned refund requests finished");
+                    }
+                    Some(_) => {}
+                    None => tracing::debug!("another gateway holds the refund recoverer lock"),
+                }
+                // A failed pass leaves the gauge alone, so the stalled alert hears of it.
+                metrics.record_refund_recoverer_pass();
+            }
+            Err(error) => tracing::warn!(error = %error, "refund recovery pass failed; will retry"),
+        }
+    }
+}
