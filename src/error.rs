@@ -45,6 +45,9 @@ pub enum ApiError {
     InvalidSignature(#[from] SignatureError),
     #[error("{0}")]
     InvalidPayload(String),
+    /// A query parameter that cannot be read (an admin filter, a cursor).
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("event arrived before one it depends on: {0}")]
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
@@ -78,6 +81,7 @@ impl ApiError {
             ApiError::UnknownProvider => "unknown_provider",
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::InvalidPayload(_) => "invalid_payload",
+            ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::OutOfOrder(_) => "out_of_order",
             ApiError::Unavailable(_) | ApiError::Saturated(_) => "unavailable",
             ApiError::Internal(_) => "internal",
@@ -137,6 +141,7 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
             ApiError::IdempotencyKey(_)
             | ApiError::InvalidPayload(_)
+            | ApiError::InvalidQuery(_)
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -227,7 +232,3 @@ pub fn order_rejection_status(kind: RejectionKind) -> u16 {
         | RejectionKind::InvalidReference => 422,
     }
 }
-
-/// The status of a provider's ack: every verified event that is answered at all is answered
-/// 200, so a provider never retries a deterministic outcome.
-pub const ACK_STATUS: u16 = 200;
