@@ -104,4 +104,12 @@ impl Providers {
     pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
         self.0.get(name).cloned()
     }
+
+    /// The merchants the configured providers post for, ascending, each once.
+    pub fn merchant_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.0.values().map(|p| p.merchant_id()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }

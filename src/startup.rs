@@ -18,7 +18,7 @@ use crate::routes::extract::{AdminToken, ApiPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
-use crate::routes::{admin, callbacks, health, not_found, orders};
+use crate::routes::{admin, callbacks, console, events, health, not_found, orders};
 use crate::telemetry::GatewayRootSpan;
 
 /// The OpenAPI document: every route of [`configure`], from the handlers' annotations.
@@ -31,6 +31,10 @@ use crate::telemetry::GatewayRootSpan;
         callbacks::receive_callback,
         admin::idempotency_record,
         admin::balances,
+        events::list_events,
+        events::event,
+        events::attention,
+        events::export_events,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -59,7 +63,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/admin/merchants/{merchant_id}/balances",
             web::get().to(admin::balances),
-        );
+        )
+        .route("/admin/events", web::get().to(events::list_events))
+        .route("/admin/events.jsonl", web::get().to(events::export_events))
+        .route(
+            "/admin/events/{provider}/{event_id}",
+            web::get().to(events::event),
+        )
+        .route("/admin/attention", web::get().to(events::attention))
+        .configure(console::configure);
 }
 
 pub struct Application {
@@ -100,6 +112,7 @@ impl Application {
         let providers = web::Data::new(Providers::from_settings(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
         let openapi_document = web::Data::new(ApiDoc::openapi());
+        let console_sessions = web::Data::new(console::Sessions::new(settings.server.tls.is_some()));
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
@@ -126,6 +139,7 @@ impl Application {
                 .app_data(admin_token.clone())
                 .app_data(providers.clone())
                 .app_data(openapi_document.clone())
+                .app_data(console_sessions.clone())
                 .app_data(metrics_data.clone())
                 .configure(configure)
                 .default_service(web::to(not_found))

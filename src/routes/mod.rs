@@ -5,6 +5,8 @@
 pub mod admin;
 mod body;
 pub mod callbacks;
+pub mod console;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod observe;
