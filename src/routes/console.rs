@@ -17,7 +17,7 @@ use chrono::{Duration, Utc};
 
 pub use session::Sessions;
 
-use super::events::{EventQuery, export_events_stream, find_event};
+use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
 use super::extract::{AdminToken, ApiPool};
 use crate::auth;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
@@ -272,7 +272,7 @@ async fn export(
     query: web::Query<EventQuery>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ConsoleError> {
-    Ok(export_events_stream(&query, &api_pool).await?)
+    Ok(export_events_stream(&query, &api_pool.0).await?)
 }
 
 struct TransferText {
@@ -303,7 +303,10 @@ async fn event(
     providers: web::Data<Providers>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (provider, event_id) = path.into_inner();
-    let detail = find_event(&api_pool, &providers, &provider, &event_id).await?;
+    let detail = find_event(&api_pool.0, &provider, &event_id, |body| {
+        providers.payment_id_of(&provider, body)
+    })
+    .await?;
     html(
         StatusCode::OK,
         &EventPage {
@@ -341,7 +344,7 @@ async fn attention(
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ConsoleError> {
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-    let attention = read::attention(&mut conn, super::events::ATTENTION_LIMIT).await?;
+    let attention = read::attention(&mut conn, ATTENTION_LIMIT).await?;
     html(
         StatusCode::OK,
         &AttentionPage {

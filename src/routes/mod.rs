@@ -6,6 +6,7 @@ pub mod admin;
 mod body;
 pub mod callbacks;
 pub mod console;
+pub mod event_log;
 pub mod events;
 pub mod extract;
 pub mod health;
