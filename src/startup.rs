@@ -112,7 +112,8 @@ impl Application {
         let providers = web::Data::new(Providers::from_settings(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
         let openapi_document = web::Data::new(ApiDoc::openapi());
-        let console_sessions = web::Data::new(console::Sessions::new(settings.server.tls.is_some()));
+        let console_sessions =
+            web::Data::new(console::Sessions::new(settings.server.tls.is_some()));
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {

@@ -187,16 +187,13 @@ pub async fn list(
         .await?;
     let more = events.len() as i64 > limit;
     events.truncate(limit as usize);
-    let next_cursor = more
-        .then(|| events.last())
-        .flatten()
-        .map(|last| {
-            Cursor {
-                received_at: last.received_at,
-                id: last.id,
-            }
-            .encode()
-        });
+    let next_cursor = more.then(|| events.last()).flatten().map(|last| {
+        Cursor {
+            received_at: last.received_at,
+            id: last.id,
+        }
+        .encode()
+    });
     Ok(EventPage {
         events,
         next_cursor,
@@ -270,7 +267,9 @@ pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<
             outcome: Some(outcome),
             ..EventFilter::default()
         };
-        list(conn, &filter, None, limit).await.map(|page| page.events)
+        list(conn, &filter, None, limit)
+            .await
+            .map(|page| page.events)
     };
     let held = by_outcome(EventOutcome::Held).await?;
     let rejected = by_outcome(EventOutcome::Rejected).await?;

@@ -6,7 +6,6 @@
 mod session;
 mod view;
 
-
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, CONTENT_TYPE, LOCATION};
@@ -164,7 +163,11 @@ async fn login(
     expected: web::Data<AdminToken>,
     sessions: web::Data<Sessions>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let given = form.token.as_deref().map(str::trim).filter(|t| !t.is_empty());
+    let given = form
+        .token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
     if !auth::is_admin(given, expected.0.as_ref()) {
         return html(
             StatusCode::UNAUTHORIZED,
@@ -242,11 +245,20 @@ async fn events(
     let page = read::list(&mut conn, &filter, cursor, limit).await?;
     drop(conn);
     let filters = filter_query(&filter);
-    let with_limit = match &query.limit {
-        Some(l) if !l.trim().is_empty() => format!("limit={}&", view::encode(l.trim())),
+    // The list's own links keep its filters and page size; the export takes every page.
+    let limit_param = match &query.limit {
+        Some(l) if !l.trim().is_empty() => format!("limit={}", view::encode(l.trim())),
         _ => String::new(),
     };
-    let list_href = |rest: &str| format!("/console/events?{with_limit}{filters}{rest}");
+    let list_href = |cursor: Option<&str>| {
+        let cursor = cursor.map(|c| format!("cursor={}", view::encode(c)));
+        let params: Vec<&str> = [limit_param.as_str(), filters.as_str()]
+            .into_iter()
+            .chain(cursor.as_deref())
+            .filter(|p| !p.is_empty())
+            .collect();
+        format!("/console/events?{}", params.join("&"))
+    };
     html(
         StatusCode::OK,
         &EventsPage {
@@ -255,11 +267,8 @@ async fn events(
             outcomes: EventOutcome::ALL.iter().map(|o| o.as_str()).collect(),
             events: page.events.iter().map(EventLine::from).collect(),
             export_href: format!("/console/events.jsonl?{filters}"),
-            first_href: list_href(""),
-            next_href: page
-                .next_cursor
-                .as_deref()
-                .map(|c| list_href(&format!("&cursor={}", view::encode(c)))),
+            first_href: list_href(None),
+            next_href: page.next_cursor.as_deref().map(|c| list_href(Some(c))),
             paged: cursor.is_some(),
         },
     )

@@ -9,7 +9,9 @@ use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 
 use crate::db::PgPool;
-use crate::deliveries::read::{self, Cursor, DEFAULT_LIMIT, EventDetail, EventFilter, EventOutcome};
+use crate::deliveries::read::{
+    self, Cursor, DEFAULT_LIMIT, EventDetail, EventFilter, EventOutcome,
+};
 use crate::error::ApiError;
 use crate::export::ReplayLine;
 
@@ -57,8 +59,9 @@ impl EventQuery {
             provider: present(&self.provider).map(str::to_owned),
             merchant_id: present(&self.merchant_id)
                 .map(|v| {
-                    v.parse::<i64>()
-                        .map_err(|_| ApiError::InvalidQuery("merchant_id must be an integer".into()))
+                    v.parse::<i64>().map_err(|_| {
+                        ApiError::InvalidQuery("merchant_id must be an integer".into())
+                    })
                 })
                 .transpose()?,
             outcome: present(&self.outcome)

@@ -105,4 +105,3 @@ pub async fn export_events(
 ) -> Result<HttpResponse, ApiError> {
     export_events_stream(&query, &api_pool.0).await
 }
-

@@ -29,7 +29,11 @@ fn no_redirects() -> reqwest::Client {
         .unwrap()
 }
 
-async fn sign_in(app: &TestApp, client: &reqwest::Client, token: Option<&str>) -> reqwest::Response {
+async fn sign_in(
+    app: &TestApp,
+    client: &reqwest::Client,
+    token: Option<&str>,
+) -> reqwest::Response {
     let form: Vec<(&str, &str)> = token.map(|t| vec![("token", t)]).unwrap_or_default();
     client
         .post(app.url("/console/login"))
@@ -54,7 +58,11 @@ async fn console_pages_without_a_session_redirect_to_sign_in() {
             .send()
             .await
             .unwrap();
-        assert_eq!(response.headers()["location"], "/console/login", "{page} with a made-up cookie");
+        assert_eq!(
+            response.headers()["location"],
+            "/console/login",
+            "{page} with a made-up cookie"
+        );
     }
 }
 
@@ -82,11 +90,20 @@ async fn a_session_cookie_is_http_only_and_strict_and_ends_at_sign_out() {
     let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
     assert_eq!(response.status(), 303);
     assert_eq!(response.headers()["location"], "/console/events");
-    let set_cookie = response.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let set_cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
-        assert!(set_cookie.contains(attribute), "{attribute} in {set_cookie}");
+        assert!(
+            set_cookie.contains(attribute),
+            "{attribute} in {set_cookie}"
+        );
     }
-    assert!(!set_cookie.contains("Secure"), "plain HTTP here: {set_cookie}");
+    assert!(
+        !set_cookie.contains("Secure"),
+        "plain HTTP here: {set_cookie}"
+    );
     let cookie = set_cookie.split(';').next().unwrap().to_owned();
     let page = client
         .get(app.url("/console/events"))
@@ -111,7 +128,11 @@ async fn a_session_cookie_is_http_only_and_strict_and_ends_at_sign_out() {
         .send()
         .await
         .unwrap();
-    assert_eq!(after.status(), 303, "the old cookie no longer opens the console");
+    assert_eq!(
+        after.status(),
+        303,
+        "the old cookie no longer opens the console"
+    );
 }
 
 /// chromedriver on a free port, killed when dropped (a failed test must not leave it bound).
@@ -233,7 +254,12 @@ async fn story_events(app: &TestApp) {
         (HOSTILE_ID, hostile),
     ] {
         let response = app.deliver(ACME, id, &body).await;
-        assert_eq!(response.status(), 200, "{id}: {}", response.text().await.unwrap());
+        assert_eq!(
+            response.status(),
+            200,
+            "{id}: {}",
+            response.text().await.unwrap()
+        );
     }
 }
 
@@ -289,20 +315,56 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
     // Not signed in: sent to sign-in; a wrong token is refused.
     browser.goto(&app.url("/console/events")).await.unwrap();
     assert_eq!(path_of(browser).await, "/console/login");
-    browser.find(Locator::Id("token")).await.unwrap().send_keys("wrong-token").await.unwrap();
-    browser.find(Locator::Id("sign-in")).await.unwrap().click().await.unwrap();
-    let refused = browser.find(Locator::Id("login-error")).await.unwrap().text().await.unwrap();
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys("wrong-token")
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = browser
+        .find(Locator::Id("login-error"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(refused.contains("not accepted"), "{refused}");
     shots.take(browser, "01-sign-in-refused").await;
 
     // Signed in: the list shows the applied and the held event.
-    browser.find(Locator::Id("token")).await.unwrap().send_keys(ADMIN_TOKEN).await.unwrap();
-    browser.find(Locator::Id("sign-in")).await.unwrap().click().await.unwrap();
-    assert_eq!(settled_path(browser, "/console/events").await, "/console/events");
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN_TOKEN)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        settled_path(browser, "/console/events").await,
+        "/console/events"
+    );
     let ids = texts(browser, "a.event-link").await;
     assert!(ids.contains(&"evt_applied".to_owned()), "{ids:?}");
     assert!(ids.contains(&"evt_held".to_owned()), "{ids:?}");
-    assert!(ids.contains(&HOSTILE_ID.to_owned()), "the hostile id shown as text: {ids:?}");
+    assert!(
+        ids.contains(&HOSTILE_ID.to_owned()),
+        "the hostile id shown as text: {ids:?}"
+    );
     no_injection(browser, "events").await;
     shots.take(browser, "02-events").await;
 
@@ -314,7 +376,13 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
         .click()
         .await
         .unwrap();
-    browser.find(Locator::Id("apply-filters")).await.unwrap().click().await.unwrap();
+    browser
+        .find(Locator::Id("apply-filters"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     settled(browser, |u| u.contains("outcome=held")).await;
     let outcomes = texts(browser, "tr.event .outcome").await;
     assert_eq!(outcomes, ["held"], "only held events");
@@ -328,12 +396,24 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
     // Page forward through the unfiltered list: 63 events, 50 a page.
     browser.goto(&app.url("/console/events")).await.unwrap();
     let first = texts(browser, "a.event-link").await;
-    browser.find(Locator::Id("next-page")).await.unwrap().click().await.unwrap();
+    browser
+        .find(Locator::Id("next-page"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     settled(browser, |u| u.contains("cursor=")).await;
     let second = texts(browser, "a.event-link").await;
     assert_eq!((first.len(), second.len()), (50, 13));
-    assert!(second.iter().all(|id| !first.contains(id)), "no event on two pages");
-    assert!(browser.find(Locator::Id("next-page")).await.is_err(), "the last page");
+    assert!(
+        second.iter().all(|id| !first.contains(id)),
+        "no event on two pages"
+    );
+    assert!(
+        browser.find(Locator::Id("next-page")).await.is_err(),
+        "the last page"
+    );
     shots.take(browser, "04-second-page").await;
 
     // An event: its ack, ledger entries, payment and order.
@@ -346,11 +426,23 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
         .await
         .unwrap();
     settled(browser, |u| u.ends_with("/evt_applied")).await;
-    let ack = browser.find(Locator::Id("ack")).await.unwrap().text().await.unwrap();
+    let ack = browser
+        .find(Locator::Id("ack"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(ack.contains(r#""outcome": "applied""#), "{ack}");
     let entries = texts(browser, "#entries tbody tr").await;
     assert_eq!(entries.len(), 2, "{entries:?}");
-    let order = browser.find(Locator::Id("order")).await.unwrap().text().await.unwrap();
+    let order = browser
+        .find(Locator::Id("order"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(order.contains("paid"), "{order}");
     shots.take(browser, "05-event").await;
 
@@ -364,31 +456,65 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
         .await
         .unwrap();
     settled(browser, |u| u.contains("/console/events/acme/")).await;
-    let raw = browser.find(Locator::Id("raw-body")).await.unwrap().text().await.unwrap();
-    assert!(raw.contains("<script>alert(1)</script>"), "shown as the characters sent: {raw}");
+    let raw = browser
+        .find(Locator::Id("raw-body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        raw.contains("<script>alert(1)</script>"),
+        "shown as the characters sent: {raw}"
+    );
     assert!(raw.contains("<img src=x onerror=alert(2)>"), "{raw}");
     assert!(!raw.contains("\\u003c"), "{raw}");
-    let kind = browser.find(Locator::Id("event-type")).await.unwrap().text().await.unwrap();
+    let kind = browser
+        .find(Locator::Id("event-type"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert_eq!(kind, "<script>alert(1)</script>");
     no_injection(browser, "hostile event").await;
     shots.take(browser, "06-hostile-event").await;
 
     // Needs attention, balances and the chart.
     browser.goto(&app.url("/console/attention")).await.unwrap();
-    assert!(texts(browser, "a.event-link").await.contains(&"evt_held".to_owned()));
+    assert!(
+        texts(browser, "a.event-link")
+            .await
+            .contains(&"evt_held".to_owned())
+    );
     no_injection(browser, "attention").await;
     shots.take(browser, "07-attention").await;
     browser.goto(&app.url("/console/balances")).await.unwrap();
     let balances = texts(browser, "table.balances td").await;
-    assert!(balances.contains(&"unapplied_funds".to_owned()), "{balances:?}");
+    assert!(
+        balances.contains(&"unapplied_funds".to_owned()),
+        "{balances:?}"
+    );
     assert!(balances.contains(&"-1999".to_owned()), "{balances:?}");
-    let bars = browser.find_all(Locator::Css("#chart svg rect.bar")).await.unwrap();
+    let bars = browser
+        .find_all(Locator::Css("#chart svg rect.bar"))
+        .await
+        .unwrap();
     assert!(!bars.is_empty(), "the chart has bars for the last hour");
     shots.take(browser, "08-balances-and-chart").await;
 
     // Sign out: back to sign-in, and the console is closed again.
-    browser.find(Locator::Id("sign-out")).await.unwrap().click().await.unwrap();
-    assert_eq!(settled_path(browser, "/console/login").await, "/console/login");
+    browser
+        .find(Locator::Id("sign-out"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        settled_path(browser, "/console/login").await,
+        "/console/login"
+    );
     browser.goto(&app.url("/console/balances")).await.unwrap();
     assert_eq!(path_of(browser).await, "/console/login");
     shots.take(browser, "09-signed-out").await;
@@ -410,4 +536,102 @@ async fn no_injection(browser: &Client, page: &str) {
         browser.get_alert_text().await.is_err(),
         "{page}: a dialog opened"
     );
+}
+
+/// Page render times at 1,000,000 stored events with their transfers, entries, payments and
+/// orders (real row shapes, loaded with generate_series). Prints the median of 7 loads per
+/// page; it asserts no time (speed is measured, not tested):
+/// `cargo test --test api measure_console -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "measurement: loads a million events"]
+async fn measure_console_pages_at_a_million_events() {
+    const N: i64 = 1_000_000;
+    let app = spawn_app().await;
+    let started = std::time::Instant::now();
+    crate::events::load_events(&app, N).await;
+    app.db
+        .batch_execute(&format!(
+            "INSERT INTO orders (id, user_id, amount_minor, currency, status, created_at) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, 1000 + g % 5000, 'USD', 'paid', \
+                      '2026-11-30T00:00:00Z'::timestamptz - (g * interval '13 seconds') \
+               FROM generate_series(1, {N}) g; \
+             SELECT setval('orders_id_seq', {N}); \
+             INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency) \
+               SELECT CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, (ARRAY['acme','stripe','plain'])[1 + g % 3], \
+                      'pay_' || g, g, 'succeeded', 1000 + g % 5000, 'USD' \
+               FROM generate_series(1, {N}) g; \
+             INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, created_at) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, (ARRAY['acme','stripe','plain'])[1 + g % 3], \
+                      'evt_' || g, 'payment', g, 'pay_' || g, \
+                      '2026-11-30T00:00:00Z'::timestamptz - (g * interval '13 seconds') \
+               FROM generate_series(1, {N}) g; \
+             SELECT setval('ledger_transfers_id_seq', {N}); \
+             INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, a.account || CASE WHEN a.n = 1 THEN (ARRAY['acme','stripe','plain'])[1 + g % 3] ELSE '' END, \
+                      'USD', CASE WHEN a.n = 1 THEN 1000 + g % 5000 ELSE -(1000 + g % 5000) END \
+               FROM generate_series(1, {N}) g, (VALUES (1, 'psp_clearing:'), (2, 'merchant_payable')) a(n, account); \
+             ANALYZE"
+        ))
+        .await
+        .unwrap();
+    println!(
+        "loaded {N} events with their ledger in {:.1?}",
+        started.elapsed()
+    );
+
+    let client = no_redirects();
+    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let first = client
+        .get(app.url("/console/events"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let next = first
+        .split("id=\"next-page\"")
+        .next()
+        .and_then(|head| head.rsplit("href=\"").next())
+        .and_then(|tail| tail.split('"').next())
+        .unwrap()
+        .replace("&#38;", "&")
+        .replace("&amp;", "&");
+    assert!(next.contains("cursor="), "{next}");
+    for page in [
+        "/console/events".to_owned(),
+        next,
+        "/console/events?outcome=held".to_owned(),
+        "/console/events?provider=plain&type=charge.refunded".to_owned(),
+        "/console/events/stripe/evt_500002".to_owned(),
+        "/console/attention".to_owned(),
+        "/console/balances".to_owned(),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let started = std::time::Instant::now();
+            let response = client
+                .get(app.url(&page))
+                .header("Cookie", &cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{page}");
+            let bytes = response.bytes().await.unwrap().len();
+            times.push((started.elapsed().as_secs_f64() * 1000.0, bytes));
+        }
+        times.sort_by(|a, b| a.0.total_cmp(&b.0));
+        println!(
+            "RENDER {page}: median {:.1} ms (min {:.1}, max {:.1}) over 7 loads, {} bytes",
+            times[3].0, times[0].0, times[6].0, times[3].1
+        );
+    }
 }

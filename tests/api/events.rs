@@ -41,10 +41,18 @@ async fn four_outcomes(app: &TestApp) -> i64 {
         ),
     ] {
         let response = app.deliver(ACME, id, &body).await;
-        assert_eq!(response.status(), 200, "{id}: {}", response.text().await.unwrap());
+        assert_eq!(
+            response.status(),
+            200,
+            "{id}: {}",
+            response.text().await.unwrap()
+        );
     }
     order
 }
+
+/// (event id, type, outcome, reason, ack status, has a transfer)
+type LogRow = (String, Option<String>, String, Option<String>, i32, bool);
 
 #[tokio::test]
 async fn each_delivery_is_kept_with_its_outcome_whichever_path_it_took() {
@@ -59,7 +67,7 @@ async fn each_delivery_is_kept_with_its_outcome_whichever_path_it_took() {
         )
         .await
         .unwrap();
-    let got: Vec<(String, Option<String>, String, Option<String>, i32, bool)> = rows
+    let got: Vec<LogRow> = rows
         .iter()
         .map(|r| {
             (
@@ -76,10 +84,38 @@ async fn each_delivery_is_kept_with_its_outcome_whichever_path_it_took() {
     assert_eq!(
         got,
         vec![
-            ("evt_applied".into(), ty("payment.succeeded"), "applied".into(), None, 200, true),
-            ("evt_held".into(), ty("payment.succeeded"), "held".into(), ty("amount_mismatch"), 200, true),
-            ("evt_ignored".into(), ty("customer.created"), "ignored".into(), ty("unsupported_event_type"), 200, false),
-            ("evt_rejected".into(), ty("payment.succeeded"), "rejected".into(), ty("invalid_payload"), 200, false),
+            (
+                "evt_applied".into(),
+                ty("payment.succeeded"),
+                "applied".into(),
+                None,
+                200,
+                true
+            ),
+            (
+                "evt_held".into(),
+                ty("payment.succeeded"),
+                "held".into(),
+                ty("amount_mismatch"),
+                200,
+                true
+            ),
+            (
+                "evt_ignored".into(),
+                ty("customer.created"),
+                "ignored".into(),
+                ty("unsupported_event_type"),
+                200,
+                false
+            ),
+            (
+                "evt_rejected".into(),
+                ty("payment.succeeded"),
+                "rejected".into(),
+                ty("invalid_payload"),
+                200,
+                false
+            ),
         ]
     );
     // The transfer id kept is the one the ack carries.
@@ -104,23 +140,57 @@ async fn the_list_filters_by_each_parameter() {
     };
     assert_eq!(
         ids("").await,
-        ["evt_plain", "evt_rejected", "evt_ignored", "evt_held", "evt_applied"],
+        [
+            "evt_plain",
+            "evt_rejected",
+            "evt_ignored",
+            "evt_held",
+            "evt_applied"
+        ],
         "newest first"
     );
     assert_eq!(ids("provider=plain").await, ["evt_plain"]);
     assert_eq!(ids("merchant_id=43").await, ["evt_plain"]);
     assert_eq!(ids("outcome=held").await, ["evt_held"]);
     assert_eq!(ids("outcome=applied").await, ["evt_applied"]);
-    assert_eq!(ids("type=customer.created&provider=acme").await, ["evt_ignored"]);
+    assert_eq!(
+        ids("type=customer.created&provider=acme").await,
+        ["evt_ignored"]
+    );
     assert_eq!(ids("event_id=evt_rejected").await, ["evt_rejected"]);
-    assert_eq!(ids("until=2000-01-01T00:00:00Z").await, Vec::<String>::new());
-    assert_eq!(ids("since=2000-01-01T00:00:00Z&outcome=ignored").await.len(), 2);
+    assert_eq!(
+        ids("until=2000-01-01T00:00:00Z").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ids("since=2000-01-01T00:00:00Z&outcome=ignored")
+            .await
+            .len(),
+        2
+    );
     let page = json(app.admin_get("/admin/events?event_id=evt_held").await).await;
     let held = &page["events"][0];
-    for field in ["provider", "event_id", "merchant_id", "type", "received_at", "outcome", "reason", "status", "transfer_id"] {
+    for field in [
+        "provider",
+        "event_id",
+        "merchant_id",
+        "type",
+        "received_at",
+        "outcome",
+        "reason",
+        "status",
+        "transfer_id",
+    ] {
         assert!(held.get(field).is_some(), "field {field} in {held}");
     }
-    for bad in ["outcome=paid", "limit=0", "limit=201", "since=yesterday", "cursor=xyz", "merchant_id=x"] {
+    for bad in [
+        "outcome=paid",
+        "limit=0",
+        "limit=201",
+        "since=yesterday",
+        "cursor=xyz",
+        "merchant_id=x",
+    ] {
         let response = app.admin_get(&format!("/admin/events?{bad}")).await;
         assert_eq!(response.status(), 400, "{bad}");
     }
@@ -177,7 +247,11 @@ async fn paging_forward_returns_every_event_once_in_order() {
             .map(|r| r.get(0))
             .collect();
         assert_eq!(seen.len(), expected, "{query}: one row per event");
-        assert_eq!(seen.iter().collect::<HashSet<_>>().len(), expected, "{query}: no duplicates");
+        assert_eq!(
+            seen.iter().collect::<HashSet<_>>().len(),
+            expected,
+            "{query}: no duplicates"
+        );
         assert_eq!(seen, expected_order, "{query}: newest first, no gaps");
     }
 }
@@ -188,7 +262,11 @@ async fn an_event_shows_its_raw_body_ack_transfer_payment_and_order() {
     let order = four_outcomes(&app).await;
     let sent = capture("evt_applied", "pay_1", order, 1999);
     let event = json(app.admin_get("/admin/events/acme/evt_applied").await).await;
-    assert_eq!(event["raw_body"], sent.as_str(), "the verified bytes as a string");
+    assert_eq!(
+        event["raw_body"],
+        sent.as_str(),
+        "the verified bytes as a string"
+    );
     assert_eq!(event["ack"]["outcome"], "applied");
     assert_eq!(event["status"], 200);
     let entries = event["transfer"]["entries"].as_array().unwrap();
@@ -230,12 +308,19 @@ async fn the_export_link_streams_the_filtered_events_as_replay_lines() {
     let response = app.admin_get("/admin/events.jsonl?outcome=ignored").await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();
-    let lines: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 1, "{text}");
     assert_eq!(lines[0]["provider"], "acme");
     assert_eq!(lines[0]["id"], "evt_ignored");
-    assert!(lines[0]["body"].as_str().unwrap().contains("customer.created"));
+    assert!(
+        lines[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("customer.created")
+    );
 }
 
 #[tokio::test]
@@ -272,18 +357,64 @@ async fn admin_event_endpoints_refuse_a_missing_or_wrong_token_alike() {
 async fn every_filter_of_the_list_is_served_by_an_index() {
     let app = spawn_app().await;
     load_events(&app, 200_000).await;
-    let mut conn = AsyncPgConnection::establish(&app.database_url).await.unwrap();
-    let page = read::list(&mut conn, &EventFilter::default(), None, 50).await.unwrap();
+    let mut conn = AsyncPgConnection::establish(&app.database_url)
+        .await
+        .unwrap();
+    let page = read::list(&mut conn, &EventFilter::default(), None, 50)
+        .await
+        .unwrap();
     let cursor = read::Cursor::decode(page.next_cursor.as_deref().unwrap());
     let filters = [
         ("none", EventFilter::default()),
-        ("provider", EventFilter { provider: Some(STRIPE.into()), ..Default::default() }),
-        ("merchant_id", EventFilter { merchant_id: Some(43), ..Default::default() }),
-        ("outcome held", EventFilter { outcome: Some(EventOutcome::Held), ..Default::default() }),
-        ("outcome rejected", EventFilter { outcome: Some(EventOutcome::Rejected), ..Default::default() }),
-        ("outcome applied", EventFilter { outcome: Some(EventOutcome::Applied), ..Default::default() }),
-        ("type", EventFilter { event_type: Some("charge.refunded".into()), ..Default::default() }),
-        ("event_id", EventFilter { event_id: Some("evt_123".into()), ..Default::default() }),
+        (
+            "provider",
+            EventFilter {
+                provider: Some(STRIPE.into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "merchant_id",
+            EventFilter {
+                merchant_id: Some(43),
+                ..Default::default()
+            },
+        ),
+        (
+            "outcome held",
+            EventFilter {
+                outcome: Some(EventOutcome::Held),
+                ..Default::default()
+            },
+        ),
+        (
+            "outcome rejected",
+            EventFilter {
+                outcome: Some(EventOutcome::Rejected),
+                ..Default::default()
+            },
+        ),
+        (
+            "outcome applied",
+            EventFilter {
+                outcome: Some(EventOutcome::Applied),
+                ..Default::default()
+            },
+        ),
+        (
+            "type",
+            EventFilter {
+                event_type: Some("charge.refunded".into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "event_id",
+            EventFilter {
+                event_id: Some("evt_123".into()),
+                ..Default::default()
+            },
+        ),
         (
             "since/until",
             EventFilter {
@@ -295,12 +426,20 @@ async fn every_filter_of_the_list_is_served_by_an_index() {
     ];
     for (name, filter) in filters {
         for cursor in [None, cursor] {
-            let plan = read::explain_list(&mut conn, &filter, cursor, 50).await.unwrap();
+            let plan = read::explain_list(&mut conn, &filter, cursor, 50)
+                .await
+                .unwrap();
             println!("-- filter {name}, cursor {}:\n{plan}\n", cursor.is_some());
-            assert!(!plan.contains("Seq Scan"), "{name}: a sequential scan\n{plan}");
+            assert!(
+                !plan.contains("Seq Scan"),
+                "{name}: a sequential scan\n{plan}"
+            );
             // An event id names at most one event per (merchant, provider): sorting those is free.
             if name != "event_id" {
-                assert!(!plan.contains("Sort"), "{name}: a sort instead of index order\n{plan}");
+                assert!(
+                    !plan.contains("Sort"),
+                    "{name}: a sort instead of index order\n{plan}"
+                );
             }
             assert!(plan.contains("Index"), "{name}: no index\n{plan}");
         }

@@ -247,14 +247,21 @@ mod tests {
 
     #[test]
     fn a_pretty_body_keeps_its_characters_and_key_order() {
-        let body = r#"{"z":1,"a":{"note":"<script>alert(1)</script>","q":"a\"b,{c}:"},"e":[],"l":[1,2]}"#;
+        let body =
+            r#"{"z":1,"a":{"note":"<script>alert(1)</script>","q":"a\"b,{c}:"},"e":[],"l":[1,2]}"#;
         let pretty = pretty_json(body);
-        assert!(pretty.contains(r#""note": "<script>alert(1)</script>""#), "{pretty}");
+        assert!(
+            pretty.contains(r#""note": "<script>alert(1)</script>""#),
+            "{pretty}"
+        );
         assert!(pretty.contains(r#""q": "a\"b,{c}:""#), "{pretty}");
         assert!(pretty.find("\"z\"") < pretty.find("\"a\""));
         assert!(pretty.contains("\"e\": []"));
         let reparsed: serde_json::Value = serde_json::from_str(&pretty).unwrap();
-        assert_eq!(reparsed, serde_json::from_str::<serde_json::Value>(body).unwrap());
+        assert_eq!(
+            reparsed,
+            serde_json::from_str::<serde_json::Value>(body).unwrap()
+        );
     }
 
     #[test]
@@ -278,10 +285,26 @@ mod tests {
     fn the_chart_stacks_each_minute_by_outcome() {
         let now = DateTime::from_timestamp(60 * 1000 + 30, 0).unwrap();
         let counts = [
-            MinuteCount { minute: 1000, outcome: "applied".into(), count: 10 },
-            MinuteCount { minute: 1000, outcome: "held".into(), count: 5 },
-            MinuteCount { minute: 999, outcome: "rejected".into(), count: 1 },
-            MinuteCount { minute: 900, outcome: "applied".into(), count: 99 },
+            MinuteCount {
+                minute: 1000,
+                outcome: "applied".into(),
+                count: 10,
+            },
+            MinuteCount {
+                minute: 1000,
+                outcome: "held".into(),
+                count: 5,
+            },
+            MinuteCount {
+                minute: 999,
+                outcome: "rejected".into(),
+                count: 1,
+            },
+            MinuteCount {
+                minute: 900,
+                outcome: "applied".into(),
+                count: 99,
+            },
         ];
         let chart = Chart::of(&counts, now);
         assert_eq!(chart.max, 15);
