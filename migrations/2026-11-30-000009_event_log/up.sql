@@ -2,12 +2,13 @@
 -- expire; this row does not). Written by the ONE writer, callback_record_delivery, at the
 -- point both paths know the outcome: inside callback_first_delivery on the one-statement path,
 -- from src/payments/callback.rs in the same transaction on the general path.
+-- IF NOT EXISTS: an operator may have run this statement ahead (docs/console.md, "Upgrading").
 ALTER TABLE callback_deliveries
-    ADD COLUMN event_type TEXT,
-    ADD COLUMN outcome TEXT CHECK (outcome IN ('applied', 'held', 'ignored', 'rejected')),
-    ADD COLUMN reason TEXT,
-    ADD COLUMN ack_status INT,
-    ADD COLUMN transfer_id BIGINT;
+    ADD COLUMN IF NOT EXISTS event_type TEXT,
+    ADD COLUMN IF NOT EXISTS outcome TEXT CHECK (outcome IN ('applied', 'held', 'ignored', 'rejected')),
+    ADD COLUMN IF NOT EXISTS reason TEXT,
+    ADD COLUMN IF NOT EXISTS ack_status INT,
+    ADD COLUMN IF NOT EXISTS transfer_id BIGINT;
 
 -- Rows recorded before this migration: their outcome from the idempotency record, while it
 -- still exists (an expired one leaves the outcome NULL: recorded before the event log).
@@ -25,13 +26,18 @@ WHERE k.user_id = d.merchant_id AND k.op = 'payment.callback'
 -- Newest first, keyset on (received_at, id), one index per filter of GET /admin/events, so no
 -- page reads more rows than it shows (plus the rows its other filters skip). The provider
 -- filter uses idx_callback_deliveries_export (provider, received_at, id) from 000003.
-CREATE INDEX idx_callback_deliveries_received ON callback_deliveries (received_at, id);
-CREATE INDEX idx_callback_deliveries_merchant ON callback_deliveries (merchant_id, received_at, id);
-CREATE INDEX idx_callback_deliveries_type ON callback_deliveries (event_type, received_at, id);
-CREATE INDEX idx_callback_deliveries_event_id ON callback_deliveries (event_id);
+-- This migration runs in one transaction (it swaps the write routines atomically), so these
+-- builds hold callback_deliveries' lock until it commits. On a large table, build them first
+-- with CREATE INDEX CONCURRENTLY under the same names (docs/console.md, "Upgrading"); IF NOT
+-- EXISTS then skips them here. Check such an index is valid: a failed concurrent build leaves
+-- an INVALID index that would be skipped too.
+CREATE INDEX IF NOT EXISTS idx_callback_deliveries_received ON callback_deliveries (received_at, id);
+CREATE INDEX IF NOT EXISTS idx_callback_deliveries_merchant ON callback_deliveries (merchant_id, received_at, id);
+CREATE INDEX IF NOT EXISTS idx_callback_deliveries_type ON callback_deliveries (event_type, received_at, id);
+CREATE INDEX IF NOT EXISTS idx_callback_deliveries_event_id ON callback_deliveries (event_id);
 -- Only the rare outcomes: `applied` is the bulk, and the time index finds its rows at once.
 -- This one also serves GET /admin/attention (held, rejected).
-CREATE INDEX idx_callback_deliveries_attention ON callback_deliveries (outcome, received_at, id)
+CREATE INDEX IF NOT EXISTS idx_callback_deliveries_attention ON callback_deliveries (outcome, received_at, id)
     WHERE outcome <> 'applied';
 
 -- The ONE writer, now with the outcome. A new parameter list is a new function in PostgreSQL,
