@@ -14,6 +14,7 @@ use crate::reconcile::{self, ReconcileArgs};
 use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
 use crate::startup::{Application, refunds_of};
+use crate::test_event::{self, SendTestEventArgs};
 use crate::{auth, db, preflight};
 
 #[derive(Debug, Parser)]
@@ -53,6 +54,9 @@ pub enum Command {
     CheckConfig,
     /// Compare a provider's report of money movements (JSONL) with the ledger.
     Reconcile(ReconcileArgs),
+    /// Sign a sample event with a provider's configured secret, in its payload format, post it
+    /// to the gateway and print the answer (like `stripe trigger`).
+    SendTestEvent(SendTestEventArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -156,6 +160,22 @@ impl Cli {
                 Ok(())
             }
             Command::Reconcile(args) => reconcile_command(&settings, &args).await,
+            Command::SendTestEvent(args) => {
+                let provider =
+                    test_event::provider(&settings, &args.provider).map_err(ConfigError)?;
+                let (status, answer) = test_event::run(&settings, provider, &args).await?;
+                println!("{status} {answer}");
+                if (200..300).contains(&status) {
+                    eprintln!(
+                        "See it in the console: {}/console/events?provider={}",
+                        test_event::base_url(&settings, &args)?,
+                        args.provider
+                    );
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!("the gateway answered {status}").into())
+                }
+            }
         }
     }
 }

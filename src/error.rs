@@ -47,6 +47,9 @@ pub enum ApiError {
     InvalidSignature(#[from] SignatureError),
     #[error("{0}")]
     InvalidPayload(String),
+    /// A query parameter that cannot be read (an admin filter, a cursor).
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("event arrived before one it depends on: {0}")]
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
@@ -83,6 +86,7 @@ impl ApiError {
             ApiError::UnknownProvider => "unknown_provider",
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::InvalidPayload(_) => "invalid_payload",
+            ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::OutOfOrder(_) => "out_of_order",
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
@@ -148,6 +152,7 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
             ApiError::IdempotencyKey(_)
             | ApiError::InvalidPayload(_)
+            | ApiError::InvalidQuery(_)
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -267,7 +272,3 @@ pub fn refund_refusal_status(kind: RefusalKind) -> u16 {
         | RefusalKind::ProviderDeclined => 422,
     }
 }
-
-/// The status of a provider's ack: every verified event that is answered at all is answered
-/// 200, so a provider never retries a deterministic outcome.
-pub const ACK_STATUS: u16 = 200;

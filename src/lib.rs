@@ -25,4 +25,5 @@ pub mod secret;
 pub mod signature;
 pub mod startup;
 pub mod telemetry;
+pub mod test_event;
 pub mod tls;

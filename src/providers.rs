@@ -104,4 +104,20 @@ impl Providers {
     pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
         self.0.get(name).cloned()
     }
+
+    /// The payment id a body of `provider` names, if it is a payment event.
+    pub fn payment_id_of(&self, provider: &str, body: &[u8]) -> Option<String> {
+        match self.get(provider)?.parse_event(body) {
+            Parsed::Event(event) => Some(event.payment_id().to_owned()),
+            Parsed::Ignored(_) | Parsed::Rejected { .. } => None,
+        }
+    }
+
+    /// The merchants the configured providers post for, ascending, each once.
+    pub fn merchant_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.0.values().map(|p| p.merchant_id()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }

@@ -17,6 +17,11 @@ diesel::table! {
         event_id -> Text,
         body -> Bytea,
         received_at -> Timestamptz,
+        event_type -> Nullable<Text>,
+        outcome -> Nullable<Text>,
+        reason -> Nullable<Text>,
+        ack_status -> Nullable<Int4>,
+        transfer_id -> Nullable<Int8>,
     }
 }
 

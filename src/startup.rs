@@ -20,7 +20,7 @@ use crate::routes::extract::{AdminToken, ApiPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
-use crate::routes::{admin, callbacks, health, not_found, orders, refunds};
+use crate::routes::{admin, callbacks, console, events, health, not_found, orders, refunds};
 use crate::telemetry::GatewayRootSpan;
 
 /// The OpenAPI document: every route of [`configure`], from the handlers' annotations.
@@ -34,6 +34,10 @@ use crate::telemetry::GatewayRootSpan;
         callbacks::receive_callback,
         admin::idempotency_record,
         admin::balances,
+        events::list_events,
+        events::event,
+        events::attention,
+        events::export_events,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -66,7 +70,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/admin/merchants/{merchant_id}/balances",
             web::get().to(admin::balances),
-        );
+        )
+        .route("/admin/events", web::get().to(events::list_events))
+        .route("/admin/events.jsonl", web::get().to(events::export_events))
+        .route(
+            "/admin/events/{provider}/{event_id}",
+            web::get().to(events::event),
+        )
+        .route("/admin/attention", web::get().to(events::attention))
+        .configure(console::configure);
 }
 
 /// What `refund.create` needs, for the handlers and for the recoverer in `serve`.
@@ -117,6 +129,8 @@ impl Application {
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
         let refunds = web::Data::new(refunds_of(&settings)?);
         let openapi_document = web::Data::new(ApiDoc::openapi());
+        let console_sessions =
+            web::Data::new(console::Sessions::new(settings.server.tls.is_some()));
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
@@ -144,6 +158,7 @@ impl Application {
                 .app_data(providers.clone())
                 .app_data(refunds.clone())
                 .app_data(openapi_document.clone())
+                .app_data(console_sessions.clone())
                 .app_data(metrics_data.clone())
                 .configure(configure)
                 .default_service(web::to(not_found))

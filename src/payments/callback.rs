@@ -8,7 +8,7 @@ use diesel_async::AsyncPgConnection;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use super::ack::CallbackOutcome;
+use super::ack::{ACK_STATUS, CallbackOutcome};
 use super::apply::{Applied, apply};
 use super::batcher::{BatchItem, Batcher};
 use super::capture::{Capture, run_batch};
@@ -17,7 +17,7 @@ use super::event::{Parsed, PaymentEvent};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
 use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
-use crate::deliveries;
+use crate::deliveries::{self, Delivery};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{IdempotentRequest, OneStatement};
 use crate::idempotency::{IdempotentWork, Respond};
@@ -34,6 +34,8 @@ pub struct ProcessCallback<'a> {
     batcher: &'a Batcher<Capture>,
     event_id: &'a str,
     body: &'a [u8],
+    /// The body's `type` as sent, for the event log.
+    event_type: Option<String>,
     parsed: Parsed,
 }
 
@@ -51,6 +53,7 @@ impl<'a> ProcessCallback<'a> {
             batcher,
             event_id,
             body,
+            event_type: super::event::event_type(body),
             parsed,
         }
     }
@@ -76,49 +79,54 @@ impl IdempotentWork for ProcessCallback<'_> {
             return None;
         };
         let plan = expected_capture(event)?;
-        let completion = respond(&plan.outcome(None));
+        let outcome = plan.outcome(None);
+        let completion = respond(&outcome);
         let effect = plan
             .effect(self.source, self.event_id, event.payment_id(), None)
             .ok()?;
-        let capture = Capture::new(effect, self.body, request, &completion)?;
+        let capture = Capture::new(
+            effect,
+            self.body,
+            self.event_type.as_deref(),
+            &outcome,
+            request,
+            &completion,
+        )?;
         Some(self.batcher.run(capture).boxed())
     }
 }
 
 impl ProcessCallback<'_> {
+    /// Decides the outcome, then records the delivery with it, in the same transaction.
     #[tracing::instrument(skip_all, fields(provider = %self.source.provider, event_id = %self.event_id))]
     async fn process(
         &self,
         conn: &mut AsyncPgConnection,
     ) -> Result<CallbackOutcome, IdempotencyError> {
-        // Shared from here on: independent statements are pipelined on the one connection
-        // (sent together, executed in order, one round trip).
-        let shared: &AsyncPgConnection = conn;
-        let record_delivery = async {
-            deliveries::record(
-                shared,
-                self.source.merchant_id,
-                self.source.provider,
-                self.event_id,
-                self.body,
-            )
-            .await
-            .map_err(IdempotencyError::from)
+        let outcome = self.decide(conn).await?;
+        let delivery = Delivery {
+            merchant_id: self.source.merchant_id,
+            provider: self.source.provider,
+            event_id: self.event_id,
+            body: self.body,
+            event_type: self.event_type.as_deref(),
         };
+        deliveries::record(conn, delivery, &outcome, ACK_STATUS).await?;
+        Ok(outcome)
+    }
+
+    async fn decide(
+        &self,
+        conn: &mut AsyncPgConnection,
+    ) -> Result<CallbackOutcome, IdempotencyError> {
         let event = match &self.parsed {
             Parsed::Event(event) => event,
-            Parsed::Ignored(reason) => {
-                record_delivery.await?;
-                return Ok(CallbackOutcome::ignored(reason));
-            }
+            Parsed::Ignored(reason) => return Ok(CallbackOutcome::ignored(reason)),
             Parsed::Rejected { reason, detail } => {
-                record_delivery.await?;
                 return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())));
             }
         };
-        let (_, (order, payment)) =
-            futures_util::try_join!(record_delivery, self.read_state(shared, event))?;
-        let (mut order, mut payment) = (order, payment);
+        let (mut order, mut payment) = self.read_state(conn, event).await?;
         for _ in 0..MAX_PLANS {
             let plan = plan(event, order.as_ref(), payment.as_ref());
             match self.apply_plan(conn, event, &plan).await? {

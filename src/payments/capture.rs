@@ -70,6 +70,10 @@ pub struct Capture {
     effect: Effect,
     /// The ack without its transfer id, which the database adds.
     ack: String,
+    /// For the event log: the body's type, the outcome and its reason.
+    event_type: Option<String>,
+    outcome: &'static str,
+    reason: Option<&'static str>,
 }
 
 impl Capture {
@@ -78,6 +82,8 @@ impl Capture {
     pub fn new(
         effect: Effect,
         body: &[u8],
+        event_type: Option<&str>,
+        outcome: &CallbackOutcome,
         request: &IdempotentRequest,
         completion: &Completion,
     ) -> Option<Self> {
@@ -91,6 +97,9 @@ impl Capture {
             body: body.to_vec(),
             effect,
             ack: completion.body.to_string(),
+            event_type: event_type.map(str::to_owned),
+            outcome: outcome.outcome.as_str(),
+            reason: outcome.reason,
         })
     }
 
@@ -220,6 +229,12 @@ impl QueryFragment<Pg> for Single<'_> {
         c.effect.walk_params(&mut out)?;
         out.push_sql(", ");
         out.push_bind_param::<Text, _>(&c.ack)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&c.event_type)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(&c.outcome)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&c.reason)?;
         out.push_sql("))");
         Ok(())
     }
@@ -251,6 +266,9 @@ struct Batch<'a> {
     account_b: Vec<Option<&'a str>>,
     amount_b: Vec<Option<i64>>,
     ack: Vec<&'a str>,
+    event_type: Vec<Option<&'a str>>,
+    outcome: Vec<&'static str>,
+    reason: Vec<Option<&'static str>>,
 }
 
 impl<'a> Batch<'a> {
@@ -283,6 +301,9 @@ impl<'a> Batch<'a> {
             account_b: column(captures, |c| c.effect.account_b.as_deref()),
             amount_b: column(captures, |c| c.effect.amount_b),
             ack: column(captures, |c| c.ack.as_str()),
+            event_type: column(captures, |c| c.event_type.as_deref()),
+            outcome: column(captures, |c| c.outcome),
+            reason: column(captures, |c| c.reason),
         }
     }
 }
@@ -357,6 +378,12 @@ impl QueryFragment<Pg> for Batch<'_> {
         out.push_bind_param::<Array<Nullable<BigInt>>, _>(&self.amount_b)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Text>, _>(&self.ack)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.event_type)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Text>, _>(&self.outcome)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.reason)?;
         out.push_sql(")");
         Ok(())
     }

@@ -124,6 +124,23 @@ impl From<PayloadError> for Unusable {
 
 pub const MAX_EVENT_ID_LEN: usize = 255;
 
+/// The body's `type` as the provider sent it, for the event log: `None` when the body has no
+/// string `type`, cut to [`MAX_EVENT_ID_LEN`] bytes (at a character boundary) so a row stays small.
+pub fn event_type(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Typed<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let typed: Typed<'_> = serde_json::from_slice(body).ok()?;
+    let kind = typed.kind?;
+    let mut end = kind.len().min(MAX_EVENT_ID_LEN);
+    while !kind.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(kind[..end].to_owned())
+}
+
 /// An event id as a key: 1 to 255 characters, none of them control characters.
 pub fn check_event_id(id: &str) -> Result<(), PayloadError> {
     if id.is_empty() || id.len() > MAX_EVENT_ID_LEN || id.chars().any(char::is_control) {
@@ -288,6 +305,18 @@ fn parse_stripe(kind: &str, value: &Value) -> Result<Parsed, Unusable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_event_type_is_read_as_sent_and_kept_short() {
+        assert_eq!(
+            event_type(br#"{"id":"e","type":"payment_intent.succeeded","data":{}}"#).as_deref(),
+            Some("payment_intent.succeeded")
+        );
+        assert_eq!(event_type(br#"{"type":7}"#), None);
+        assert_eq!(event_type(b"not json"), None);
+        let long = format!(r#"{{"type":"{}"}}"#, "\u{e9}".repeat(200));
+        assert!(event_type(long.as_bytes()).is_some_and(|t| t.len() <= MAX_EVENT_ID_LEN));
+    }
 
     fn usd() -> Currency {
         Currency::parse("USD").unwrap()

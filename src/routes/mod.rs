@@ -5,6 +5,9 @@
 pub mod admin;
 mod body;
 pub mod callbacks;
+pub mod console;
+pub mod event_log;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod observe;

@@ -146,3 +146,62 @@ async fn token_issue_prints_the_token_alone_and_stores_only_its_hash() {
     assert_eq!(stored, hex::encode(sha2::Sha256::digest(token.as_bytes())));
     assert_ne!(stored, token);
 }
+
+/// The quick start's first callback: an order, then `send-test-event` pays it.
+#[tokio::test]
+async fn send_test_event_signs_a_sample_that_pays_the_order() {
+    for provider in [crate::support::ACME, crate::support::STRIPE] {
+        let app = crate::support::spawn_app().await;
+        let order = app
+            .create_order(crate::support::MERCHANT, 4620, "EUR")
+            .await;
+        let config = crate::support::config_with(&app.database_url, "");
+        let order_text = order.to_string();
+        let url = app.address.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            gateway(
+                &[
+                    "send-test-event",
+                    "--provider",
+                    provider,
+                    "--order",
+                    &order_text,
+                    "--url",
+                    &url,
+                ],
+                Some(&config),
+                None,
+            )
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{provider}: {stdout}{}",
+            stderr(&output)
+        );
+        assert!(stdout.starts_with("200 "), "{provider}: {stdout}");
+        let ack: serde_json::Value =
+            serde_json::from_str(stdout.trim_start_matches("200 ")).unwrap();
+        assert_eq!(ack["outcome"], "applied", "{provider}: {stdout}");
+        assert!(
+            stderr(&output).contains("/console/events"),
+            "points at the console"
+        );
+        assert_eq!(app.order_status(order).await, "paid", "{provider}");
+    }
+}
+
+#[test]
+fn send_test_event_for_an_unknown_provider_exits_2_naming_the_configured_ones() {
+    let config = crate::support::config_with("postgres://unused@127.0.0.1:1/x", "");
+    let output = gateway(
+        &["send-test-event", "--provider", "nope"],
+        Some(&config),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("acme"), "{}", stderr(&output));
+}

@@ -1,0 +1,479 @@
+//! The event log, read: `callback_deliveries` newest first with keyset paging over the indexes
+//! of migration 000010 (one per filter, never OFFSET), an event with its ledger transfer,
+//! payment and order, what needs attention, and callbacks per minute. Each query reads a
+//! bounded number of rows: a page, one event's rows, or one hour.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use diesel::dsl::sql;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::Stream;
+use serde::Serialize;
+
+use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
+use crate::schema::{orders, payments};
+
+/// The largest page a caller may ask for.
+pub const MAX_LIMIT: i64 = 200;
+/// The page size when none is asked for.
+pub const DEFAULT_LIMIT: i64 = 50;
+
+/// An event's stored outcome (`callback_deliveries.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventOutcome {
+    Applied,
+    Held,
+    Ignored,
+    Rejected,
+}
+
+impl EventOutcome {
+    pub const ALL: [EventOutcome; 4] = [
+        EventOutcome::Applied,
+        EventOutcome::Held,
+        EventOutcome::Ignored,
+        EventOutcome::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventOutcome::Applied => "applied",
+            EventOutcome::Held => "held",
+            EventOutcome::Ignored => "ignored",
+            EventOutcome::Rejected => "rejected",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// The filters of `GET /admin/events` (all optional, combined with AND).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub provider: Option<String>,
+    pub merchant_id: Option<i64>,
+    pub outcome: Option<EventOutcome>,
+    pub event_type: Option<String>,
+    /// Received at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Received before.
+    pub until: Option<DateTime<Utc>>,
+    pub event_id: Option<String>,
+}
+
+/// Where a page ends: the last row's (received_at, id). Opaque to callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub received_at: DateTime<Utc>,
+    pub id: i64,
+}
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(format!(
+            "{}.{}",
+            self.received_at.timestamp_micros(),
+            self.id
+        ))
+    }
+
+    /// `None` for anything [`Cursor::encode`] did not produce.
+    pub fn decode(text: &str) -> Option<Self> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
+        let (micros, id) = text.split_once('.')?;
+        Some(Self {
+            received_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+            id: id.parse().ok()?,
+        })
+    }
+}
+
+/// One event as the list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = callback_deliveries)]
+pub struct EventRow {
+    #[serde(skip)]
+    pub id: i64,
+    pub provider: String,
+    pub event_id: String,
+    pub merchant_id: i64,
+    #[serde(rename = "type")]
+    #[diesel(column_name = event_type)]
+    pub event_type: Option<String>,
+    pub received_at: DateTime<Utc>,
+    /// applied, held, ignored or rejected (null: recorded before the event log existed).
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    /// The ack's HTTP status.
+    #[diesel(column_name = ack_status)]
+    pub status: Option<i32>,
+    pub transfer_id: Option<i64>,
+}
+
+/// A page of events, newest first.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct EventPage {
+    pub events: Vec<EventRow>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+type Boxed<'a> = callback_deliveries::BoxedQuery<'a, diesel::pg::Pg>;
+
+fn filtered(filter: &EventFilter) -> Boxed<'_> {
+    use callback_deliveries as d;
+    let mut query = d::table.into_boxed();
+    if let Some(provider) = &filter.provider {
+        query = query.filter(d::provider.eq(provider));
+    }
+    if let Some(merchant_id) = filter.merchant_id {
+        query = query.filter(d::merchant_id.eq(merchant_id));
+    }
+    if let Some(outcome) = filter.outcome {
+        query = query.filter(d::outcome.eq(outcome.as_str()));
+    }
+    if let Some(event_type) = &filter.event_type {
+        query = query.filter(d::event_type.eq(event_type));
+    }
+    if let Some(since) = filter.since {
+        query = query.filter(d::received_at.ge(since));
+    }
+    if let Some(until) = filter.until {
+        query = query.filter(d::received_at.lt(until));
+    }
+    if let Some(event_id) = &filter.event_id {
+        query = query.filter(d::event_id.eq(event_id));
+    }
+    query
+}
+
+/// The page query: `limit + 1` rows (the extra one says whether a next page exists).
+fn page_query(filter: &EventFilter, cursor: Option<Cursor>, limit: i64) -> Boxed<'_> {
+    use callback_deliveries as d;
+    let mut query = filtered(filter);
+    if let Some(cursor) = cursor {
+        // A row comparison: the index serves it as one range condition.
+        query = query.filter(
+            sql::<Bool>("(callback_deliveries.received_at, callback_deliveries.id) < (")
+                .bind::<Timestamptz, _>(cursor.received_at)
+                .sql(", ")
+                .bind::<BigInt, _>(cursor.id)
+                .sql(")"),
+        );
+    }
+    query
+        .order((d::received_at.desc(), d::id.desc()))
+        .limit(limit + 1)
+}
+
+/// One page of events matching `filter`, newest first, after `cursor`.
+pub async fn list(
+    conn: &mut AsyncPgConnection,
+    filter: &EventFilter,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> QueryResult<EventPage> {
+    let limit = limit.clamp(1, MAX_LIMIT);
+    let mut events: Vec<EventRow> = page_query(filter, cursor, limit)
+        .select(EventRow::as_select())
+        .load(conn)
+        .await?;
+    let more = events.len() as i64 > limit;
+    events.truncate(limit as usize);
+    let next_cursor = more.then(|| events.last()).flatten().map(|last| {
+        Cursor {
+            received_at: last.received_at,
+            id: last.id,
+        }
+        .encode()
+    });
+    Ok(EventPage {
+        events,
+        next_cursor,
+    })
+}
+
+/// The plan PostgreSQL chooses for the page query [`list`] runs (EXPLAIN, one line a row), so
+/// tests and docs show the plan of the real statement.
+pub async fn explain_list(
+    conn: &mut AsyncPgConnection,
+    filter: &EventFilter,
+    cursor: Option<Cursor>,
+    limit: i64,
+) -> QueryResult<String> {
+    let query = page_query(filter, cursor, limit.clamp(1, MAX_LIMIT)).select(EventRow::as_select());
+    let lines: Vec<String> = Explain(query).load(conn).await?;
+    Ok(lines.join("\n"))
+}
+
+/// `EXPLAIN <query>`, with the query's own binds.
+struct Explain<Q>(Q);
+
+impl<Q> diesel::query_builder::QueryId for Explain<Q> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<Q> diesel::query_builder::Query for Explain<Q> {
+    type SqlType = diesel::sql_types::Text;
+}
+
+impl<Q: diesel::query_builder::QueryFragment<diesel::pg::Pg>>
+    diesel::query_builder::QueryFragment<diesel::pg::Pg> for Explain<Q>
+{
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, diesel::pg::Pg>,
+    ) -> QueryResult<()> {
+        out.push_sql("EXPLAIN ");
+        self.0.walk_ast(out.reborrow())
+    }
+}
+
+/// The events matching `filter`, oldest first, with their bodies, as a stream (the export's
+/// order, so a replay posts them as they came).
+pub async fn stream_bodies<'c>(
+    conn: &'c mut AsyncPgConnection,
+    filter: &'c EventFilter,
+) -> QueryResult<impl Stream<Item = QueryResult<(String, String, Vec<u8>)>> + 'c> {
+    use callback_deliveries as d;
+    filtered(filter)
+        .order((d::received_at.asc(), d::id.asc()))
+        .select((d::provider, d::event_id, d::body))
+        .load_stream::<(String, String, Vec<u8>)>(conn)
+        .await
+}
+
+/// What finance must look at: the newest held and rejected events.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Attention {
+    pub held: Vec<EventRow>,
+    pub rejected: Vec<EventRow>,
+    // `refund_requests` (failed or stuck past their lease) joins here once merchant refunds
+    // (migration 000008, a parallel branch) are merged: follow-up to issue 17.
+}
+
+/// The newest `limit` held and the newest `limit` rejected events.
+pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Attention> {
+    let mut by_outcome = async |outcome| {
+        let filter = EventFilter {
+            outcome: Some(outcome),
+            ..EventFilter::default()
+        };
+        list(conn, &filter, None, limit)
+            .await
+            .map(|page| page.events)
+    };
+    let held = by_outcome(EventOutcome::Held).await?;
+    let rejected = by_outcome(EventOutcome::Rejected).await?;
+    Ok(Attention { held, rejected })
+}
+
+/// A ledger entry of a transfer.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = ledger_entries)]
+pub struct EntryView {
+    pub account: String,
+    pub currency: String,
+    pub amount_minor: i64,
+}
+
+/// The ledger transfer an event posted.
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = ledger_transfers)]
+pub struct TransferView {
+    pub id: i64,
+    pub kind: String,
+    pub order_id: Option<i64>,
+    pub payment_id: String,
+    pub refund_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TransferWithEntries {
+    #[serde(flatten)]
+    pub transfer: TransferView,
+    pub entries: Vec<EntryView>,
+}
+
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = payments)]
+pub struct PaymentView {
+    pub payment_id: String,
+    pub order_id: Option<i64>,
+    pub status: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub refunded_minor: i64,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
+#[diesel(table_name = orders)]
+pub struct OrderView {
+    pub id: i64,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub reference: Option<String>,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One event with everything the gateway did with it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct EventDetail {
+    #[serde(flatten)]
+    pub event: EventRow,
+    /// The verified body exactly as received (lossy only if it is not UTF-8).
+    pub raw_body: String,
+    /// The stored ack, while its idempotency record lives (null once it expired).
+    #[schema(value_type = Option<Object>)]
+    pub ack: Option<serde_json::Value>,
+    pub transfer: Option<TransferWithEntries>,
+    pub payment: Option<PaymentView>,
+    pub order: Option<OrderView>,
+}
+
+/// The event `event_id` of `provider`; `payment_id_of` reads the payment id from a body (in
+/// the provider's format) when the event posted no transfer that names it.
+pub async fn detail(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    event_id: &str,
+    payment_id_of: impl FnOnce(&[u8]) -> Option<String>,
+) -> QueryResult<Option<EventDetail>> {
+    use callback_deliveries as d;
+    let found: Option<(EventRow, Vec<u8>)> = d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::event_id.eq(event_id))
+        .order(d::id.desc())
+        .select((EventRow::as_select(), d::body))
+        .first(conn)
+        .await
+        .optional()?;
+    let Some((event, body)) = found else {
+        return Ok(None);
+    };
+    let ack: Option<serde_json::Value> = idempotency_keys::table
+        .filter(idempotency_keys::user_id.eq(event.merchant_id))
+        .filter(idempotency_keys::op.eq("payment.callback"))
+        .filter(idempotency_keys::idem_key.eq(format!("{provider}:{event_id}")))
+        .select(idempotency_keys::response_body)
+        .first::<Option<serde_json::Value>>(conn)
+        .await
+        .optional()?
+        .flatten();
+    let transfer: Option<TransferView> = ledger_transfers::table
+        .filter(ledger_transfers::merchant_id.eq(event.merchant_id))
+        .filter(ledger_transfers::provider.eq(provider))
+        .filter(ledger_transfers::event_id.eq(event_id))
+        .select(TransferView::as_select())
+        .first(conn)
+        .await
+        .optional()?;
+    let transfer = match transfer {
+        Some(transfer) => {
+            let entries = ledger_entries::table
+                .filter(ledger_entries::transfer_id.eq(transfer.id))
+                .order(ledger_entries::id.asc())
+                .select(EntryView::as_select())
+                .load(conn)
+                .await?;
+            Some(TransferWithEntries { transfer, entries })
+        }
+        None => None,
+    };
+    let payment_id = match &transfer {
+        Some(t) => Some(t.transfer.payment_id.clone()),
+        None => payment_id_of(&body),
+    };
+    let payment: Option<PaymentView> = match payment_id {
+        Some(payment_id) => payments::table
+            .filter(payments::merchant_id.eq(event.merchant_id))
+            .filter(payments::provider.eq(provider))
+            .filter(payments::payment_id.eq(payment_id))
+            .select(PaymentView::as_select())
+            .first(conn)
+            .await
+            .optional()?,
+        None => None,
+    };
+    let order_id = payment
+        .as_ref()
+        .and_then(|p| p.order_id)
+        .or_else(|| transfer.as_ref().and_then(|t| t.transfer.order_id));
+    let order: Option<OrderView> = match order_id {
+        Some(order_id) => orders::table
+            .filter(orders::id.eq(order_id))
+            .filter(orders::user_id.eq(event.merchant_id))
+            .select(OrderView::as_select())
+            .first(conn)
+            .await
+            .optional()?,
+        None => None,
+    };
+    Ok(Some(EventDetail {
+        event,
+        raw_body: String::from_utf8_lossy(&body).into_owned(),
+        ack,
+        transfer,
+        payment,
+        order,
+    }))
+}
+
+/// Callbacks received in one minute with one outcome.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
+pub struct MinuteCount {
+    /// Minutes since the Unix epoch.
+    #[diesel(sql_type = BigInt)]
+    pub minute: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub outcome: String,
+    #[diesel(sql_type = BigInt)]
+    pub count: i64,
+}
+
+/// Callbacks per minute and outcome received since `since` (the last hour: one range scan).
+pub async fn per_minute(
+    conn: &mut AsyncPgConnection,
+    since: DateTime<Utc>,
+) -> QueryResult<Vec<MinuteCount>> {
+    diesel::sql_query(
+        "SELECT (floor(extract(epoch FROM received_at) / 60))::BIGINT AS minute, \
+                COALESCE(outcome, 'unknown') AS outcome, count(*) AS count \
+         FROM callback_deliveries WHERE received_at >= $1 \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind::<Timestamptz, _>(since)
+    .load(conn)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_as_itself() {
+        let cursor = Cursor {
+            received_at: DateTime::from_timestamp_micros(1_764_489_600_123_456).unwrap(),
+            id: 42,
+        };
+        assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor));
+    }
+
+    #[test]
+    fn a_cursor_that_was_not_issued_is_refused() {
+        assert_eq!(Cursor::decode("not-a-cursor"), None);
+        assert_eq!(Cursor::decode(&URL_SAFE_NO_PAD.encode("12.x")), None);
+    }
+}

@@ -1,0 +1,637 @@
+//! The console: sign-in and its refusals over plain HTTP, then the whole story in headless
+//! Chromium driven through WebDriver (Debian's `chromium` and `chromium-driver`; scripts/test
+//! installs them). Each browser run saves screenshots under target/console-screenshots/.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::json;
+
+use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, TestApp, spawn_app};
+
+const PAGES: [&str; 6] = [
+    "/console/events",
+    "/console/events/acme/evt_1",
+    "/console/attention",
+    "/console/balances",
+    "/console/events.jsonl",
+    "/console",
+];
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+async fn sign_in(
+    app: &TestApp,
+    client: &reqwest::Client,
+    token: Option<&str>,
+) -> reqwest::Response {
+    let form: Vec<(&str, &str)> = token.map(|t| vec![("token", t)]).unwrap_or_default();
+    client
+        .post(app.url("/console/login"))
+        .form(&form)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn console_pages_without_a_session_redirect_to_sign_in() {
+    let app = spawn_app().await;
+    let client = no_redirects();
+    for page in PAGES {
+        let response = client.get(app.url(page)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{page}");
+        assert_eq!(response.headers()["location"], "/console/login", "{page}");
+        // A made-up session is no session.
+        let response = client
+            .get(app.url(page))
+            .header("Cookie", "cg_console=made-up")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.headers()["location"],
+            "/console/login",
+            "{page} with a made-up cookie"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_exactly_like_a_missing_one() {
+    let app = spawn_app().await;
+    let client = no_redirects();
+    let missing = sign_in(&app, &client, None).await;
+    let empty = sign_in(&app, &client, Some("")).await;
+    let wrong = sign_in(&app, &client, Some("not-the-admin-token")).await;
+    let mut bodies = Vec::new();
+    for response in [missing, empty, wrong] {
+        assert_eq!(response.status(), 401);
+        assert!(response.headers().get("set-cookie").is_none(), "no session");
+        bodies.push(response.text().await.unwrap());
+    }
+    assert_eq!(bodies[0], bodies[1]);
+    assert_eq!(bodies[0], bodies[2]);
+}
+
+#[tokio::test]
+async fn a_session_cookie_is_http_only_and_strict_and_ends_at_sign_out() {
+    let app = spawn_app().await;
+    let client = no_redirects();
+    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/console/events");
+    let set_cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(
+            set_cookie.contains(attribute),
+            "{attribute} in {set_cookie}"
+        );
+    }
+    assert!(
+        !set_cookie.contains("Secure"),
+        "plain HTTP here: {set_cookie}"
+    );
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let page = client
+        .get(app.url("/console/events"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let out = client
+        .post(app.url("/console/logout"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.headers()["location"], "/console/login");
+    let after = client
+        .get(app.url("/console/events"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        after.status(),
+        303,
+        "the old cookie no longer opens the console"
+    );
+}
+
+/// chromedriver on a free port, killed when dropped (a failed test must not leave it bound).
+struct Driver {
+    child: Child,
+    port: u16,
+    profile: PathBuf,
+}
+
+impl Driver {
+    fn start() -> Self {
+        let binary = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "chromedriver not found: install Debian's chromium and chromium-driver \
+                     (apt-get install -y chromium chromium-driver); scripts/test does it as root"
+                )
+            });
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(binary)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let profile = std::env::temp_dir().join(format!("cg-chromium-{}", uuid::Uuid::new_v4()));
+        Self {
+            child,
+            port,
+            profile,
+        }
+    }
+
+    async fn client(&self) -> Client {
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--no-first-run", "--disable-quic", "--window-size=1280,1000",
+                format!("--user-data-dir={}", self.profile.display()),
+            ]}),
+        );
+        let url = format!("http://127.0.0.1:{}", self.port);
+        for _ in 0..100 {
+            let connected = ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await;
+            match connected {
+                Ok(client) => return client,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        panic!("chromedriver did not accept a session on {url}");
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+struct Screenshots(PathBuf);
+
+impl Screenshots {
+    fn new() -> Self {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    async fn take(&self, browser: &Client, name: &str) {
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(self.0.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"{payment_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#
+    )
+}
+
+const HOSTILE_ID: &str = r#""><img src=x onerror=alert(2)>"#;
+
+/// Real deliveries of each outcome, a hostile one, and 60 older applied events (two pages).
+async fn story_events(app: &TestApp) {
+    app.db
+        .execute(
+            "INSERT INTO callback_deliveries (merchant_id, provider, event_id, body, received_at, \
+             event_type, outcome, ack_status) \
+             SELECT 42, 'acme', 'evt_old_' || g, convert_to('{\"id\":\"evt_old_' || g || '\"}', 'UTF8'), \
+                    now() - interval '2 hours' - g * interval '1 second', 'payment.succeeded', 'applied', 200 \
+             FROM generate_series(1, 60) g",
+            &[],
+        )
+        .await
+        .unwrap();
+    let order = app.create_order(MERCHANT, 1999, "USD").await;
+    let paid = app.create_order(MERCHANT, 500, "USD").await;
+    let hostile = format!(
+        r#"{{"id":"x","type":"<script>alert(1)</script>","data":{{"note":"{}","payment_id":"<b>p</b>"}}}}"#,
+        HOSTILE_ID.replace('"', "\\\"")
+    );
+    for (id, body) in [
+        ("evt_applied", capture("evt_applied", "pay_1", order, 1999)),
+        ("evt_held", capture("evt_held", "pay_2", paid, 777)),
+        (HOSTILE_ID, hostile),
+    ] {
+        let response = app.deliver(ACME, id, &body).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{id}: {}",
+            response.text().await.unwrap()
+        );
+    }
+}
+
+async fn texts(browser: &Client, css: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for element in browser.find_all(Locator::Css(css)).await.unwrap() {
+        out.push(element.text().await.unwrap());
+    }
+    out
+}
+
+async fn path_of(browser: &Client) -> String {
+    browser.current_url().await.unwrap().path().to_owned()
+}
+
+/// Waits (up to 10 seconds) until the page's URL satisfies `reached`: a click starts a
+/// navigation, and reading the old page meanwhile would test nothing.
+async fn settled(browser: &Client, reached: impl Fn(&str) -> bool) {
+    for _ in 0..100 {
+        if reached(browser.current_url().await.unwrap().as_str()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The path once a navigation started by a click has reached `expected` (or whatever it
+/// reached after 10 seconds).
+async fn settled_path(browser: &Client, expected: &str) -> String {
+    for _ in 0..100 {
+        let path = path_of(browser).await;
+        if path == expected {
+            return path;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    path_of(browser).await
+}
+
+#[tokio::test]
+async fn the_console_story_in_a_real_browser() {
+    let app = spawn_app().await;
+    story_events(&app).await;
+    let driver = Driver::start();
+    let browser = driver.client().await;
+    let shots = Screenshots::new();
+    let result = story(&app, &browser, &shots).await;
+    let _ = browser.close().await;
+    result.unwrap();
+}
+
+async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(), String> {
+    // Not signed in: sent to sign-in; a wrong token is refused.
+    browser.goto(&app.url("/console/events")).await.unwrap();
+    assert_eq!(path_of(browser).await, "/console/login");
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys("wrong-token")
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let refused = browser
+        .find(Locator::Id("login-error"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(refused.contains("not accepted"), "{refused}");
+    shots.take(browser, "01-sign-in-refused").await;
+
+    // Signed in: the list shows the applied and the held event.
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN_TOKEN)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("sign-in"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        settled_path(browser, "/console/events").await,
+        "/console/events"
+    );
+    let ids = texts(browser, "a.event-link").await;
+    assert!(ids.contains(&"evt_applied".to_owned()), "{ids:?}");
+    assert!(ids.contains(&"evt_held".to_owned()), "{ids:?}");
+    assert!(
+        ids.contains(&HOSTILE_ID.to_owned()),
+        "the hostile id shown as text: {ids:?}"
+    );
+    no_injection(browser, "events").await;
+    shots.take(browser, "02-events").await;
+
+    // Filter by outcome.
+    browser
+        .find(Locator::Css("#outcome option[value=held]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("apply-filters"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    settled(browser, |u| u.contains("outcome=held")).await;
+    let outcomes = texts(browser, "tr.event .outcome").await;
+    assert_eq!(outcomes, ["held"], "only held events");
+    let export = browser.find(Locator::Id("export-link")).await.unwrap();
+    assert_eq!(
+        export.attr("href").await.unwrap().as_deref(),
+        Some("/console/events.jsonl?outcome=held")
+    );
+    shots.take(browser, "03-filtered-held").await;
+
+    // Page forward through the unfiltered list: 63 events, 50 a page.
+    browser.goto(&app.url("/console/events")).await.unwrap();
+    let first = texts(browser, "a.event-link").await;
+    browser
+        .find(Locator::Id("next-page"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    settled(browser, |u| u.contains("cursor=")).await;
+    let second = texts(browser, "a.event-link").await;
+    assert_eq!((first.len(), second.len()), (50, 13));
+    assert!(
+        second.iter().all(|id| !first.contains(id)),
+        "no event on two pages"
+    );
+    assert!(
+        browser.find(Locator::Id("next-page")).await.is_err(),
+        "the last page"
+    );
+    shots.take(browser, "04-second-page").await;
+
+    // An event: its ack, ledger entries, payment and order.
+    browser.goto(&app.url("/console/events")).await.unwrap();
+    browser
+        .find(Locator::LinkText("evt_applied"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    settled(browser, |u| u.ends_with("/evt_applied")).await;
+    let ack = browser
+        .find(Locator::Id("ack"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(ack.contains(r#""outcome": "applied""#), "{ack}");
+    let entries = texts(browser, "#entries tbody tr").await;
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let order = browser
+        .find(Locator::Id("order"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(order.contains("paid"), "{order}");
+    shots.take(browser, "05-event").await;
+
+    // The hostile event renders as text: no injected element, no dialog.
+    browser.goto(&app.url("/console/events")).await.unwrap();
+    browser
+        .find(Locator::LinkText(HOSTILE_ID))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    settled(browser, |u| u.contains("/console/events/acme/")).await;
+    let raw = browser
+        .find(Locator::Id("raw-body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        raw.contains("<script>alert(1)</script>"),
+        "shown as the characters sent: {raw}"
+    );
+    assert!(raw.contains("<img src=x onerror=alert(2)>"), "{raw}");
+    assert!(!raw.contains("\\u003c"), "{raw}");
+    let kind = browser
+        .find(Locator::Id("event-type"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(kind, "<script>alert(1)</script>");
+    no_injection(browser, "hostile event").await;
+    shots.take(browser, "06-hostile-event").await;
+
+    // Needs attention, balances and the chart.
+    browser.goto(&app.url("/console/attention")).await.unwrap();
+    assert!(
+        texts(browser, "a.event-link")
+            .await
+            .contains(&"evt_held".to_owned())
+    );
+    no_injection(browser, "attention").await;
+    shots.take(browser, "07-attention").await;
+    browser.goto(&app.url("/console/balances")).await.unwrap();
+    let balances = texts(browser, "table.balances td").await;
+    assert!(
+        balances.contains(&"unapplied_funds".to_owned()),
+        "{balances:?}"
+    );
+    assert!(balances.contains(&"-1999".to_owned()), "{balances:?}");
+    let bars = browser
+        .find_all(Locator::Css("#chart svg rect.bar"))
+        .await
+        .unwrap();
+    assert!(!bars.is_empty(), "the chart has bars for the last hour");
+    shots.take(browser, "08-balances-and-chart").await;
+
+    // Sign out: back to sign-in, and the console is closed again.
+    browser
+        .find(Locator::Id("sign-out"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        settled_path(browser, "/console/login").await,
+        "/console/login"
+    );
+    browser.goto(&app.url("/console/balances")).await.unwrap();
+    assert_eq!(path_of(browser).await, "/console/login");
+    shots.take(browser, "09-signed-out").await;
+    Ok(())
+}
+
+/// No element a provider string could have injected, and no dialog opened.
+async fn no_injection(browser: &Client, page: &str) {
+    let counts = browser
+        .execute(
+            "return [document.querySelectorAll('img').length, document.scripts.length, \
+                     document.querySelectorAll('[onerror]').length, document.querySelectorAll('b').length];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(counts, json!([0, 0, 0, 0]), "{page}: injected elements");
+    assert!(
+        browser.get_alert_text().await.is_err(),
+        "{page}: a dialog opened"
+    );
+}
+
+/// Page render times at 1,000,000 stored events with their transfers, entries, payments and
+/// orders (real row shapes, loaded with generate_series). Prints the median of 7 loads per
+/// page; it asserts no time (speed is measured, not tested):
+/// `cargo test --test api measure_console -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "measurement: loads a million events"]
+async fn measure_console_pages_at_a_million_events() {
+    const N: i64 = 1_000_000;
+    let app = spawn_app().await;
+    let started = std::time::Instant::now();
+    crate::events::load_events(&app, N).await;
+    app.db
+        .batch_execute(&format!(
+            "INSERT INTO orders (id, user_id, amount_minor, currency, status, created_at) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, 1000 + g % 5000, 'USD', 'paid', \
+                      '2026-11-30T00:00:00Z'::timestamptz - (g * interval '13 seconds') \
+               FROM generate_series(1, {N}) g; \
+             SELECT setval('orders_id_seq', {N}); \
+             INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency) \
+               SELECT CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, (ARRAY['acme','stripe','plain'])[1 + g % 3], \
+                      'pay_' || g, g, 'succeeded', 1000 + g % 5000, 'USD' \
+               FROM generate_series(1, {N}) g; \
+             INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, created_at) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, (ARRAY['acme','stripe','plain'])[1 + g % 3], \
+                      'evt_' || g, 'payment', g, 'pay_' || g, \
+                      '2026-11-30T00:00:00Z'::timestamptz - (g * interval '13 seconds') \
+               FROM generate_series(1, {N}) g; \
+             SELECT setval('ledger_transfers_id_seq', {N}); \
+             INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor) \
+               SELECT g, CASE WHEN g % 10 = 0 THEN 43 ELSE 42 END, a.account || CASE WHEN a.n = 1 THEN (ARRAY['acme','stripe','plain'])[1 + g % 3] ELSE '' END, \
+                      'USD', CASE WHEN a.n = 1 THEN 1000 + g % 5000 ELSE -(1000 + g % 5000) END \
+               FROM generate_series(1, {N}) g, (VALUES (1, 'psp_clearing:'), (2, 'merchant_payable')) a(n, account); \
+             ANALYZE"
+        ))
+        .await
+        .unwrap();
+    println!(
+        "loaded {N} events with their ledger in {:.1?}",
+        started.elapsed()
+    );
+
+    let client = no_redirects();
+    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let first = client
+        .get(app.url("/console/events"))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let next = first
+        .split("id=\"next-page\"")
+        .next()
+        .and_then(|head| head.rsplit("href=\"").next())
+        .and_then(|tail| tail.split('"').next())
+        .unwrap()
+        .replace("&#38;", "&")
+        .replace("&amp;", "&");
+    assert!(next.contains("cursor="), "{next}");
+    for page in [
+        "/console/events".to_owned(),
+        next,
+        "/console/events?outcome=held".to_owned(),
+        "/console/events?provider=plain&type=charge.refunded".to_owned(),
+        "/console/events/stripe/evt_500002".to_owned(),
+        "/console/attention".to_owned(),
+        "/console/balances".to_owned(),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let started = std::time::Instant::now();
+            let response = client
+                .get(app.url(&page))
+                .header("Cookie", &cookie)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{page}");
+            let bytes = response.bytes().await.unwrap().len();
+            times.push((started.elapsed().as_secs_f64() * 1000.0, bytes));
+        }
+        times.sort_by(|a, b| a.0.total_cmp(&b.0));
+        println!(
+            "RENDER {page}: median {:.1} ms (min {:.1}, max {:.1}) over 7 loads, {} bytes",
+            times[3].0, times[0].0, times[6].0, times[3].1
+        );
+    }
+}
