@@ -13,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::Stream;
 use serde::Serialize;
 
+use crate::refunds::model::RefundAttention;
 use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
 use crate::schema::{orders, payments};
 
@@ -251,13 +252,14 @@ pub async fn stream_bodies<'c>(
         .await
 }
 
-/// What finance must look at: the newest held and rejected events.
+/// What finance must look at: the newest held and rejected events, and refund requests that
+/// failed or are stuck.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Attention {
     pub held: Vec<EventRow>,
     pub rejected: Vec<EventRow>,
-    // `refund_requests` (failed or stuck past their lease) joins here once merchant refunds
-    // (migration 000008, a parallel branch) are merged: follow-up to issue 17.
+    /// Merchant refunds the provider declined, or left processing past their lease.
+    pub refund_requests: Vec<RefundAttention>,
 }
 
 /// The newest `limit` held and the newest `limit` rejected events.
@@ -273,7 +275,12 @@ pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<
     };
     let held = by_outcome(EventOutcome::Held).await?;
     let rejected = by_outcome(EventOutcome::Rejected).await?;
-    Ok(Attention { held, rejected })
+    let refund_requests = RefundAttention::newest(conn, limit).await?;
+    Ok(Attention {
+        held,
+        rejected,
+        refund_requests,
+    })
 }
 
 /// A ledger entry of a transfer.

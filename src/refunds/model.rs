@@ -188,3 +188,43 @@ mod tests {
         assert_eq!(RefundStatus::parse("done"), None);
     }
 }
+
+/// A refund request finance must look at, as `GET /admin/attention` shows it.
+#[derive(Debug, Clone, serde::Serialize, QueryableByName, utoipa::ToSchema)]
+pub struct RefundAttention {
+    #[diesel(sql_type = BigInt)]
+    pub refund_request_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub order_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub amount_minor: i64,
+    #[diesel(sql_type = Text)]
+    pub currency: String,
+    /// failed, or processing past its lease
+    #[diesel(sql_type = Text)]
+    pub status: String,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RefundAttention {
+    /// The newest `limit` requests that failed at the provider, or that are still processing
+    /// with no live lease (their holder crashed or gave up; the recoverer or a retry takes them
+    /// over), from the partial index of migration 000011.
+    pub async fn newest(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<Self>> {
+        diesel::sql_query(
+            "SELECT r.id AS refund_request_id, r.order_id, r.amount_minor, r.currency, r.status, \
+                    r.updated_at \
+             FROM refund_requests r \
+             LEFT JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
+             WHERE r.status IN ('failed', 'processing') \
+               AND (r.status = 'failed' OR k.locked_until IS NULL OR k.locked_until < now()) \
+             ORDER BY r.updated_at DESC, r.id DESC \
+             LIMIT $1",
+        )
+        .bind::<BigInt, _>(limit)
+        .load(conn)
+        .await
+    }
+}

@@ -23,6 +23,7 @@ use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentV
 use crate::error::ApiError;
 use crate::ledger;
 use crate::providers::Providers;
+use crate::refunds::model::RefundAttention;
 use view::{Chart, EventLine, filter_query, pretty_json, time};
 
 /// No inline script or style from anywhere; only the gateway's own stylesheet.
@@ -345,9 +346,11 @@ struct AttentionPage {
     signed_in: bool,
     held: Vec<EventLine>,
     rejected: Vec<EventLine>,
+    refund_requests: Vec<RefundAttention>,
 }
 
-/// `GET /console/attention`: held and rejected events, newest first.
+/// `GET /console/attention`: held and rejected events, and stuck or failed refund requests,
+/// newest first.
 async fn attention(
     _session: Session,
     api_pool: web::Data<ApiPool>,
@@ -360,6 +363,7 @@ async fn attention(
             signed_in: true,
             held: attention.held.iter().map(EventLine::from).collect(),
             rejected: attention.rejected.iter().map(EventLine::from).collect(),
+            refund_requests: attention.refund_requests,
         },
     )
 }

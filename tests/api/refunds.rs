@@ -327,6 +327,24 @@ async fn a_provider_4xx_is_a_stored_provider_declined_and_the_amount_is_refundab
     .await;
     assert_eq!(replay, (422, true, body.clone()));
     assert_eq!(refund_status(&app.db, order_id).await, ["failed"]);
+    // Finance sees the declined request among what needs attention.
+    let attention = json(
+        &app.admin_get("/admin/attention")
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    let requests = attention["refund_requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 1, "{attention}");
+    assert_eq!(
+        (
+            requests[0]["order_id"].as_i64(),
+            requests[0]["status"].as_str(),
+            requests[0]["amount_minor"].as_i64()
+        ),
+        (Some(order_id), Some("failed"), Some(1000))
+    );
 
     let (status, _, body) = answer(
         post_refund(

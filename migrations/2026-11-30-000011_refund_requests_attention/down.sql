@@ -1,0 +1,1 @@
+DROP INDEX idx_refund_requests_attention;
