@@ -30,17 +30,18 @@ impl PaymentStatus {
         }
     }
 
+    /// Every status a payment can be in.
+    pub const ALL: [PaymentStatus; 6] = [
+        PaymentStatus::Pending,
+        PaymentStatus::Succeeded,
+        PaymentStatus::Failed,
+        PaymentStatus::PartiallyRefunded,
+        PaymentStatus::Refunded,
+        PaymentStatus::Held,
+    ];
+
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            PaymentStatus::Pending,
-            PaymentStatus::Succeeded,
-            PaymentStatus::Failed,
-            PaymentStatus::PartiallyRefunded,
-            PaymentStatus::Refunded,
-            PaymentStatus::Held,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == s)
+        Self::ALL.into_iter().find(|status| status.as_str() == s)
     }
 
     /// True once money was captured (held and refunded included).

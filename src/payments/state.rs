@@ -606,14 +606,7 @@ mod tests {
 
     #[test]
     fn statuses_round_trip_through_their_column_text() {
-        for s in [
-            PaymentStatus::Pending,
-            PaymentStatus::Succeeded,
-            PaymentStatus::Failed,
-            PaymentStatus::PartiallyRefunded,
-            PaymentStatus::Refunded,
-            PaymentStatus::Held,
-        ] {
+        for s in PaymentStatus::ALL {
             assert_eq!(PaymentStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(PaymentStatus::parse("captured"), None);

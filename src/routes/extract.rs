@@ -10,6 +10,7 @@ use actix_web::{FromRequest, HttpRequest, web};
 use crate::auth;
 use crate::db::PgPool;
 use crate::error::ApiError;
+use crate::idempotency::key::IdempotencyKey;
 use crate::secret::Secret;
 
 /// This worker's pool for merchants' API, admin and readiness: their traffic, whoever sends
@@ -80,5 +81,27 @@ impl FromRequest for AdminAuth {
             }
         });
         std::future::ready(result)
+    }
+}
+
+/// The request's `Idempotency-Key` header, parsed (400 `missing_idempotency_key` /
+/// `invalid_idempotency_key` otherwise).
+#[derive(Debug, Clone)]
+pub struct KeyHeader(pub IdempotencyKey);
+
+impl FromRequest for KeyHeader {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let header = request
+            .headers()
+            .get("Idempotency-Key")
+            .map(|v| v.as_bytes());
+        std::future::ready(
+            IdempotencyKey::parse(header)
+                .map(KeyHeader)
+                .map_err(ApiError::from),
+        )
     }
 }

@@ -3,11 +3,10 @@ use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::{ApiPool, MerchantAuth};
+use super::extract::{ApiPool, KeyHeader, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};
-use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::idempotency::{self};
 use crate::orders::create::CreateOrder;
@@ -46,6 +45,7 @@ fn respond(output: &Result<Order, OrderRejection>) -> Completion {
 )]
 pub async fn create_order(
     merchant: MerchantAuth,
+    KeyHeader(key): KeyHeader,
     request: HttpRequest,
     payload: web::Payload,
     state: web::Data<AppState>,
@@ -54,12 +54,6 @@ pub async fn create_order(
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
     root_span.record("user_id", user_id);
-    let key = IdempotencyKey::parse(
-        request
-            .headers()
-            .get("Idempotency-Key")
-            .map(|v| v.as_bytes()),
-    )?;
     let body = read_body(&request, payload, &state.settings.server).await?;
     let idempotent = IdempotentRequest {
         scope: Scope {

@@ -4,11 +4,10 @@ use serde_json::json;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::{ApiPool, MerchantAuth};
+use super::extract::{ApiPool, KeyHeader, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
-use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::refunds::create::{self, RefundOutcome, Refunds};
 use crate::refunds::request::CreateRefundRequest;
@@ -63,6 +62,7 @@ pub fn respond(outcome: &RefundOutcome) -> Completion {
 #[allow(clippy::too_many_arguments)] // one extractor each: the handler stays a thin adapter
 pub async fn create_refund(
     merchant: MerchantAuth,
+    KeyHeader(key): KeyHeader,
     request: HttpRequest,
     path: web::Path<String>,
     payload: web::Payload,
@@ -73,12 +73,6 @@ pub async fn create_refund(
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
     root_span.record("user_id", user_id);
-    let key = IdempotencyKey::parse(
-        request
-            .headers()
-            .get("Idempotency-Key")
-            .map(|v| v.as_bytes()),
-    )?;
     let body = read_body(&request, payload, &state.settings.server).await?;
     let order = path.into_inner();
     // The order is part of what the key stands for: the same key and body sent for another
