@@ -263,6 +263,51 @@ async fn story_events(app: &TestApp) {
     }
 }
 
+/// The text of the element whose id is `id`.
+async fn text_of(browser: &Client, id: &str) -> String {
+    browser
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Types `token` into the sign-in form and submits it.
+async fn submit_token(browser: &Client, token: &str) {
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    click_id(browser, "sign-in").await;
+}
+
+/// Clicks the element whose id is `id`.
+async fn click_id(browser: &Client, id: &str) {
+    browser
+        .find(Locator::Id(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Clicks the link that reads `text`.
+async fn follow(browser: &Client, text: &str) {
+    browser
+        .find(Locator::LinkText(text))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
 async fn texts(browser: &Client, css: &str) -> Vec<String> {
     let mut out = Vec::new();
     for element in browser.find_all(Locator::Css(css)).await.unwrap() {
@@ -315,45 +360,13 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
     // Not signed in: sent to sign-in; a wrong token is refused.
     browser.goto(&app.url("/console/events")).await.unwrap();
     assert_eq!(path_of(browser).await, "/console/login");
-    browser
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys("wrong-token")
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Id("sign-in"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let refused = browser
-        .find(Locator::Id("login-error"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    submit_token(browser, "wrong-token").await;
+    let refused = text_of(browser, "login-error").await;
     assert!(refused.contains("not accepted"), "{refused}");
     shots.take(browser, "01-sign-in-refused").await;
 
     // Signed in: the list shows the applied and the held event.
-    browser
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(ADMIN_TOKEN)
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Id("sign-in"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    submit_token(browser, ADMIN_TOKEN).await;
     assert_eq!(
         settled_path(browser, "/console/events").await,
         "/console/events"
@@ -376,13 +389,7 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
         .click()
         .await
         .unwrap();
-    browser
-        .find(Locator::Id("apply-filters"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click_id(browser, "apply-filters").await;
     settled(browser, |u| u.contains("outcome=held")).await;
     let outcomes = texts(browser, "tr.event .outcome").await;
     assert_eq!(outcomes, ["held"], "only held events");
@@ -396,13 +403,7 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
     // Page forward through the unfiltered list: 63 events, 50 a page.
     browser.goto(&app.url("/console/events")).await.unwrap();
     let first = texts(browser, "a.event-link").await;
-    browser
-        .find(Locator::Id("next-page"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click_id(browser, "next-page").await;
     settled(browser, |u| u.contains("cursor=")).await;
     let second = texts(browser, "a.event-link").await;
     assert_eq!((first.len(), second.len()), (50, 13));
@@ -418,64 +419,28 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
 
     // An event: its ack, ledger entries, payment and order.
     browser.goto(&app.url("/console/events")).await.unwrap();
-    browser
-        .find(Locator::LinkText("evt_applied"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(browser, "evt_applied").await;
     settled(browser, |u| u.ends_with("/evt_applied")).await;
-    let ack = browser
-        .find(Locator::Id("ack"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let ack = text_of(browser, "ack").await;
     assert!(ack.contains(r#""outcome": "applied""#), "{ack}");
     let entries = texts(browser, "#entries tbody tr").await;
     assert_eq!(entries.len(), 2, "{entries:?}");
-    let order = browser
-        .find(Locator::Id("order"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let order = text_of(browser, "order").await;
     assert!(order.contains("paid"), "{order}");
     shots.take(browser, "05-event").await;
 
     // The hostile event renders as text: no injected element, no dialog.
     browser.goto(&app.url("/console/events")).await.unwrap();
-    browser
-        .find(Locator::LinkText(HOSTILE_ID))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(browser, HOSTILE_ID).await;
     settled(browser, |u| u.contains("/console/events/acme/")).await;
-    let raw = browser
-        .find(Locator::Id("raw-body"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let raw = text_of(browser, "raw-body").await;
     assert!(
         raw.contains("<script>alert(1)</script>"),
         "shown as the characters sent: {raw}"
     );
     assert!(raw.contains("<img src=x onerror=alert(2)>"), "{raw}");
     assert!(!raw.contains("\\u003c"), "{raw}");
-    let kind = browser
-        .find(Locator::Id("event-type"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let kind = text_of(browser, "event-type").await;
     assert_eq!(kind, "<script>alert(1)</script>");
     no_injection(browser, "hostile event").await;
     shots.take(browser, "06-hostile-event").await;
@@ -504,13 +469,7 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
     shots.take(browser, "08-balances-and-chart").await;
 
     // Sign out: back to sign-in, and the console is closed again.
-    browser
-        .find(Locator::Id("sign-out"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click_id(browser, "sign-out").await;
     assert_eq!(
         settled_path(browser, "/console/login").await,
         "/console/login"
