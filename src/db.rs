@@ -155,3 +155,24 @@ pub async fn is_ready(pool: &PgPool, latest_version: &str) -> bool {
         Ok(Some(true))
     )
 }
+
+#[derive(diesel::QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    locked: bool,
+}
+
+/// A connection of its own that holds the session advisory lock `key`, or `None` when another
+/// session (another gateway) holds it: how one instance among many is elected for a background
+/// pass. The lock dies with the connection.
+pub async fn connect_holding_lock(
+    url: &str,
+    key: i64,
+) -> anyhow::Result<Option<AsyncPgConnection>> {
+    let mut conn = AsyncPgConnection::establish(url).await?;
+    let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
+        .bind::<diesel::sql_types::BigInt, _>(key)
+        .get_result(&mut conn)
+        .await?;
+    Ok(locked.then_some(conn))
+}

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use diesel::sql_types::{BigInt, Bool};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel::sql_types::BigInt;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::db;
 
 /// Arbitrary but fixed: the advisory lock that elects one cleaner among many gateways.
 pub const CLEANER_LOCK_KEY: i64 = 0x6367_775f_636c_6e72; // "cgw_clnr"
@@ -41,26 +43,15 @@ pub async fn run_pass(conn: &mut AsyncPgConnection, batch_size: i64) -> diesel::
     }
 }
 
-#[derive(diesel::QueryableByName)]
-struct Locked {
-    #[diesel(sql_type = Bool)]
-    locked: bool,
-}
-
 /// Runs a pass on a connection of its own if no other gateway holds the cleaner lock.
 /// Returns `None` when another instance is cleaning. The lock dies with the connection.
 pub async fn run_exclusive_pass(
     database_url: &str,
     batch_size: i64,
 ) -> anyhow::Result<Option<u64>> {
-    let mut conn = AsyncPgConnection::establish(database_url).await?;
-    let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
-        .bind::<BigInt, _>(CLEANER_LOCK_KEY)
-        .get_result(&mut conn)
-        .await?;
-    if !locked {
+    let Some(mut conn) = db::connect_holding_lock(database_url, CLEANER_LOCK_KEY).await? else {
         return Ok(None);
-    }
+    };
     Ok(Some(run_pass(&mut conn, batch_size).await?))
 }
 

@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use diesel::sql_types::{BigInt, Bool};
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-
 use super::create::{Refunds, recover};
+use crate::db;
 use crate::idempotency::lease;
 use crate::idempotency::record::Operation;
 use crate::metrics::Metrics;
@@ -18,12 +16,6 @@ pub const RECOVERER_LOCK_KEY: i64 = 0x6367_775f_7266_6e64; // "cgw_rfnd"
 /// At most this many records per pass; the next pass takes the rest.
 const BATCH: i64 = 100;
 
-#[derive(diesel::QueryableByName)]
-struct Locked {
-    #[diesel(sql_type = Bool)]
-    locked: bool,
-}
-
 /// One pass on a connection of its own if no other gateway holds the recoverer lock; how many
 /// records it finished, or `None` when another instance is recovering. The lock dies with the
 /// connection.
@@ -31,14 +23,9 @@ pub async fn run_exclusive_pass(
     database_url: &str,
     refunds: &Refunds,
 ) -> anyhow::Result<Option<usize>> {
-    let mut conn = AsyncPgConnection::establish(database_url).await?;
-    let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
-        .bind::<BigInt, _>(RECOVERER_LOCK_KEY)
-        .get_result(&mut conn)
-        .await?;
-    if !locked {
+    let Some(mut conn) = db::connect_holding_lock(database_url, RECOVERER_LOCK_KEY).await? else {
         return Ok(None);
-    }
+    };
     let abandoned = lease::abandoned(&mut conn, Operation::RefundCreate, BATCH).await?;
     let mut finished = 0;
     for record in &abandoned {
