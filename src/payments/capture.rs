@@ -119,7 +119,9 @@ pub async fn run_batch(
     conn: &mut AsyncPgConnection,
     captures: &[&Capture],
 ) -> QueryResult<Vec<OneStatement<CallbackOutcome>>> {
-    let rows: Vec<BatchRow> = Batch::new(captures).load(conn).await?;
+    let mut rows: Vec<BatchRow> = Batch::new(captures).load(conn).await?;
+    // Redeliveries are answered first, then the new items: match answers by item number.
+    rows.sort_unstable_by_key(|row| row.0);
     if rows.len() != captures.len() {
         return Err(corrupt(format!(
             "{} answers for a batch of {}",

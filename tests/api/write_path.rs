@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use crate::support::{
-    ACME, MERCHANT, OTHER_MERCHANT, TestApp, answer, connect, spawn_app, spawn_app_with,
-    until_lock_waiters_on,
+    ACME, MERCHANT, OTHER_MERCHANT, THIRD, THIRD_MERCHANT, TestApp, answer, connect, metric_sample,
+    spawn_app, spawn_app_with, until, until_lock_waiters, until_lock_waiters_on,
 };
 
 fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64, currency: &str) -> String {
@@ -30,12 +30,16 @@ async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_wr
     let app = spawn_app().await;
     let writes = "insert\\s+into|update|delete\\s+from";
     for (table, verbs, writer) in [
-        ("ledger_transfers", writes, "payment_apply_strict"),
-        ("ledger_entries", writes, "payment_apply_strict"),
-        ("payments", writes, "payment_apply_strict"),
-        ("orders", "update", "payment_apply_strict"),
-        ("callback_deliveries", writes, "callback_record_delivery"),
-        ("idempotency_keys", "insert\\s+into", "idempotency_claim"),
+        ("ledger_transfers", writes, "payment_apply_all"),
+        ("ledger_entries", writes, "payment_apply_all"),
+        ("payments", writes, "payment_apply_all"),
+        ("orders", "update", "payment_apply_all"),
+        ("callback_deliveries", writes, "callback_record_deliveries"),
+        (
+            "idempotency_keys",
+            "insert\\s+into",
+            "idempotency_claim_all",
+        ),
     ] {
         let rows = app
             .db
@@ -229,8 +233,8 @@ async fn observe(app: &TestApp, order: i64, status: u16, ack: &str) -> String {
         .db
         .query(
             "SELECT account || ' ' || currency || ' ' || sum(amount_minor)::text \
-             FROM ledger_entries GROUP BY account, currency ORDER BY 1",
-            &[],
+             FROM ledger_entries WHERE merchant_id = $1 GROUP BY account, currency ORDER BY 1",
+            &[&MERCHANT],
         )
         .await
         .unwrap();
@@ -295,6 +299,86 @@ async fn through_the_general_path(state: State) -> String {
     observe(&app, order, status, &ack).await
 }
 
+/// Delivers the capture of `order` inside a batch, between captures of another merchant's
+/// orders, so `callback_first_delivery_batch` writes them all at once or, when this one's state
+/// is not the one planned, one by one. One worker with one connection makes the batch certain:
+/// the connection is busy with a capture waiting for a locked order while the others queue.
+async fn through_a_batch(state: State) -> String {
+    let app = Arc::new(
+        spawn_app_with(
+            "[server]\nacquire_timeout_ms = 400\nworkers = 1\n[database]\npool_size = 1\n",
+        )
+        .await,
+    );
+    let order = set_up(&app, state).await;
+    let mut companions = Vec::new();
+    for n in 0..3 {
+        let id: i64 = app
+            .db
+            .query_one(
+                "INSERT INTO orders (user_id, amount_minor, currency) VALUES ($1, 1999, 'USD') RETURNING id",
+                &[&THIRD_MERCHANT],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        companions.push((
+            format!("evt_c{n}"),
+            capture(&format!("evt_c{n}"), &format!("pay_c{n}"), id, 1999, "USD"),
+            id,
+        ));
+    }
+    let deliver = |provider: &'static str, event: String, body: String| {
+        let app = app.clone();
+        tokio::spawn(async move { answer(app.deliver(provider, &event, &body).await).await })
+    };
+    let side = connect(&app.database_url).await;
+    side.batch_execute(&format!(
+        "BEGIN; SELECT * FROM orders WHERE id = {} FOR UPDATE",
+        companions[0].2
+    ))
+    .await
+    .unwrap();
+    let blocking = deliver(THIRD, companions[0].0.clone(), companions[0].1.clone());
+    until_lock_waiters(&app, 1).await;
+    let before = deliver(THIRD, companions[1].0.clone(), companions[1].1.clone());
+    let this = deliver(
+        ACME,
+        "evt_1".into(),
+        capture("evt_1", "pay_1", order, 1999, "USD"),
+    );
+    let after = deliver(THIRD, companions[2].0.clone(), companions[2].1.clone());
+    until("the three captures to queue", async || {
+        let metrics = app
+            .client
+            .get(app.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metric_sample(&metrics, "gateway_capture_queue_length", &[]).unwrap_or(0.0) >= 3.0
+    })
+    .await;
+    side.batch_execute("ROLLBACK").await.unwrap();
+    for companion in [blocking, before, after] {
+        let (status, _, ack) = companion.await.unwrap();
+        assert_eq!(status, 200, "{ack}");
+        assert!(ack.contains(r#""outcome": "applied""#), "{ack}");
+    }
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM ledger_transfers WHERE merchant_id = {THIRD_MERCHANT}"
+        ))
+        .await,
+        3,
+        "the other captures of the batch applied once each, whatever became of this one"
+    );
+    let (status, _, ack) = this.await.unwrap();
+    observe(&app, order, status, &ack).await
+}
+
 #[tokio::test]
 async fn the_one_statement_path_and_the_general_path_answer_every_state_alike() {
     for state in STATES {
@@ -314,4 +398,13 @@ async fn the_one_statement_path_and_the_general_path_answer_every_state_alike() 
             && held.contains("unapplied_funds USD -1999"),
         "{held}"
     );
+}
+
+#[tokio::test]
+async fn a_batch_answers_every_state_as_the_general_path_does() {
+    for state in STATES {
+        let batched = through_a_batch(state).await;
+        let general = through_the_general_path(state).await;
+        assert_eq!(batched, general, "{state:?}");
+    }
 }

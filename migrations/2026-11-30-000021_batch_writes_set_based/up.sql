@@ -1,0 +1,368 @@
+-- The writers take arrays: one statement per table for a whole batch of captures.
+--
+-- Why: with captures batched eight or more to a transaction, PostgreSQL's time went to the fixed
+-- cost of each statement (executor start-up, CHECK expressions read back from the catalog,
+-- a subtransaction and three nested plpgsql calls per item), not to the rows and index entries
+-- themselves (docs/performance.md, "Set-based batch writes"). Each table still has exactly one
+-- writer with its guard in its WHERE; it now writes n rows at once. The scalar routines the
+-- general path, the single capture and Rust call keep their names and signatures and pass
+-- one-element arrays.
+--
+-- A batch first tries its new items in one subtransaction, set-based. The writers count what
+-- they wrote and raise unless every item's guard held, so the attempt commits only when the
+-- result is exactly what the items would have produced one by one: they must also be
+-- independent (no key, order, payment or event twice), otherwise the batch does not try. Any
+-- failure (a guard, a conflict, a lock wait past the batch's lock_timeout, a deadlock) rolls
+-- the whole attempt back and the items run one at a time as before, each in its own
+-- subtransaction, each answered on its own.
+
+-- Claims keys; returns the ids of the records it inserted (a key that exists is skipped, so
+-- fewer ids than keys means some key was already claimed).
+CREATE FUNCTION idempotency_claim_all(
+    p_user_id BIGINT[], p_op TEXT, p_idem_key TEXT[], p_request_hash TEXT[],
+    p_expires_at TIMESTAMPTZ[], p_status TEXT, p_response_status INT[], p_response_body JSONB[]
+) RETURNS BIGINT[] LANGUAGE plpgsql AS $$
+-- plpgsql, not sql: a plpgsql function keeps its statement's plan for the session, while a
+-- sql function that writes is planned again on every call (before PostgreSQL 18).
+DECLARE
+    v_ids BIGINT[];
+BEGIN
+    WITH claimed AS (
+        INSERT INTO idempotency_keys
+            (user_id, op, idem_key, request_hash, status, response_status, response_body, expires_at)
+        SELECT t.user_id, p_op, t.idem_key, t.request_hash, p_status, t.response_status,
+               t.response_body, t.expires_at
+        FROM unnest(p_user_id, p_idem_key, p_request_hash, p_expires_at, p_response_status,
+                    p_response_body) AS t(user_id, idem_key, request_hash, expires_at,
+                                          response_status, response_body)
+        ON CONFLICT (user_id, op, idem_key) DO NOTHING
+        RETURNING id)
+    SELECT array_agg(id) INTO v_ids FROM claimed;
+    RETURN coalesce(v_ids, '{}');
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idempotency_claim(
+    p_user_id BIGINT, p_op TEXT, p_idem_key TEXT, p_request_hash TEXT, p_expires_at TIMESTAMPTZ,
+    p_status TEXT DEFAULT 'processing', p_response_status INT DEFAULT NULL,
+    p_response_body JSONB DEFAULT NULL
+) RETURNS BIGINT LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (idempotency_claim_all(ARRAY[p_user_id], p_op, ARRAY[p_idem_key], ARRAY[p_request_hash],
+        ARRAY[p_expires_at], p_status, ARRAY[p_response_status], ARRAY[p_response_body]))[1];
+END
+$$;
+
+-- Records delivered bodies with their outcome; a delivery already recorded is skipped. Returns
+-- how many it recorded.
+CREATE FUNCTION callback_record_deliveries(
+    p_merchant_id BIGINT[], p_provider TEXT[], p_event_id TEXT[], p_body BYTEA[],
+    p_event_type TEXT[], p_outcome TEXT[], p_reason TEXT[], p_ack_status INT[], p_transfer_id BIGINT[]
+) RETURNS INT LANGUAGE plpgsql AS $$
+DECLARE
+    v_count INT;
+BEGIN
+    INSERT INTO callback_deliveries
+        (merchant_id, provider, event_id, body, event_type, outcome, reason, ack_status, transfer_id)
+    SELECT * FROM unnest(p_merchant_id, p_provider, p_event_id, p_body, p_event_type, p_outcome,
+                         p_reason, p_ack_status, p_transfer_id)
+    ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION callback_record_delivery(
+    p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_body BYTEA,
+    p_event_type TEXT, p_outcome TEXT, p_reason TEXT, p_ack_status INT, p_transfer_id BIGINT
+) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN callback_record_deliveries(ARRAY[p_merchant_id], ARRAY[p_provider], ARRAY[p_event_id],
+        ARRAY[p_body], ARRAY[p_event_type], ARRAY[p_outcome], ARRAY[p_reason], ARRAY[p_ack_status],
+        ARRAY[p_transfer_id]) = 1;
+END
+$$;
+
+-- Applies effects: orders' status, payments, transfers with their entries, and the refund
+-- requests a posted refund settles. Every guard must hold for every item, or it raises
+-- (CGD01: a row is not in the planned state; CGD02: an event or refund is already posted) and
+-- the caller's subtransaction undoes all of it. Items with a kind get a transfer; its id is the
+-- one given (drawn by the caller, who needs it before writing), or a new one. Returns the
+-- transfer ids, item by item (NULL for an item without a transfer).
+CREATE FUNCTION payment_apply_all(
+    p_transfer_id BIGINT[],
+    p_merchant_id BIGINT[], p_provider TEXT[], p_event_id TEXT[], p_payment_id TEXT[],
+    p_order_id BIGINT[], p_order_from TEXT[], p_order_to TEXT[],
+    p_payment_status TEXT[], p_amount_minor BIGINT[], p_currency TEXT[],
+    p_refunded_from BIGINT[], p_refunded_to BIGINT[],
+    p_kind TEXT[], p_refund_id TEXT[],
+    p_account_a TEXT[], p_amount_a BIGINT[], p_account_b TEXT[], p_amount_b BIGINT[]
+) RETURNS BIGINT[] LANGUAGE plpgsql
+-- Each update names its rows by key (`= ANY` on the key's index as well as the join), and no
+-- plan may scan a whole table for them: the planner would otherwise pick a scan from the stale
+-- size estimate of a young table, and a plpgsql plan keeps it for the session.
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_transfer_id BIGINT[];
+    v_expected INT;
+    v_count INT;
+BEGIN
+    SELECT count(*) INTO v_expected FROM unnest(p_order_to) AS t(order_to) WHERE order_to IS NOT NULL;
+    IF v_expected > 0 THEN
+        UPDATE orders o SET status = t.order_to
+        FROM unnest(p_order_id, p_merchant_id, p_order_from, p_order_to, p_amount_minor, p_currency)
+             AS t(order_id, merchant_id, order_from, order_to, amount_minor, currency)
+        WHERE t.order_to IS NOT NULL AND o.id = ANY(p_order_id)
+          AND o.id = t.order_id AND o.user_id = t.merchant_id AND o.status = t.order_from
+          AND (t.order_from <> 'pending_payment'
+               OR (o.amount_minor = t.amount_minor AND o.currency = t.currency));
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count <> v_expected THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'order not in the planned state';
+        END IF;
+    END IF;
+
+    -- A capture or a failure takes a new payment id or a pending/failed one; a refund moves a
+    -- captured payment's refunded total on from the amount the plan read.
+    SELECT count(*) INTO v_expected FROM unnest(p_refunded_to) AS t(refunded_to) WHERE refunded_to IS NULL;
+    IF v_expected > 0 THEN
+        INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
+        SELECT t.merchant_id, t.provider, t.payment_id, t.order_id, t.status, t.amount_minor, t.currency
+        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_order_id, p_payment_status,
+                    p_amount_minor, p_currency, p_refunded_to)
+             AS t(merchant_id, provider, payment_id, order_id, status, amount_minor, currency, refunded_to)
+        WHERE t.refunded_to IS NULL
+        ON CONFLICT (merchant_id, provider, payment_id) DO UPDATE
+        SET order_id = EXCLUDED.order_id, status = EXCLUDED.status, amount_minor = EXCLUDED.amount_minor,
+            currency = EXCLUDED.currency, updated_at = now()
+        WHERE payments.status IN ('pending', 'failed');
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count <> v_expected THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment not in the planned state';
+        END IF;
+    END IF;
+    IF v_expected < cardinality(p_merchant_id) THEN
+        v_expected := cardinality(p_merchant_id) - v_expected;
+        UPDATE payments p SET refunded_minor = t.refunded_to, status = t.status, updated_at = now()
+        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_payment_status, p_refunded_from, p_refunded_to)
+             AS t(merchant_id, provider, payment_id, status, refunded_from, refunded_to)
+        WHERE t.refunded_to IS NOT NULL
+          AND p.merchant_id = ANY(p_merchant_id) AND p.provider = ANY(p_provider)
+          AND p.payment_id = ANY(p_payment_id)
+          AND p.merchant_id = t.merchant_id AND p.provider = t.provider AND p.payment_id = t.payment_id
+          AND p.refunded_minor = t.refunded_from
+          AND p.status IN ('succeeded', 'partially_refunded', 'held');
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count <> v_expected THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment not in the planned state';
+        END IF;
+    END IF;
+
+    v_transfer_id := ARRAY(
+        SELECT CASE WHEN t.kind IS NOT NULL THEN coalesce(t.id, nextval('ledger_transfers_id_seq')) END
+        FROM unnest(p_kind, p_transfer_id) WITH ORDINALITY AS t(kind, id, item)
+        ORDER BY t.item);
+    SELECT count(*) INTO v_expected FROM unnest(v_transfer_id) AS t(id) WHERE id IS NOT NULL;
+    IF v_expected > 0 THEN
+        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
+        SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id, t.refund_id
+        FROM unnest(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_kind, p_order_id,
+                    p_payment_id, p_refund_id)
+             AS t(id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
+        WHERE t.id IS NOT NULL
+        ON CONFLICT DO NOTHING;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count <> v_expected THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event or refund already posted';
+        END IF;
+        INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+        SELECT t.id, t.merchant_id, e.account, t.currency, e.amount_minor
+        FROM unnest(v_transfer_id, p_merchant_id, p_currency, p_account_a, p_amount_a, p_account_b, p_amount_b)
+             AS t(id, merchant_id, currency, account_a, amount_a, account_b, amount_b)
+        CROSS JOIN LATERAL (VALUES (t.account_a, t.amount_a), (t.account_b, t.amount_b))
+             AS e(account, amount_minor)
+        WHERE t.id IS NOT NULL;
+    END IF;
+
+    -- A posted refund settles the merchant's refund request it answers, in this transaction.
+    FOR i IN 1 .. cardinality(p_kind) LOOP
+        IF p_kind[i] = 'refund' THEN
+            PERFORM refund_requests_settle(p_merchant_id[i], p_provider[i], p_payment_id[i],
+                                           p_refund_id[i], p_refunded_to[i]);
+        END IF;
+    END LOOP;
+    RETURN v_transfer_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION payment_apply_strict(
+    p_transfer_id BIGINT,
+    p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_payment_id TEXT,
+    p_order_id BIGINT, p_order_from TEXT, p_order_to TEXT,
+    p_payment_status TEXT, p_amount_minor BIGINT, p_currency TEXT,
+    p_refunded_from BIGINT, p_refunded_to BIGINT,
+    p_kind TEXT, p_refund_id TEXT,
+    p_account_a TEXT, p_amount_a BIGINT, p_account_b TEXT, p_amount_b BIGINT
+) RETURNS BIGINT LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (payment_apply_all(ARRAY[p_transfer_id], ARRAY[p_merchant_id], ARRAY[p_provider],
+        ARRAY[p_event_id], ARRAY[p_payment_id], ARRAY[p_order_id], ARRAY[p_order_from],
+        ARRAY[p_order_to], ARRAY[p_payment_status], ARRAY[p_amount_minor], ARRAY[p_currency],
+        ARRAY[p_refunded_from], ARRAY[p_refunded_to], ARRAY[p_kind], ARRAY[p_refund_id],
+        ARRAY[p_account_a], ARRAY[p_amount_a], ARRAY[p_account_b], ARRAY[p_amount_b]))[1];
+END
+$$;
+
+CREATE OR REPLACE FUNCTION callback_first_delivery_batch(
+    p_op TEXT, p_lock_timeout TEXT,
+    p_idem_key TEXT[], p_request_hash TEXT[], p_expires_at TIMESTAMPTZ[], p_body BYTEA[],
+    p_merchant_id BIGINT[], p_provider TEXT[], p_event_id TEXT[], p_payment_id TEXT[],
+    p_order_id BIGINT[], p_order_from TEXT[], p_order_to TEXT[],
+    p_payment_status TEXT[], p_amount_minor BIGINT[], p_currency TEXT[],
+    p_refunded_from BIGINT[], p_refunded_to BIGINT[],
+    p_kind TEXT[], p_refund_id TEXT[],
+    p_account_a TEXT[], p_amount_a BIGINT[], p_account_b TEXT[], p_amount_b BIGINT[],
+    p_ack TEXT[], p_event_type TEXT[], p_outcome TEXT[], p_reason TEXT[]
+) RETURNS TABLE (
+    item INT,
+    result first_delivery_result,
+    status TEXT,
+    response_status INT,
+    response_body TEXT,
+    request_hash TEXT
+) LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_item RECORD;
+    v_new INT[] := '{}';
+    v_n INT;
+    v_i INT;
+    v_independent BOOLEAN;
+    v_written BOOLEAN := false;
+    v_transfer_id BIGINT[];
+    v_ack JSONB[];
+    v_ack_status INT[];
+    -- The new items' values, in the order of v_new.
+    v_idem_key TEXT[]; v_request_hash TEXT[]; v_expires_at TIMESTAMPTZ[]; v_body BYTEA[];
+    v_merchant_id BIGINT[]; v_provider TEXT[]; v_event_id TEXT[]; v_payment_id TEXT[];
+    v_order_id BIGINT[]; v_order_from TEXT[]; v_order_to TEXT[];
+    v_payment_status TEXT[]; v_amount_minor BIGINT[]; v_currency TEXT[];
+    v_refunded_from BIGINT[]; v_refunded_to BIGINT[]; v_kind TEXT[]; v_refund_id TEXT[];
+    v_account_a TEXT[]; v_amount_a BIGINT[]; v_account_b TEXT[]; v_amount_b BIGINT[];
+    v_ack_text TEXT[]; v_event_type TEXT[]; v_outcome TEXT[]; v_reason TEXT[];
+BEGIN
+    -- Transaction-local: the session's own lock_timeout is back after this statement.
+    PERFORM set_config('lock_timeout', p_lock_timeout, true);
+
+    -- A key with a record is a redelivery: its answer is the record. One read per item: a
+    -- lookup by the full key is cheap, and a join over the batch would leave the choice of index
+    -- to statistics that lag behind a growing table.
+    FOR v_i IN 1 .. coalesce(array_length(p_merchant_id, 1), 0) LOOP
+        item := v_i;
+        SELECT 'existing', r.status, r.response_status, r.response_body, r.request_hash
+        INTO result, status, response_status, response_body, request_hash
+        FROM idempotency_record(p_merchant_id[v_i], p_op, p_idem_key[v_i]) r;
+        IF FOUND THEN
+            RETURN NEXT;
+        ELSE
+            v_new := v_new || v_i;
+        END IF;
+    END LOOP;
+    v_n := cardinality(v_new);
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+
+    SELECT array_agg(p_idem_key[i] ORDER BY n), array_agg(p_request_hash[i] ORDER BY n),
+           array_agg(p_expires_at[i] ORDER BY n), array_agg(p_body[i] ORDER BY n),
+           array_agg(p_merchant_id[i] ORDER BY n), array_agg(p_provider[i] ORDER BY n),
+           array_agg(p_event_id[i] ORDER BY n), array_agg(p_payment_id[i] ORDER BY n),
+           array_agg(p_order_id[i] ORDER BY n), array_agg(p_order_from[i] ORDER BY n),
+           array_agg(p_order_to[i] ORDER BY n), array_agg(p_payment_status[i] ORDER BY n),
+           array_agg(p_amount_minor[i] ORDER BY n), array_agg(p_currency[i] ORDER BY n),
+           array_agg(p_refunded_from[i] ORDER BY n), array_agg(p_refunded_to[i] ORDER BY n),
+           array_agg(p_kind[i] ORDER BY n), array_agg(p_refund_id[i] ORDER BY n),
+           array_agg(p_account_a[i] ORDER BY n), array_agg(p_amount_a[i] ORDER BY n),
+           array_agg(p_account_b[i] ORDER BY n), array_agg(p_amount_b[i] ORDER BY n),
+           array_agg(p_ack[i] ORDER BY n), array_agg(p_event_type[i] ORDER BY n),
+           array_agg(p_outcome[i] ORDER BY n), array_agg(p_reason[i] ORDER BY n),
+           array_agg(CASE WHEN p_kind[i] IS NOT NULL THEN nextval('ledger_transfers_id_seq') END ORDER BY n),
+           -- Independent items: written together, they write what they would one by one.
+           count(DISTINCT (p_merchant_id[i], p_idem_key[i])) = v_n
+             AND count(DISTINCT (p_merchant_id[i], p_provider[i], p_event_id[i])) = v_n
+             AND count(DISTINCT (p_merchant_id[i], p_provider[i], p_payment_id[i])) = v_n
+             AND count(DISTINCT p_order_id[i]) = count(p_order_id[i])
+    INTO v_idem_key, v_request_hash, v_expires_at, v_body, v_merchant_id, v_provider, v_event_id,
+         v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status, v_amount_minor,
+         v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id, v_account_a, v_amount_a,
+         v_account_b, v_amount_b, v_ack_text, v_event_type, v_outcome, v_reason, v_transfer_id,
+         v_independent
+    FROM unnest(v_new) WITH ORDINALITY AS t(i, n);
+
+    IF v_independent THEN
+        -- The transfer ids are drawn first so the records are claimed finished, each ack
+        -- holding its id, in one write.
+        v_ack := ARRAY(
+            SELECT CASE WHEN t.id IS NULL THEN t.ack::JSONB
+                        ELSE t.ack::JSONB || jsonb_build_object('transfer_id', t.id) END
+            FROM unnest(v_ack_text, v_transfer_id) WITH ORDINALITY AS t(ack, id, n)
+            ORDER BY t.n);
+        v_ack_status := array_fill(200, ARRAY[v_n]);
+        -- The block is a subtransaction: any failure undoes every item's writes, and the items
+        -- run one by one below instead.
+        BEGIN
+            IF cardinality(idempotency_claim_all(v_merchant_id, p_op, v_idem_key, v_request_hash,
+                    v_expires_at, 'succeeded', v_ack_status, v_ack)) <> v_n THEN
+                RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'a key was claimed meanwhile';
+            END IF;
+            v_written := callback_record_deliveries(v_merchant_id, v_provider, v_event_id, v_body,
+                v_event_type, v_outcome, v_reason, v_ack_status, v_transfer_id) >= 0;
+            v_transfer_id := payment_apply_all(v_transfer_id, v_merchant_id, v_provider, v_event_id,
+                v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status,
+                v_amount_minor, v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id,
+                v_account_a, v_amount_a, v_account_b, v_amount_b);
+        EXCEPTION
+            WHEN SQLSTATE 'CGD01' OR SQLSTATE 'CGD02' OR lock_not_available OR deadlock_detected
+                 OR cardinality_violation THEN
+                v_written := false;
+        END;
+    END IF;
+
+    IF v_written THEN
+        FOR j IN 1 .. v_n LOOP
+            item := v_new[j];
+            result := 'finished';
+            status := 'succeeded';
+            response_status := 200;
+            response_body := v_ack[j]::TEXT;
+            request_hash := v_request_hash[j];
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- One by one, each in its own subtransaction, answered on its own.
+    FOREACH v_i IN ARRAY v_new LOOP
+        item := v_i;
+        SELECT 'existing', r.status, r.response_status, r.response_body, r.request_hash
+        INTO result, status, response_status, response_body, request_hash
+        FROM idempotency_record(p_merchant_id[v_i], p_op, p_idem_key[v_i]) r;
+        IF NOT FOUND THEN
+            v_item := callback_first_delivery(p_op, p_idem_key[v_i], p_request_hash[v_i], p_expires_at[v_i],
+                p_body[v_i], p_merchant_id[v_i], p_provider[v_i], p_event_id[v_i], p_payment_id[v_i],
+                p_order_id[v_i], p_order_from[v_i], p_order_to[v_i], p_payment_status[v_i],
+                p_amount_minor[v_i], p_currency[v_i], p_refunded_from[v_i], p_refunded_to[v_i],
+                p_kind[v_i], p_refund_id[v_i], p_account_a[v_i], p_amount_a[v_i], p_account_b[v_i],
+                p_amount_b[v_i], p_ack[v_i], p_event_type[v_i], p_outcome[v_i], p_reason[v_i]);
+            result := v_item.result;
+            status := v_item.status;
+            response_status := v_item.response_status;
+            response_body := v_item.response_body;
+            request_hash := v_item.request_hash;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
