@@ -70,6 +70,9 @@ pub struct DatabaseSettings {
     /// Connections for everything else: merchants' API, admin, readiness. Kept apart so that
     /// unauthenticated or merchant traffic never makes a provider callback wait.
     pub api_pool_size: u32,
+    /// Capture batches one worker runs at once, each on one of its callback connections; the
+    /// others stay free for the general path. One gives the largest batches.
+    pub capture_batches_per_worker: u32,
     /// Upper bound of any one SQL statement, so a request never holds a connection forever.
     pub statement_timeout: Duration,
 }
@@ -193,6 +196,7 @@ struct RawDatabase {
     url: Option<String>,
     pool_size: Option<u32>,
     api_pool_size: Option<u32>,
+    capture_batches_per_worker: Option<u32>,
     statement_timeout_ms: Option<u64>,
 }
 
@@ -326,6 +330,13 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     within("database.pool_size", u64::from(pool_size), 1, 1000)?;
     let api_pool_size = raw.database.api_pool_size.unwrap_or(4);
     within("database.api_pool_size", u64::from(api_pool_size), 1, 1000)?;
+    let capture_batches_per_worker = raw.database.capture_batches_per_worker.unwrap_or(1);
+    within(
+        "database.capture_batches_per_worker",
+        u64::from(capture_batches_per_worker),
+        1,
+        1000,
+    )?;
     let statement_timeout_ms = raw.database.statement_timeout_ms.unwrap_or(10_000);
     positive("database.statement_timeout_ms", statement_timeout_ms)?;
 
@@ -376,6 +387,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
             url: url.map(Secret::new),
             pool_size,
             api_pool_size,
+            capture_batches_per_worker,
             statement_timeout: Duration::from_millis(statement_timeout_ms),
         },
         idempotency: IdempotencySettings {

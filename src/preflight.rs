@@ -73,6 +73,13 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         ),
     );
     line(
+        "capture",
+        format!(
+            "{} batch(es) at once per worker",
+            database.capture_batches_per_worker
+        ),
+    );
+    line(
         "api pool size",
         format!("{} for orders, admin and readiness", database.api_pool_size),
     );

@@ -122,6 +122,7 @@ impl Application {
             statement_timeout: settings.database.statement_timeout,
         };
         let acquire_timeout = settings.server.acquire_timeout;
+        let capture_batches_per_worker = settings.database.capture_batches_per_worker as usize;
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
@@ -142,7 +143,11 @@ impl Application {
                 pools.push(pool.clone());
             }
             let state = web::Data::new(AppState {
-                capture_batcher: Batcher::spawn(pool.clone(), Metrics::clone(&metrics_data)),
+                capture_batcher: Batcher::spawn(
+                    pool.clone(),
+                    Metrics::clone(&metrics_data),
+                    capture_batches_per_worker,
+                ),
                 pool,
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),

@@ -1,6 +1,7 @@
 //! Concurrent first deliveries share a statement. Each actix worker has one batcher: an
-//! attempt waits in its queue until the worker's pool has a connection free, then every
-//! attempt queued by that time goes out in one statement (`callback_first_delivery_batch`)
+//! attempt waits in its queue until the batcher may start another statement (at most
+//! `capture_batches_per_worker` at once) and the worker's pool has a connection free, then
+//! every attempt queued by that time goes out in one statement (`callback_first_delivery_batch`)
 //! with one commit. When connections are free an attempt goes out alone at once, so batching
 //! adds no wait; under load the queue fills while the connections are busy and each round trip
 //! and commit serves many deliveries.
@@ -12,10 +13,12 @@
 //! whole fails nothing of it committed and every item takes the general path on its own, so
 //! one bad item cannot fail the others. Nothing is answered before the statement has committed.
 
+use std::sync::Arc;
+
 use diesel::QueryResult;
 use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::db::PgPool;
 use crate::idempotency::error::IdempotencyError;
@@ -75,10 +78,11 @@ impl<J: BatchItem> Clone for Batcher<J> {
 }
 
 impl<J: BatchItem> Batcher<J> {
-    /// Starts the batching task on the current runtime (the worker's own).
-    pub fn spawn(pool: PgPool, metrics: Metrics) -> Self {
+    /// Starts the batching task on the current runtime (the worker's own); it runs at most
+    /// `in_flight` statements at once.
+    pub fn spawn(pool: PgPool, metrics: Metrics, in_flight: usize) -> Self {
         let (queue, jobs) = mpsc::channel(QUEUE_CAPACITY);
-        tokio::spawn(batch_jobs(pool, metrics.clone(), jobs));
+        tokio::spawn(batch_jobs(pool, metrics.clone(), jobs, in_flight.max(1)));
         Self { queue, metrics }
     }
 
@@ -109,9 +113,17 @@ async fn batch_jobs<J: BatchItem>(
     pool: PgPool,
     metrics: Metrics,
     mut jobs: mpsc::Receiver<Job<J>>,
+    in_flight: usize,
 ) {
+    // Few statements at once make large batches, which cost PostgreSQL less per delivery, and
+    // leave the pool's other connections to the general path (docs/performance.md).
+    let slots = Arc::new(Semaphore::new(in_flight));
     while let Some(first) = jobs.recv().await {
-        // Wait for a connection first: whatever queues meanwhile joins this statement.
+        // Wait for a slot and a connection first: whatever queues meanwhile joins this
+        // statement.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let connection = pool.get_owned().await;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -123,7 +135,10 @@ async fn batch_jobs<J: BatchItem>(
         metrics.observe_capture_batch(batch.len());
         match connection {
             Ok(mut conn) => {
-                tokio::spawn(async move { run_jobs(&mut conn, batch).await });
+                tokio::spawn(async move {
+                    run_jobs(&mut conn, batch).await;
+                    drop(slot);
+                });
             }
             Err(error) => {
                 let error = error.to_string();

@@ -193,3 +193,39 @@ async fn an_item_that_fails_its_batch_fails_alone() {
         "the failed event left no record: its redelivery runs as the first time"
     );
 }
+
+#[tokio::test]
+async fn a_worker_runs_one_capture_batch_at_once_and_its_other_connection_serves_the_general_path()
+{
+    // One worker, two callback connections, the default of one capture batch at a time.
+    let app = Arc::new(spawn_app_with("[server]\nworkers = 1\n[database]\npool_size = 2\n").await);
+    let orders = insert_orders(&app.db, 3).await;
+    let events: Vec<Event> = orders
+        .iter()
+        .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
+        .collect();
+    let holder = lock_order(&app, orders[0].0).await;
+    let (first, queued) = queue_behind_a_blocked_capture(&app, &events[0], &events[1..2]).await;
+
+    // A failed payment is not a capture: it takes the general path, on the connection the
+    // batches leave free, and is answered while the capture batch still waits for its lock.
+    let failed = format!(
+        r#"{{"id":"evt_failed","type":"payment.failed","data":{{"payment_id":"pay_failed","order_id":{},"amount_minor":{},"currency":"USD"}}}}"#,
+        orders[2].0, orders[2].1
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_failed", &failed).await).await;
+    assert_eq!(status, 200, "{ack}");
+    assert!(
+        !first.is_finished() && queued.iter().all(|task| !task.is_finished()),
+        "the captures still wait: the queued one did not take the free connection"
+    );
+
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(first.await.unwrap().0, 200);
+    for task in queued {
+        let (status, _, ack) = task.await.unwrap();
+        assert_eq!(status, 200, "{ack}");
+        assert!(ack.contains(r#""outcome": "applied""#), "{ack}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 2);
+}
