@@ -5,11 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::support::batch::{lock_order, queue_behind_a_blocked_capture};
 use crate::support::simulator::Event;
-use crate::support::{
-    ACME, TestApp, answer, connect, insert_orders, metric_sample, spawn_app_with, until,
-    until_lock_waiters,
-};
+use crate::support::{ACME, TestApp, answer, insert_orders, spawn_app_with};
 
 const ONE_CONNECTION: &str = "[server]\nworkers = 1\n[database]\npool_size = 1\n";
 
@@ -23,58 +21,6 @@ async fn one_connection_app_with_orders(n: i64) -> (Arc<TestApp>, Vec<(i64, i64)
         .map(|&(order_id, amount)| Event::payment(&format!("evt_{order_id}"), order_id, amount))
         .collect();
     (app, orders, events)
-}
-
-/// Locks `order_id` in an open transaction on a connection of the test's own.
-async fn lock_order(app: &TestApp, order_id: i64) -> tokio_postgres::Client {
-    let holder = connect(&app.database_url).await;
-    holder.batch_execute("BEGIN").await.unwrap();
-    holder
-        .execute(
-            "SELECT 1 FROM orders WHERE id = $1 FOR UPDATE",
-            &[&order_id],
-        )
-        .await
-        .unwrap();
-    holder
-}
-
-fn deliver(app: &Arc<TestApp>, event: &Event) -> tokio::task::JoinHandle<(u16, bool, String)> {
-    let (app, id, body) = (app.clone(), event.id.clone(), event.body.clone());
-    tokio::spawn(async move { answer(app.deliver(ACME, &id, &body).await).await })
-}
-
-async fn metric(app: &TestApp, name: &str) -> f64 {
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metric_sample(&metrics, name, &[]).unwrap_or_else(|| panic!("no {name} in /metrics"))
-}
-
-/// The first capture holds the only connection, waiting for `blocked`'s lock; then `rest`
-/// queue behind it (the gateway's queue gauge says when all of them have). Returns the tasks.
-async fn queue_behind_a_blocked_capture(
-    app: &Arc<TestApp>,
-    blocked: &Event,
-    rest: &[Event],
-) -> (
-    tokio::task::JoinHandle<(u16, bool, String)>,
-    Vec<tokio::task::JoinHandle<(u16, bool, String)>>,
-) {
-    let first = deliver(app, blocked);
-    until_lock_waiters(app, 1).await;
-    let queued = rest.iter().map(|event| deliver(app, event)).collect();
-    until("the captures to queue", async || {
-        metric(app, "gateway_capture_queue_length").await >= rest.len() as f64
-    })
-    .await;
-    (first, queued)
 }
 
 #[tokio::test]
@@ -99,12 +45,12 @@ async fn captures_queued_behind_a_busy_connection_commit_together_and_each_appli
         21
     );
     assert_eq!(
-        metric(&app, "gateway_capture_batch_size_sum").await,
+        app.metric("gateway_capture_batch_size_sum").await,
         21.0,
         "every capture went through the batcher"
     );
     assert_eq!(
-        metric(&app, "gateway_capture_batch_size_count").await,
+        app.metric("gateway_capture_batch_size_count").await,
         2.0,
         "the blocked capture alone, then the 20 queued behind it in one statement"
     );

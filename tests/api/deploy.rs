@@ -596,15 +596,7 @@ async fn every_metric_the_alert_rules_read_is_exported_by_the_gateway() {
     let event = Event::payment("evt_alert_names", order_id, amount);
     let (status, _, ack) = answer(app.deliver(ACME, &event.id, &event.body).await).await;
     assert_eq!(status, 200, "{ack}");
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
 
     let mut names: Vec<&str> = rules
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

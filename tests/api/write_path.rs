@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::support::batch::{lock_order, queue_behind_a_blocked_capture};
+use crate::support::simulator::Event;
 use crate::support::{
-    ACME, MERCHANT, OTHER_MERCHANT, THIRD, THIRD_MERCHANT, TestApp, answer, connect, metric_sample,
-    spawn_app, spawn_app_with, until, until_lock_waiters, until_lock_waiters_on,
+    ACME, MERCHANT, OTHER_MERCHANT, THIRD, THIRD_MERCHANT, TestApp, answer, connect, spawn_app,
+    spawn_app_with, until_lock_waiters_on,
 };
 
 fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64, currency: &str) -> String {
@@ -322,47 +324,33 @@ async fn through_a_batch(state: State) -> String {
             .await
             .unwrap()
             .get(0);
+        let event = format!("evt_c{n}");
         companions.push((
-            format!("evt_c{n}"),
-            capture(&format!("evt_c{n}"), &format!("pay_c{n}"), id, 1999, "USD"),
+            Event {
+                provider: THIRD,
+                body: capture(&event, &format!("pay_c{n}"), id, 1999, "USD"),
+                id: event,
+                amount_minor: 1999,
+            },
             id,
         ));
     }
-    let deliver = |provider: &'static str, event: String, body: String| {
-        let app = app.clone();
-        tokio::spawn(async move { answer(app.deliver(provider, &event, &body).await).await })
+    let this = Event {
+        provider: ACME,
+        id: "evt_1".into(),
+        body: capture("evt_1", "pay_1", order, 1999, "USD"),
+        amount_minor: 1999,
     };
-    let side = connect(&app.database_url).await;
-    side.batch_execute(&format!(
-        "BEGIN; SELECT * FROM orders WHERE id = {} FOR UPDATE",
-        companions[0].2
-    ))
-    .await
-    .unwrap();
-    let blocking = deliver(THIRD, companions[0].0.clone(), companions[0].1.clone());
-    until_lock_waiters(&app, 1).await;
-    let before = deliver(THIRD, companions[1].0.clone(), companions[1].1.clone());
-    let this = deliver(
-        ACME,
-        "evt_1".into(),
-        capture("evt_1", "pay_1", order, 1999, "USD"),
-    );
-    let after = deliver(THIRD, companions[2].0.clone(), companions[2].1.clone());
-    until("the three captures to queue", async || {
-        let metrics = app
-            .client
-            .get(app.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metric_sample(&metrics, "gateway_capture_queue_length", &[]).unwrap_or(0.0) >= 3.0
-    })
+    let side = lock_order(&app, companions[0].1).await;
+    let (blocking, mut queued) = queue_behind_a_blocked_capture(
+        &app,
+        &companions[0].0,
+        &[companions[1].0.clone(), this, companions[2].0.clone()],
+    )
     .await;
+    let this = queued.remove(1);
     side.batch_execute("ROLLBACK").await.unwrap();
-    for companion in [blocking, before, after] {
+    for companion in std::iter::once(blocking).chain(queued) {
         let (status, _, ack) = companion.await.unwrap();
         assert_eq!(status, 200, "{ack}");
         assert!(ack.contains(r#""outcome": "applied""#), "{ack}");

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod batch;
 pub mod cluster;
 pub mod provider;
 pub mod sign;
@@ -330,6 +331,24 @@ impl TestApp {
 
     pub async fn count(&self, sql: &str) -> i64 {
         self.db.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+    }
+
+    /// The gateway's `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// The unlabelled sample `name` on `/metrics`; panics when the gateway does not export it.
+    pub async fn metric(&self, name: &str) -> f64 {
+        metric_sample(&self.metrics().await, name, &[])
+            .unwrap_or_else(|| panic!("no {name} in /metrics"))
     }
 
     /// The `status` column of order `id`, as the database holds it.
