@@ -108,7 +108,7 @@ DECLARE
     v_expected INT;
     v_count INT;
 BEGIN
-    SELECT count(*) INTO v_expected FROM unnest(p_order_to) AS t(order_to) WHERE order_to IS NOT NULL;
+    v_expected := cardinality(array_remove(p_order_to, NULL));
     IF v_expected > 0 THEN
         UPDATE orders o SET status = t.order_to
         FROM unnest(p_order_id, p_merchant_id, p_order_from, p_order_to, p_amount_minor, p_currency)
@@ -125,7 +125,7 @@ BEGIN
 
     -- A capture or a failure takes a new payment id or a pending/failed one; a refund moves a
     -- captured payment's refunded total on from the amount the plan read.
-    SELECT count(*) INTO v_expected FROM unnest(p_refunded_to) AS t(refunded_to) WHERE refunded_to IS NULL;
+    v_expected := cardinality(p_refunded_to) - cardinality(array_remove(p_refunded_to, NULL));
     IF v_expected > 0 THEN
         INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
         SELECT t.merchant_id, t.provider, t.payment_id, t.order_id, t.status, t.amount_minor, t.currency
@@ -163,7 +163,7 @@ BEGIN
         SELECT CASE WHEN t.kind IS NOT NULL THEN coalesce(t.id, nextval('ledger_transfers_id_seq')) END
         FROM unnest(p_kind, p_transfer_id) WITH ORDINALITY AS t(kind, id, item)
         ORDER BY t.item);
-    SELECT count(*) INTO v_expected FROM unnest(v_transfer_id) AS t(id) WHERE id IS NOT NULL;
+    v_expected := cardinality(array_remove(v_transfer_id, NULL));
     IF v_expected > 0 THEN
         INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
         SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id, t.refund_id
@@ -241,6 +241,7 @@ DECLARE
     v_i INT;
     v_independent BOOLEAN;
     v_written BOOLEAN := false;
+    v_recorded INT;
     v_transfer_id BIGINT[];
     v_ack JSONB[];
     v_ack_status INT[];
@@ -317,12 +318,15 @@ BEGIN
                     v_expires_at, 'succeeded', v_ack_status, v_ack)) <> v_n THEN
                 RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'a key was claimed meanwhile';
             END IF;
-            v_written := callback_record_deliveries(v_merchant_id, v_provider, v_event_id, v_body,
-                v_event_type, v_outcome, v_reason, v_ack_status, v_transfer_id) >= 0;
+            -- Assignments, not PERFORM: plpgsql evaluates a lone call without starting a query.
+            -- An event already recorded (its idempotency record expired) is not recorded again.
+            v_recorded := callback_record_deliveries(v_merchant_id, v_provider, v_event_id, v_body,
+                v_event_type, v_outcome, v_reason, v_ack_status, v_transfer_id);
             v_transfer_id := payment_apply_all(v_transfer_id, v_merchant_id, v_provider, v_event_id,
                 v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status,
                 v_amount_minor, v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id,
                 v_account_a, v_amount_a, v_account_b, v_amount_b);
+            v_written := true;
         EXCEPTION
             WHEN SQLSTATE 'CGD01' OR SQLSTATE 'CGD02' OR lock_not_available OR deadlock_detected
                  OR cardinality_violation THEN
