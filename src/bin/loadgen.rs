@@ -251,21 +251,7 @@ async fn client(
     start.wait().await;
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
-        let sent = Instant::now();
-        let (status, replayed) = match send(&mut sender, call).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                // A broken connection counts as a failed request; the next one reconnects.
-                sender = connect(&authority).await?;
-                (0, false)
-            }
-        };
-        results.push(Sample {
-            status,
-            replayed,
-            redelivery: false,
-            latency: sent.elapsed(),
-        });
+        results.push(timed(&mut sender, &authority, call, false).await?);
     }
     Ok(results)
 }
@@ -334,22 +320,33 @@ async fn live_client(
             live.events.event(n),
             chrono::Utc::now().timestamp(),
         )?;
-        let sent = Instant::now();
-        let (status, replayed) = match send(&mut sender, call).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                sender = connect(&authority).await?;
-                (0, false)
-            }
-        };
-        results.push(Sample {
-            status,
-            replayed,
-            redelivery,
-            latency: sent.elapsed(),
-        });
+        results.push(timed(&mut sender, &authority, call, redelivery).await?);
     }
     Ok(results)
+}
+
+/// Sends one request and times it. A broken connection counts as a failed request (status 0)
+/// and is replaced, so the next request has a connection.
+async fn timed(
+    sender: &mut http1::SendRequest<Full<Bytes>>,
+    authority: &str,
+    call: Call,
+    redelivery: bool,
+) -> anyhow::Result<Sample> {
+    let sent = Instant::now();
+    let (status, replayed) = match send(sender, call).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            *sender = connect(authority).await?;
+            (0, false)
+        }
+    };
+    Ok(Sample {
+        status,
+        replayed,
+        redelivery,
+        latency: sent.elapsed(),
+    })
 }
 
 async fn connect(authority: &str) -> anyhow::Result<http1::SendRequest<Full<Bytes>>> {
