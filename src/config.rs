@@ -45,6 +45,12 @@ pub struct RefundSettings {
     /// Upper bound of one provider call, connect included.
     pub provider_timeout: Duration,
     pub provider_connect_timeout: Duration,
+    /// No provider call for a request older than this (a person resolves it): below the
+    /// providers' idempotency key lifetime (Stripe: 24 h), past which a call could refund twice.
+    pub max_retry_age: Duration,
+    /// A request the provider accepted whose refund webhook has not come after this is listed
+    /// in `/admin/attention` (its amount stays reserved meanwhile).
+    pub pending_overdue: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +182,8 @@ struct RawRefunds {
     recover_interval_secs: Option<u64>,
     provider_timeout_ms: Option<u64>,
     provider_connect_timeout_ms: Option<u64>,
+    max_retry_age_hours: Option<u64>,
+    pending_attention_hours: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -429,11 +437,24 @@ fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
              (refunds.provider_timeout_ms = {timeout_ms} ms), or a live attempt could lose its lease"
         )));
     }
+    // Stripe forgets an idempotency key about 24 hours after its first use: a call after that
+    // with the same key may create a second refund.
+    let max_retry_age_hours = raw.max_retry_age_hours.unwrap_or(20);
+    within("refunds.max_retry_age_hours", max_retry_age_hours, 1, 23)?;
+    let pending_attention_hours = raw.pending_attention_hours.unwrap_or(24);
+    within(
+        "refunds.pending_attention_hours",
+        pending_attention_hours,
+        1,
+        720,
+    )?;
     Ok(RefundSettings {
         lease: Duration::from_secs(lease_secs),
         recover_interval: Duration::from_secs(recover_interval_secs),
         provider_timeout: Duration::from_millis(timeout_ms),
         provider_connect_timeout: Duration::from_millis(connect_ms),
+        max_retry_age: Duration::from_secs(max_retry_age_hours * 3600),
+        pending_overdue: Duration::from_secs(pending_attention_hours * 3600),
     })
 }
 
@@ -878,6 +899,14 @@ mod tests {
         assert_eq!(settings.refunds.lease, Duration::from_secs(30));
         assert_eq!(settings.refunds.recover_interval, Duration::from_secs(10));
         assert_eq!(settings.refunds.provider_timeout, Duration::from_secs(10));
+        assert_eq!(
+            settings.refunds.max_retry_age,
+            Duration::from_secs(20 * 3600)
+        );
+        assert_eq!(
+            settings.refunds.pending_overdue,
+            Duration::from_secs(24 * 3600)
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
-use crate::refunds::error::RefundError;
+use crate::refunds::error::{RefundError, ResolveError};
 use crate::refunds::request::RefusalKind;
 use crate::signature::scheme::SignatureError;
 
@@ -57,6 +57,19 @@ pub enum ApiError {
     /// The provider's refund API did not give a known outcome; the request stays processing.
     #[error("the provider's refund API is unavailable: {0}")]
     ProviderUnavailable(String),
+    /// The gateway stopped retrying this refund request; a person resolves it (docs/refunds.md).
+    #[error(
+        "refund request {refund_request_id} needs a person ({reason}): the gateway will not call the provider for it again; an operator resolves it"
+    )]
+    RefundNeedsReview {
+        refund_request_id: i64,
+        reason: &'static str,
+    },
+    /// An operator's resolution of a request that is final, pending, or being sent now.
+    #[error("the refund request is not processing, or an attempt is calling the provider now")]
+    RefundNotResolvable,
+    #[error("{0}")]
+    InvalidResolution(String),
     /// More load than the database can take: shed at once, retry shortly.
     #[error("saturated: {0}")]
     Saturated(&'static str),
@@ -88,6 +101,9 @@ impl ApiError {
             ApiError::InvalidPayload(_) => "invalid_payload",
             ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::OutOfOrder(_) => "out_of_order",
+            ApiError::RefundNeedsReview { .. } => "refund_needs_review",
+            ApiError::RefundNotResolvable => "refund_not_resolvable",
+            ApiError::InvalidResolution(_) => "invalid_resolution",
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
             | ApiError::ProviderUnavailable(_) => "unavailable",
@@ -156,8 +172,13 @@ impl ResponseError for ApiError {
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::IdempotencyKeyInFlight | ApiError::OutOfOrder(_) => StatusCode::CONFLICT,
-            ApiError::KeyReusedWithDifferentBody => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::IdempotencyKeyInFlight
+            | ApiError::OutOfOrder(_)
+            | ApiError::RefundNeedsReview { .. }
+            | ApiError::RefundNotResolvable => StatusCode::CONFLICT,
+            ApiError::KeyReusedWithDifferentBody | ApiError::InvalidResolution(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
@@ -189,8 +210,16 @@ impl ResponseError for ApiError {
             _ => {}
         }
         let mut body = error_body(self.code(), &self.public_message());
-        if let ApiError::OutOfOrder(reason) = self {
-            body["reason"] = json!(reason);
+        match self {
+            ApiError::OutOfOrder(reason) => body["reason"] = json!(reason),
+            ApiError::RefundNeedsReview {
+                refund_request_id,
+                reason,
+            } => {
+                body["reason"] = json!(reason);
+                body["refund_request_id"] = json!(refund_request_id);
+            }
+            _ => {}
         }
         response.body(body.to_string())
     }
@@ -254,8 +283,25 @@ impl From<RefundError> for ApiError {
             RefundError::InFlight => ApiError::IdempotencyKeyInFlight,
             RefundError::KeyReusedWithDifferentBody => ApiError::KeyReusedWithDifferentBody,
             RefundError::ProviderUnavailable(why) => ApiError::ProviderUnavailable(why),
+            RefundError::NeedsReview(review) => ApiError::RefundNeedsReview {
+                refund_request_id: review.refund_request_id,
+                reason: review.reason.as_str(),
+            },
             RefundError::Database(error) => error.into(),
             RefundError::Pool(error) => ApiError::pool_unavailable(&error),
+        }
+    }
+}
+
+impl From<ResolveError> for ApiError {
+    fn from(error: ResolveError) -> Self {
+        match error {
+            ResolveError::NotFound => ApiError::NotFound {
+                code: "refund_request_not_found",
+                what: "refund request",
+            },
+            ResolveError::NotResolvable => ApiError::RefundNotResolvable,
+            ResolveError::Refund(error) => error.into(),
         }
     }
 }

@@ -112,6 +112,9 @@ diesel::table! {
         idempotency_record_id -> Nullable<Int8>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        attempts -> Int4,
+        next_attempt_at -> Timestamptz,
+        review_reason -> Nullable<Text>,
     }
 }
 

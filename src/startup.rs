@@ -31,6 +31,7 @@ use crate::telemetry::GatewayRootSpan;
         orders::create_order,
         orders::get_order,
         refunds::create_refund,
+        refunds::resolve_refund_request,
         callbacks::receive_callback,
         admin::idempotency_record,
         admin::balances,
@@ -78,6 +79,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::get().to(events::event),
         )
         .route("/admin/attention", web::get().to(events::attention))
+        .route(
+            "/admin/refund-requests/{id}/resolve",
+            web::post().to(refunds::resolve_refund_request),
+        )
         .configure(console::configure);
 }
 
@@ -86,6 +91,8 @@ pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
     Ok(Refunds {
         clients: RefundClients::from_settings(&settings.providers, &settings.refunds)?,
         lease: settings.refunds.lease,
+        max_retry_age: settings.refunds.max_retry_age,
+        retry_backoff: settings.refunds.recover_interval,
         render: refunds::respond,
     })
 }

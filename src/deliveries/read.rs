@@ -258,12 +258,18 @@ pub async fn stream_bodies<'c>(
 pub struct Attention {
     pub held: Vec<EventRow>,
     pub rejected: Vec<EventRow>,
-    /// Merchant refunds the provider declined, or left processing past their lease.
+    /// Merchant refunds declined, left processing with no live lease, stopped for a person, or
+    /// pending longer than `pending_overdue` (each with its reason).
     pub refund_requests: Vec<RefundAttention>,
 }
 
-/// The newest `limit` held and the newest `limit` rejected events.
-pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Attention> {
+/// The newest `limit` held and the newest `limit` rejected events, and the newest `limit`
+/// refund requests to look at.
+pub async fn attention(
+    conn: &mut AsyncPgConnection,
+    limit: i64,
+    pending_overdue: std::time::Duration,
+) -> QueryResult<Attention> {
     let mut by_outcome = async |outcome| {
         let filter = EventFilter {
             outcome: Some(outcome),
@@ -275,7 +281,7 @@ pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<
     };
     let held = by_outcome(EventOutcome::Held).await?;
     let rejected = by_outcome(EventOutcome::Rejected).await?;
-    let refund_requests = RefundAttention::newest(conn, limit).await?;
+    let refund_requests = RefundAttention::newest(conn, limit, pending_overdue).await?;
     Ok(Attention {
         held,
         rejected,

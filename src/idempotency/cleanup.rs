@@ -14,10 +14,18 @@ pub const CLEANER_LOCK_KEY: i64 = 0x6367_775f_636c_6e72; // "cgw_clnr"
 
 /// The statement of one batch. `ORDER BY expires_at` walks the expires_at index, and
 /// `SKIP LOCKED` lets two cleaners (or a cleaner and a late request) pass each other.
+/// A `refund.create` record outlives its refund request: it stays while the request is not
+/// final (processing or pending: the provider's webhook has not come) and for its ttl after the
+/// request became final, because once it is gone the client's retry with the same key is a new
+/// request, with a new provider idempotency key, and the provider would refund again.
 pub const DELETE_BATCH_SQL: &str = "DELETE FROM idempotency_keys WHERE id IN (\
-     SELECT id FROM idempotency_keys \
-     WHERE expires_at < now() AND status <> 'processing' \
-     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)";
+     SELECT k.id FROM idempotency_keys k \
+     WHERE k.expires_at < now() AND k.status <> 'processing' \
+       AND (k.op <> 'refund.create' OR NOT EXISTS (\
+            SELECT 1 FROM refund_requests r WHERE r.idempotency_record_id = k.id \
+              AND (r.status IN ('processing', 'pending') \
+                   OR r.updated_at > now() - (k.expires_at - k.created_at)))) \
+     ORDER BY k.expires_at LIMIT $1 FOR UPDATE OF k SKIP LOCKED)";
 
 /// Deletes one batch of at most `batch_size` expired, non-processing rows.
 pub async fn delete_batch(

@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Int4, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use rand::RngCore;
 
-use super::record::{Fingerprint, IdempotentRequest, Operation, RecordStatus, StoredResponse};
+use super::record::{Fingerprint, IdempotentRequest, RecordStatus, StoredResponse};
 
 /// Proof that this attempt holds a processing record's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,7 +205,10 @@ pub async fn hold(conn: &mut AsyncPgConnection, lease: &Lease) -> QueryResult<bo
 }
 
 /// Finishes the record with its response if `lease` still holds it (compare-and-set on the
-/// token); returns the exact text replays will send, or `None` when the lease was lost.
+/// token); returns the exact text replays will send, or `None` when the lease was lost. The
+/// record expires its ttl (the span it was claimed with) after it finished, not after it was
+/// claimed: one that stayed processing through a long provider outage must not be cleaned the
+/// moment it finishes, or the client's retry would be a new request and refund again.
 pub async fn finish(
     conn: &mut AsyncPgConnection,
     lease: &Lease,
@@ -216,7 +219,8 @@ pub async fn finish(
     let stored: Option<TextRow> = diesel::sql_query(
         "UPDATE idempotency_keys \
          SET status = $3, response_status = $4, response_body = $5, \
-             locked_until = NULL, lease_token = NULL \
+             locked_until = NULL, lease_token = NULL, \
+             expires_at = now() + (expires_at - created_at) \
          WHERE id = $1 AND lease_token = $2 AND status = 'processing' \
          RETURNING response_body::TEXT AS text",
     )
@@ -246,32 +250,6 @@ pub async fn release(conn: &mut AsyncPgConnection, lease: &Lease) -> QueryResult
     .execute(conn)
     .await?;
     Ok(released == 1)
-}
-
-/// A processing record of a two-phase operation whose lease expired or was released.
-#[derive(Debug, Clone, QueryableByName)]
-pub struct Abandoned {
-    #[diesel(sql_type = BigInt)]
-    pub record_id: i64,
-    #[diesel(sql_type = Nullable<Text>)]
-    pub lease_token: Option<String>,
-}
-
-/// Up to `limit` abandoned records of `op`, longest abandoned first.
-pub async fn abandoned(
-    conn: &mut AsyncPgConnection,
-    op: Operation,
-    limit: i64,
-) -> QueryResult<Vec<Abandoned>> {
-    diesel::sql_query(
-        "SELECT id AS record_id, lease_token FROM idempotency_keys \
-         WHERE op = $1 AND status = 'processing' AND (locked_until IS NULL OR locked_until <= now()) \
-         ORDER BY locked_until NULLS FIRST LIMIT $2",
-    )
-    .bind::<Text, _>(op.as_str())
-    .bind::<BigInt, _>(limit)
-    .load(conn)
-    .await
 }
 
 fn new_token() -> String {

@@ -8,19 +8,22 @@
 //!
 //! A crash anywhere leaves a `processing` record that the next request with the key, or the
 //! recoverer, takes over once the lease expires; it repeats step 2 with the same provider key.
+//! Not forever: a takeover of a request older than `max_retry_age` (below the provider's key
+//! lifetime, 24 h at Stripe) stops the retries instead, as does an answer the gateway cannot
+//! store; a person then looks at the provider and [`resolve`]s the request.
 
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use rand::RngCore;
 
-use super::error::RefundError;
-use super::model::{NewRefundRequest, RefundRequest, RefundStatus};
+use super::error::{RefundError, ResolveError};
+use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus, ReviewReason};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
 use crate::db::PgPool;
 use crate::idempotency::Executed;
-use crate::idempotency::lease::{self, Abandoned, Claimed, Lease};
+use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
 use crate::orders::model::{Order, OrderStatus};
 use crate::payments::model::OrderPayment;
@@ -41,12 +44,28 @@ pub enum RefundOutcome {
 /// which owns the mapping to HTTP, and by `serve` for the recoverer.
 pub type RenderRefund = fn(&RefundOutcome) -> Completion;
 
-/// What every attempt needs: the provider clients, the lease, the rendering of outcomes.
+/// What every attempt needs: the provider clients, the lease, the bounds of retries, the
+/// rendering of outcomes.
 #[derive(Clone)]
 pub struct Refunds {
     pub clients: RefundClients,
     pub lease: Duration,
+    /// No provider call for a request older than this: the provider may have forgotten its
+    /// idempotency key, so the call could refund twice.
+    pub max_retry_age: Duration,
+    /// The first wait before the recoverer calls again after an unknown outcome; it doubles.
+    pub retry_backoff: Duration,
     pub render: RenderRefund,
+}
+
+/// What an operator found at the provider for a request whose retries stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The provider made the refund, under this id: the request becomes pending (or succeeded,
+    /// if its webhook already posted).
+    Accepted { provider_refund_id: String },
+    /// The provider has no such refund: the request fails and its amount is released.
+    Declined { message: String },
 }
 
 /// A refund request held by this attempt, to be sent to the provider.
@@ -55,15 +74,25 @@ struct Attempt {
     request: RefundRequest,
 }
 
-/// A provider answer whose outcome is known: stored in phase 3.
+/// An outcome that is known, from the provider or an operator: stored in phase 3.
 enum Known {
     Accepted(String),
-    Declined(u16, String),
+    /// The message stored and answered (provider_declined).
+    Declined(String),
 }
 
 enum Started {
     Done(Executed<RefundOutcome>),
     Call(Box<Attempt>),
+    /// Retries stopped for a person; committed, unlike an error, so the mark stays.
+    Review(Review),
+}
+
+/// A request whose automatic retries stopped, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Review {
+    pub refund_request_id: i64,
+    pub reason: ReviewReason,
 }
 
 /// `POST /v1/orders/{id}/refunds` for `merchant_id`: the three steps, each phase on a pooled
@@ -85,44 +114,129 @@ pub async fn create(
     let attempt = match started {
         Started::Done(executed) => return Ok(executed),
         Started::Call(attempt) => *attempt,
+        Started::Review(review) => return Err(RefundError::NeedsReview(review)),
     };
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     let mut conn = pool.get().await?;
     settle(&mut conn, refunds, attempt, answer).await
 }
 
-/// Takes an abandoned record over and finishes it (the recoverer). False when another attempt
-/// holds it now.
+/// Takes a due request's record over and finishes it (the recoverer). False when another
+/// attempt holds it now, when it needs a person, or when the provider's outcome is still
+/// unknown (it is then due again after its backoff).
 pub async fn recover(
     conn: &mut AsyncPgConnection,
     refunds: &Refunds,
-    abandoned: &Abandoned,
+    due: &DueRequest,
 ) -> Result<bool, RefundError> {
     let attempt = conn
         .transaction(async |conn| {
             let lease = lease::take_over(
                 conn,
-                abandoned.record_id,
-                abandoned.lease_token.as_deref(),
+                due.record_id,
+                due.lease_token.as_deref(),
                 refunds.lease,
             )
             .await?;
             let Some(lease) = lease else {
                 return Ok::<_, RefundError>(None);
             };
-            let request = request_of(conn, &lease).await?;
-            Ok(Some(Attempt { lease, request }))
+            retryable(conn, refunds, lease).await.map(Some)
         })
         .await?;
-    let Some(attempt) = attempt else {
+    let Some(Ok(attempt)) = attempt else {
         return Ok(false);
     };
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     match settle(conn, refunds, attempt, answer).await {
         Ok(_) => Ok(true),
-        Err(RefundError::InFlight) => Ok(false),
+        Err(
+            RefundError::InFlight
+            | RefundError::NeedsReview(_)
+            | RefundError::ProviderUnavailable(_),
+        ) => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// An operator's answer for a processing request nobody is calling the provider for (retries
+/// stopped, or its lease expired or was released): stored as phase 3 would store the
+/// provider's, so the client's retry with its key replays it. The request's status afterwards.
+pub async fn resolve(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    request_id: i64,
+    resolution: Resolution,
+) -> Result<RefundStatus, ResolveError> {
+    let attempt = conn
+        .transaction(async |conn| {
+            let Some(found) = RefundRequest::resolvable(conn, request_id).await? else {
+                return Err(if RefundRequest::exists(conn, request_id).await? {
+                    ResolveError::NotResolvable
+                } else {
+                    ResolveError::NotFound
+                });
+            };
+            if !found.resolvable {
+                return Err(ResolveError::NotResolvable);
+            }
+            let lease = lease::take_over(
+                conn,
+                found.record_id,
+                found.lease_token.as_deref(),
+                refunds.lease,
+            )
+            .await?
+            .ok_or(ResolveError::NotResolvable)?;
+            let request = request_of(conn, &lease).await.map_err(ResolveError::from)?;
+            Ok(Attempt { lease, request })
+        })
+        .await?;
+    let known = match resolution {
+        Resolution::Accepted { provider_refund_id } => Known::Accepted(provider_refund_id),
+        Resolution::Declined { message } => {
+            Known::Declined(format!("resolved by an operator: {message}"))
+        }
+    };
+    match finish_known(conn, refunds, attempt, known).await {
+        Ok(Executed::First {
+            output: RefundOutcome::Accepted { status, .. },
+            ..
+        }) => Ok(status),
+        Ok(_) => Ok(RefundStatus::Failed),
+        Err(RefundError::InFlight) => Err(ResolveError::NotResolvable),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The attempt a takeover allows, or the review that stops it (the lease given back in the
+/// same transaction) when the request's retries stopped or it is older than `max_retry_age`.
+async fn retryable(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    lease: Lease,
+) -> Result<Result<Attempt, Review>, RefundError> {
+    let request = request_of(conn, &lease).await?;
+    let reason = match request.review_reason() {
+        Some(reason) => Some(reason),
+        None if RefundRequest::older_than(conn, request.id, refunds.max_retry_age).await? => {
+            RefundRequest::stop_retrying(conn, request.id, ReviewReason::RetryAgeExceeded).await?;
+            tracing::warn!(
+                refund_request_id = request.id,
+                "refund request is older than the retry age; a person must resolve it"
+            );
+            Some(ReviewReason::RetryAgeExceeded)
+        }
+        None => None,
+    };
+    if let Some(reason) = reason {
+        lease::release(conn, &lease).await?;
+        return Ok(Err(Review {
+            refund_request_id: request.id,
+            reason,
+        }));
+    }
+    Ok(Ok(Attempt { lease, request }))
 }
 
 /// Phase 1, one transaction, committed before the provider is called.
@@ -144,8 +258,10 @@ async fn start(
                     record_id = lease.record_id(),
                     "took over an expired refund lease"
                 );
-                let request = request_of(conn, &lease).await?;
-                Ok(Started::Call(Box::new(Attempt { lease, request })))
+                Ok(match retryable(conn, refunds, lease).await? {
+                    Ok(attempt) => Started::Call(Box::new(attempt)),
+                    Err(review) => Started::Review(review),
+                })
             }
             Claimed::New(lease) => {
                 match reserve(conn, refunds, merchant_id, order_id, body, &lease).await? {
@@ -262,24 +378,66 @@ async fn call_provider(clients: &RefundClients, request: &RefundRequest) -> Prov
         .await
 }
 
-/// Phase 3: stores the provider's answer and finishes the key in one transaction, if this
-/// attempt still holds the lease (else 409: the holder that took over answers). An unknown
-/// outcome releases the lease and leaves the record processing.
+/// Phase 3: stores the provider's answer and finishes the key, if this attempt still holds
+/// the lease (else 409: the holder that took over answers). An unknown outcome releases the
+/// lease and sets the request's next attempt after its backoff; an answer that cannot be
+/// stored stops the retries for a person. Either leaves the record processing.
 async fn settle(
     conn: &mut AsyncPgConnection,
     refunds: &Refunds,
     attempt: Attempt,
     answer: ProviderAnswer,
 ) -> Result<Executed<RefundOutcome>, RefundError> {
-    let Attempt { lease, request } = attempt;
     let known = match answer {
         ProviderAnswer::Accepted { refund_id } => Known::Accepted(refund_id),
-        ProviderAnswer::Declined { status, message } => Known::Declined(status, message),
+        ProviderAnswer::Declined { status, message } => Known::Declined(format!(
+            "the provider declined the refund ({status}): {message}"
+        )),
         ProviderAnswer::Unavailable(why) => {
-            lease::release(conn, &lease).await?;
+            let Attempt { lease, request } = attempt;
+            conn.transaction(async |conn| {
+                if lease::release(conn, &lease).await? {
+                    RefundRequest::retry_later(conn, request.id, refunds.retry_backoff).await?;
+                }
+                Ok::<_, RefundError>(())
+            })
+            .await?;
             return Err(RefundError::ProviderUnavailable(why));
         }
+        ProviderAnswer::Unusable(why) => {
+            let Attempt { lease, request } = attempt;
+            let reason = ReviewReason::UnusableProviderAnswer;
+            conn.transaction(async |conn| {
+                if lease::hold(conn, &lease).await? {
+                    RefundRequest::stop_retrying(conn, request.id, reason).await?;
+                    lease::release(conn, &lease).await?;
+                }
+                Ok::<_, RefundError>(())
+            })
+            .await?;
+            tracing::error!(
+                refund_request_id = request.id,
+                why,
+                "refund request needs a person"
+            );
+            return Err(RefundError::NeedsReview(Review {
+                refund_request_id: request.id,
+                reason,
+            }));
+        }
     };
+    finish_known(conn, refunds, attempt, known).await
+}
+
+/// Stores a known outcome and finishes the key in one transaction, if `attempt` still holds
+/// the lease (else `InFlight`).
+async fn finish_known(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    attempt: Attempt,
+    known: Known,
+) -> Result<Executed<RefundOutcome>, RefundError> {
+    let Attempt { lease, request } = attempt;
     let finished = conn
         .transaction(async |conn| {
             // The record first, then the order, as in phase 1: no lock-order inversion.
@@ -300,11 +458,11 @@ async fn settle(
                         provider_refund_id: refund_id.clone(),
                     }
                 }
-                Known::Declined(status, message) => {
+                Known::Declined(message) => {
                     RefundRequest::declined(conn, request.id, message).await?;
                     RefundOutcome::Refused(RefundRefusal {
                         kind: RefusalKind::ProviderDeclined,
-                        message: format!("the provider declined the refund ({status}): {message}"),
+                        message: message.clone(),
                         refund_request_id: Some(request.id),
                     })
                 }

@@ -1,5 +1,7 @@
 //! Why a refund request ended without a stored answer; below the HTTP layer, which maps it.
 
+use super::create::Review;
+
 /// Nothing new was stored (or the record stays `processing`): a retry may finish it.
 #[derive(Debug, thiserror::Error)]
 pub enum RefundError {
@@ -11,6 +13,10 @@ pub enum RefundError {
     /// released and the record stays processing for the next attempt.
     #[error("the provider's refund API is unavailable: {0}")]
     ProviderUnavailable(String),
+    /// The gateway stopped retrying the request on its own; it stays processing (its amount
+    /// reserved) until a person resolves it.
+    #[error("refund request {} needs a person: {}", .0.refund_request_id, .0.reason.as_str())]
+    NeedsReview(Review),
     #[error("database error")]
     Database(#[from] diesel::result::Error),
     #[error("database pool: {0}")]
@@ -20,5 +26,23 @@ pub enum RefundError {
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for RefundError {
     fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
         RefundError::Pool(error.to_string())
+    }
+}
+
+/// Why an operator's resolution of a refund request was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no such refund request")]
+    NotFound,
+    /// Not processing (already final or pending), or an attempt holds a live lease on it.
+    #[error("the refund request is not processing, or an attempt is calling the provider now")]
+    NotResolvable,
+    #[error(transparent)]
+    Refund(#[from] RefundError),
+}
+
+impl From<diesel::result::Error> for ResolveError {
+    fn from(error: diesel::result::Error) -> Self {
+        ResolveError::Refund(error.into())
     }
 }

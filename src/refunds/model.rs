@@ -44,6 +44,36 @@ impl RefundStatus {
     }
 }
 
+/// Why the gateway stopped retrying a processing request on its own (its `review_reason`
+/// column, migration 000023): a person looks at the provider and resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewReason {
+    /// Older than `[refunds] max_retry_age_hours`: the provider may have forgotten its
+    /// idempotency key, so another call could refund twice.
+    RetryAgeExceeded,
+    /// The provider answered with something the gateway cannot store (a refund id holding a
+    /// control character); asking again gets the same answer.
+    UnusableProviderAnswer,
+}
+
+impl ReviewReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewReason::RetryAgeExceeded => "retry_age_exceeded",
+            ReviewReason::UnusableProviderAnswer => "unusable_provider_answer",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            ReviewReason::RetryAgeExceeded,
+            ReviewReason::UnusableProviderAnswer,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == s)
+    }
+}
+
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = refund_requests)]
 pub struct RefundRequest {
@@ -62,6 +92,7 @@ pub struct RefundRequest {
     pub idempotency_record_id: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub review_reason: Option<String>,
 }
 
 #[derive(Debug, Insertable)]
@@ -165,6 +196,129 @@ impl RefundRequest {
     }
 }
 
+/// A processing request the recoverer may take over now: its record and the lease token it saw.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct DueRequest {
+    #[diesel(sql_type = BigInt)]
+    pub record_id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub lease_token: Option<String>,
+}
+
+/// A refund request as an operator's resolution finds it: the lease of its record.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct ResolvableRequest {
+    #[diesel(sql_type = BigInt)]
+    pub record_id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub lease_token: Option<String>,
+    /// Processing with no live lease: nobody is calling the provider for it now.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub resolvable: bool,
+}
+
+impl RefundRequest {
+    /// The reason automatic retries stopped, if they did.
+    pub fn review_reason(&self) -> Option<ReviewReason> {
+        self.review_reason.as_deref().and_then(ReviewReason::parse)
+    }
+
+    /// Whether the request was created more than `age` ago (the database's clock): its
+    /// provider idempotency key may be forgotten by now.
+    pub async fn older_than(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        age: std::time::Duration,
+    ) -> QueryResult<bool> {
+        refund_requests::table
+            .filter(refund_requests::id.eq(id))
+            .select(diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
+                "created_at < now() - {} * interval '1 second'",
+                age.as_secs()
+            )))
+            .first(conn)
+            .await
+    }
+
+    /// Stops the automatic retries of a processing request: a person resolves it. False if it
+    /// was no longer processing.
+    pub async fn stop_retrying(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        reason: ReviewReason,
+    ) -> QueryResult<bool> {
+        let updated = diesel::update(refund_requests::table)
+            .filter(refund_requests::id.eq(id))
+            .filter(refund_requests::status.eq(RefundStatus::Processing.as_str()))
+            .set((
+                refund_requests::review_reason.eq(reason.as_str()),
+                refund_requests::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// The provider gave no known outcome: the recoverer calls again after a backoff that
+    /// doubles with each such attempt from `base` up to `MAX_BACKOFF`, plus up to a quarter of
+    /// jitter, so a rate-limiting provider is not hammered and retries of many requests spread.
+    pub async fn retry_later(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        base: std::time::Duration,
+    ) -> QueryResult<()> {
+        diesel::sql_query(
+            "UPDATE refund_requests              SET attempts = attempts + 1,                  next_attempt_at = now() + least($2 * power(2, least(attempts, 20)), $3)                      * (1 + random() / 4) * interval '1 second'              WHERE id = $1 AND status = 'processing'",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<diesel::sql_types::Double, _>(base.as_secs_f64())
+        .bind::<diesel::sql_types::Double, _>(MAX_BACKOFF.as_secs_f64())
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Up to `limit` processing requests the recoverer should try now: no live lease, not
+    /// stopped for review, their backoff over. A crashed holder's request (its lease expired
+    /// rather than released) comes first, then the longest due: round-robin, since every
+    /// attempt that ends unknown moves its request to the back by its backoff.
+    pub async fn due(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<DueRequest>> {
+        diesel::sql_query(
+            "SELECT k.id AS record_id, k.lease_token              FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id              WHERE r.status = 'processing' AND r.review_reason IS NULL                AND r.next_attempt_at <= now()                AND k.status = 'processing' AND (k.locked_until IS NULL OR k.locked_until <= now())              ORDER BY k.locked_until IS NULL, r.next_attempt_at, r.id              LIMIT $1",
+        )
+        .bind::<BigInt, _>(limit)
+        .load(conn)
+        .await
+    }
+
+    /// Request `id`'s record and lease, for an operator's resolution; `None` if no such
+    /// request or it is not processing.
+    pub async fn resolvable(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+    ) -> QueryResult<Option<ResolvableRequest>> {
+        diesel::sql_query(
+            "SELECT k.id AS record_id, k.lease_token,                     (k.status = 'processing' AND (k.locked_until IS NULL OR k.locked_until <= now()))                         AS resolvable              FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id              WHERE r.id = $1 AND r.status = 'processing'",
+        )
+        .bind::<BigInt, _>(id)
+        .get_result(conn)
+        .await
+        .optional()
+    }
+
+    /// Whether request `id` exists at all.
+    pub async fn exists(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<bool> {
+        diesel::select(diesel::dsl::exists(
+            refund_requests::table.filter(refund_requests::id.eq(id)),
+        ))
+        .get_result(conn)
+        .await
+    }
+}
+
+/// The longest wait between two automatic attempts of one request.
+const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 fn parse_status(s: &str) -> QueryResult<RefundStatus> {
     RefundStatus::parse(s).ok_or_else(|| {
         diesel::result::Error::DeserializationError(format!("unknown refund status {s:?}").into())
@@ -187,6 +341,17 @@ mod tests {
         }
         assert_eq!(RefundStatus::parse("done"), None);
     }
+
+    #[test]
+    fn review_reasons_round_trip_through_their_column_text() {
+        for reason in [
+            ReviewReason::RetryAgeExceeded,
+            ReviewReason::UnusableProviderAnswer,
+        ] {
+            assert_eq!(ReviewReason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(ReviewReason::parse("later"), None);
+    }
 }
 
 /// A refund request finance must look at, as `GET /admin/attention` shows it.
@@ -200,30 +365,49 @@ pub struct RefundAttention {
     pub amount_minor: i64,
     #[diesel(sql_type = Text)]
     pub currency: String,
-    /// failed, or processing past its lease
+    /// failed, processing (no live lease), or pending past the overdue threshold
     #[diesel(sql_type = Text)]
     pub status: String,
+    /// Why it is listed: `declined` (failed at the provider or by an operator), `no_live_lease`
+    /// (the recoverer or a client retry will try again), `retry_age_exceeded` and
+    /// `unusable_provider_answer` (retries stopped: resolve it, see docs/refunds.md), or
+    /// `webhook_overdue` (accepted, but the provider's refund webhook never came)
+    #[diesel(sql_type = Text)]
+    pub reason: String,
     #[diesel(sql_type = diesel::sql_types::Timestamptz)]
     #[schema(value_type = String)]
     pub updated_at: DateTime<Utc>,
 }
 
 impl RefundAttention {
-    /// The newest `limit` requests that failed at the provider, or that are still processing
-    /// with no live lease (their holder crashed or gave up; the recoverer or a retry takes them
-    /// over), from the partial index of migration 000011.
-    pub async fn newest(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<Self>> {
+    /// The newest `limit` requests that failed, that are processing with no live lease (their
+    /// holder crashed or gave up, or retries stopped for a person), or that have been pending
+    /// for longer than `overdue` (their amount stays reserved until the webhook comes), from the
+    /// partial index of migration 000023.
+    pub async fn newest(
+        conn: &mut AsyncPgConnection,
+        limit: i64,
+        overdue: std::time::Duration,
+    ) -> QueryResult<Vec<Self>> {
         diesel::sql_query(
             "SELECT r.id AS refund_request_id, r.order_id, r.amount_minor, r.currency, r.status, \
+                    CASE WHEN r.status = 'failed' THEN 'declined' \
+                         WHEN r.status = 'pending' THEN 'webhook_overdue' \
+                         ELSE coalesce(r.review_reason, 'no_live_lease') END AS reason, \
                     r.updated_at \
              FROM refund_requests r \
              LEFT JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
-             WHERE r.status IN ('failed', 'processing') \
-               AND (r.status = 'failed' OR k.locked_until IS NULL OR k.locked_until < now()) \
+             WHERE r.status IN ('failed', 'processing', 'pending') \
+               AND (r.status = 'failed' \
+                    OR (r.status = 'processing' \
+                        AND (k.locked_until IS NULL OR k.locked_until < now())) \
+                    OR (r.status = 'pending' \
+                        AND r.updated_at < now() - $2 * interval '1 second')) \
              ORDER BY r.updated_at DESC, r.id DESC \
              LIMIT $1",
         )
         .bind::<BigInt, _>(limit)
+        .bind::<BigInt, _>(i64::try_from(overdue.as_secs()).unwrap_or(i64::MAX))
         .load(conn)
         .await
     }

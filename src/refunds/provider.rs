@@ -31,6 +31,10 @@ pub enum ProviderAnswer {
     /// 409 (a concurrent request with the key), 429, 5xx, a timeout, a network error, or an
     /// answer that cannot be read: the outcome is unknown, so the request stays processing.
     Unavailable(String),
+    /// 2xx with a refund id the gateway cannot keep (a control character such as U+0000, which
+    /// PostgreSQL refuses, or over 255 bytes): the refund may exist, and asking again gets the
+    /// same answer, so a person looks at the provider instead.
+    Unusable(String),
 }
 
 struct RefundApi {
@@ -129,8 +133,14 @@ impl RefundClients {
             }
         };
         let answer = classify(status, &body);
-        if let ProviderAnswer::Unavailable(why) = &answer {
-            tracing::warn!(%status, why, "provider refund call did not complete");
+        match &answer {
+            ProviderAnswer::Unavailable(why) => {
+                tracing::warn!(%status, why, "provider refund call did not complete");
+            }
+            ProviderAnswer::Unusable(why) => {
+                tracing::error!(%status, why, "provider refund answer needs a person");
+            }
+            ProviderAnswer::Accepted { .. } | ProviderAnswer::Declined { .. } => {}
         }
         answer
     }
@@ -144,11 +154,15 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
             v.get("id")
                 .or_else(|| v.get("refund_id"))
                 .and_then(|id| id.as_str())
-                .filter(|id| !id.is_empty() && id.len() <= 255)
-                .map(str::to_owned)
         });
         return match refund_id {
-            Some(refund_id) => ProviderAnswer::Accepted { refund_id },
+            Some(id) if storable_refund_id(id) => ProviderAnswer::Accepted {
+                refund_id: id.to_owned(),
+            },
+            Some(id) => ProviderAnswer::Unusable(format!(
+                "provider answered {status} with a refund id the gateway cannot store: {:?}",
+                id.chars().take(64).collect::<String>()
+            )),
             None => ProviderAnswer::Unavailable(format!(
                 "provider answered {status} without a refund id"
             )),
@@ -168,7 +182,8 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
 }
 
 /// Stripe's `{"error":{"message":..}}`, or a flat `{"message":..}` / `{"error":".."}`; at most
-/// 500 characters of it.
+/// 500 characters of it, with control characters (U+0000 among them, which PostgreSQL cannot
+/// store) shown as U+FFFD, so a decline is always stored.
 fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
     let json = json?;
     let message = json
@@ -176,7 +191,18 @@ fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
         .or_else(|| json.get("message"))
         .or_else(|| json.get("error"))
         .and_then(|m| m.as_str())?;
-    Some(message.chars().take(500).collect())
+    Some(
+        message
+            .chars()
+            .take(500)
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect(),
+    )
+}
+
+/// A refund id is kept as the provider sent it, so it must be storable and matchable as is.
+fn storable_refund_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 255 && !id.chars().any(char::is_control)
 }
 
 #[cfg(test)]
@@ -224,6 +250,35 @@ mod tests {
                 "{status}"
             );
         }
+    }
+
+    #[test]
+    fn a_refund_id_that_cannot_be_stored_is_unusable_not_unavailable() {
+        for body in [
+            r#"{"id":"re_\u0000x"}"#.to_owned(),
+            format!(r#"{{"id":"{}"}}"#, "r".repeat(256)),
+            r#"{"id":"re\n1"}"#.to_owned(),
+        ] {
+            assert!(
+                matches!(
+                    classify(StatusCode::OK, body.as_bytes()),
+                    ProviderAnswer::Unusable(_)
+                ),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_decline_message_keeps_no_control_characters() {
+        let body = br#"{"error":{"message":"already\u0000 refunded\r\n"}}"#;
+        assert_eq!(
+            classify(StatusCode::BAD_REQUEST, body),
+            ProviderAnswer::Declined {
+                status: 400,
+                message: "already\u{fffd} refunded\u{fffd}\u{fffd}".into()
+            }
+        );
     }
 
     #[test]

@@ -1,13 +1,19 @@
 //! The background recoverer inside `serve`: finishes `refund.create` records whose lease
 //! expired (their holder crashed or hung) or was released (the provider was unavailable), so a
 //! crash never needs a client retry. One gateway at a time, elected by an advisory lock.
+//!
+//! It must neither hammer a provider nor starve anyone: a request whose outcome stayed unknown
+//! is due again only after its backoff (doubling from the recover interval), a crashed holder's
+//! request is taken before every released one, and a pass stops starting attempts once it has
+//! run for its budget (the recover interval), so the next pass chooses again from the top. A
+//! crashed holder's refund is thus taken within its lease, plus one interval, plus the pass in
+//! progress (at most the budget and one provider call).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::create::{Refunds, recover};
+use super::model::RefundRequest;
 use crate::db;
-use crate::idempotency::lease;
-use crate::idempotency::record::Operation;
 use crate::metrics::Metrics;
 
 /// Arbitrary but fixed: the advisory lock that elects one recoverer among many gateways.
@@ -17,23 +23,28 @@ pub const RECOVERER_LOCK_KEY: i64 = 0x6367_775f_7266_6e64; // "cgw_rfnd"
 const BATCH: i64 = 100;
 
 /// One pass on a connection of its own if no other gateway holds the recoverer lock; how many
-/// records it finished, or `None` when another instance is recovering. The lock dies with the
-/// connection.
+/// records it finished, or `None` when another instance is recovering. It starts no attempt
+/// after `budget`. The lock dies with the connection.
 pub async fn run_exclusive_pass(
     database_url: &str,
     refunds: &Refunds,
+    budget: Duration,
 ) -> anyhow::Result<Option<usize>> {
     let Some(mut conn) = db::connect_holding_lock(database_url, RECOVERER_LOCK_KEY).await? else {
         return Ok(None);
     };
-    let abandoned = lease::abandoned(&mut conn, Operation::RefundCreate, BATCH).await?;
+    let started = Instant::now();
+    let due = RefundRequest::due(&mut conn, BATCH).await?;
     let mut finished = 0;
-    for record in &abandoned {
-        match recover(&mut conn, refunds, record).await {
+    for request in &due {
+        if started.elapsed() >= budget {
+            break;
+        }
+        match recover(&mut conn, refunds, request).await {
             Ok(true) => finished += 1,
             Ok(false) => {}
             Err(error) => tracing::warn!(
-                record_id = record.record_id,
+                record_id = request.record_id,
                 error = %error,
                 "refund recovery attempt did not finish; the next pass retries"
             ),
@@ -55,7 +66,7 @@ pub async fn run_periodically(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        match run_exclusive_pass(&database_url, &refunds).await {
+        match run_exclusive_pass(&database_url, &refunds, interval).await {
             Ok(outcome) => {
                 match outcome {
                     Some(finished) if finished > 0 => {

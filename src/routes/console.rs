@@ -18,6 +18,7 @@ pub use session::Sessions;
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
 use super::extract::{AdminToken, ApiPool};
+use super::state::AppState;
 use crate::auth;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
 use crate::error::ApiError;
@@ -354,9 +355,11 @@ struct AttentionPage {
 async fn attention(
     _session: Session,
     api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-    let attention = read::attention(&mut conn, ATTENTION_LIMIT).await?;
+    let overdue = state.settings.refunds.pending_overdue;
+    let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
     html(
         StatusCode::OK,
         &AttentionPage {

@@ -6,6 +6,7 @@ use actix_web::{HttpResponse, web};
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
 use super::extract::{AdminAuth, ApiPool};
+use super::state::AppState;
 use crate::deliveries::read::{self, Attention, EventDetail, EventPage};
 use crate::error::{ApiError, ErrorBody};
 use crate::providers::Providers;
@@ -63,7 +64,7 @@ pub async fn event(
     Ok(HttpResponse::Ok().json(detail))
 }
 
-/// `GET /admin/attention`: the newest held and rejected events.
+/// `GET /admin/attention`: the newest held and rejected events, and refund requests to look at.
 #[utoipa::path(
     get,
     path = "/admin/attention",
@@ -78,9 +79,11 @@ pub async fn event(
 pub async fn attention(
     _admin: AdminAuth,
     api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = api_pool.get().await?;
-    let attention = read::attention(&mut conn, ATTENTION_LIMIT).await?;
+    let overdue = state.settings.refunds.pending_overdue;
+    let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
     Ok(HttpResponse::Ok().json(attention))
 }
 

@@ -4,12 +4,12 @@ use serde_json::json;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::{ApiPool, KeyHeader, MerchantAuth};
+use super::extract::{AdminAuth, ApiPool, KeyHeader, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::refunds::create::{self, RefundOutcome, Refunds};
+use crate::refunds::create::{self, RefundOutcome, Refunds, Resolution};
 use crate::refunds::request::CreateRefundRequest;
 
 /// How a refund request's outcome is stored and answered (the recoverer stores the same).
@@ -53,7 +53,7 @@ pub fn respond(outcome: &RefundOutcome) -> Completion {
         (status = 400, description = "missing_idempotency_key, invalid_idempotency_key, invalid_json (stored and replayed)", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "order_not_found (stored and replayed)", body = ErrorBody),
-        (status = 409, description = "idempotency_key_in_flight: another attempt holds a live lease; Retry-After", body = ErrorBody),
+        (status = 409, description = "idempotency_key_in_flight: another attempt holds a live lease; Retry-After. refund_needs_review: the gateway stopped retrying this request (older than [refunds] max_retry_age_hours, or the provider's answer could not be stored), with refund_request_id and reason; an operator resolves it", body = ErrorBody),
         (status = 413, description = "payload_too_large", body = ErrorBody),
         (status = 422, description = "key_reused_with_different_body; or invalid_amount, invalid_reason, not_refundable, amount_exceeds_refundable, provider_declined (stored and replayed)", body = ErrorBody),
         (status = 503, description = "unavailable: the provider gave no known outcome (the request stays processing) or the database is unavailable; retry with the same key", body = ErrorBody),
@@ -101,4 +101,91 @@ pub async fn create_refund(
         RefundOutcome::Accepted { .. } => "first",
         RefundOutcome::Refused(_) => "refused",
     }))
+}
+
+/// The body of `POST /admin/refund-requests/{id}/resolve`: what the operator found at the
+/// provider.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ResolveRefundRequest {
+    /// The provider made the refund under this id.
+    Accepted { provider_refund_id: String },
+    /// The provider has no such refund; the reserved amount is released.
+    Declined { message: String },
+}
+
+impl ResolveRefundRequest {
+    /// The resolution, if its strings can be stored and shown as they are.
+    fn parse(self) -> Result<Resolution, String> {
+        let storable = |s: &str, max: usize| {
+            !s.is_empty() && s.len() <= max && !s.chars().any(char::is_control)
+        };
+        match self {
+            ResolveRefundRequest::Accepted { provider_refund_id } => {
+                if !storable(&provider_refund_id, 255) {
+                    return Err(
+                        "provider_refund_id must be 1 to 255 bytes with no control characters"
+                            .into(),
+                    );
+                }
+                Ok(Resolution::Accepted { provider_refund_id })
+            }
+            ResolveRefundRequest::Declined { message } => {
+                if !storable(&message, 500) {
+                    return Err("message must be 1 to 500 bytes with no control characters".into());
+                }
+                Ok(Resolution::Declined { message })
+            }
+        }
+    }
+}
+
+/// `POST /admin/refund-requests/{id}/resolve`: an operator's answer for a processing refund
+/// request nobody is sending (retries stopped, or no live lease), stored as the provider's
+/// would have been; the client's retry with its key then replays it.
+#[utoipa::path(
+    post,
+    path = "/admin/refund-requests/{id}/resolve",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("id" = String, Path, description = "The refund request id")),
+    request_body(content = ResolveRefundRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "{refund_request_id, status}: pending (or succeeded, if its webhook already posted) when accepted, failed when declined"),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "refund_request_not_found", body = ErrorBody),
+        (status = 409, description = "refund_not_resolvable: not processing, or an attempt is calling the provider now", body = ErrorBody),
+        (status = 422, description = "invalid_resolution", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn resolve_refund_request(
+    _admin: AdminAuth,
+    path: web::Path<String>,
+    body: web::Bytes,
+    api_pool: web::Data<ApiPool>,
+    refunds: web::Data<Refunds>,
+) -> Result<HttpResponse, ApiError> {
+    let request_id = path
+        .into_inner()
+        .parse::<i64>()
+        .map_err(|_| ApiError::NotFound {
+            code: "refund_request_not_found",
+            what: "refund request",
+        })?;
+    let resolution = serde_json::from_slice::<ResolveRefundRequest>(&body)
+        .map_err(|e| ApiError::InvalidResolution(format!("invalid resolution: {e}")))?
+        .parse()
+        .map_err(ApiError::InvalidResolution)?;
+    let mut conn = api_pool.get().await?;
+    let status = create::resolve(&mut conn, &refunds, request_id, resolution).await?;
+    tracing::info!(
+        refund_request_id = request_id,
+        status = status.as_str(),
+        "refund request resolved by an operator"
+    );
+    Ok(HttpResponse::Ok().json(json!({
+        "refund_request_id": request_id,
+        "status": status.as_str(),
+    })))
 }

@@ -20,6 +20,7 @@ mod money;
 mod operability;
 mod orders;
 mod reconcile;
+mod refund_safety;
 mod refunds;
 mod replay;
 mod resilience;

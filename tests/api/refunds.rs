@@ -12,15 +12,15 @@ use crate::support::{
     ACME, MERCHANT, STRIPE, TestApp, answer, connect, refund_config, sign, spawn_app_with, until,
 };
 
-fn json(body: &str) -> Value {
+pub(crate) fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
-fn refund_body(amount_minor: i64) -> String {
+pub(crate) fn refund_body(amount_minor: i64) -> String {
     format!(r#"{{"amount_minor":{amount_minor},"reason":"requested_by_customer"}}"#)
 }
 
-async fn post_refund(
+pub(crate) async fn post_refund(
     client: &reqwest::Client,
     base: &str,
     token: &str,
@@ -39,14 +39,14 @@ async fn post_refund(
         .unwrap()
 }
 
-fn canonical_payment(order_id: i64, amount_minor: i64) -> String {
+pub(crate) fn canonical_payment(order_id: i64, amount_minor: i64) -> String {
     format!(
         r#"{{"id":"evt_pay_{order_id}","type":"payment.succeeded","data":{{"payment_id":"pay_{order_id}","order_id":{order_id},"amount_minor":{amount_minor},"currency":"USD"}}}}"#
     )
 }
 
 /// An order of merchant 42 paid through `acme` (payment id `pay_{order}`).
-async fn paid_order(app: &TestApp, amount_minor: i64) -> i64 {
+pub(crate) async fn paid_order(app: &TestApp, amount_minor: i64) -> i64 {
     let order_id = app.create_order(MERCHANT, amount_minor, "USD").await;
     let event = format!("evt_pay_{order_id}");
     let (status, _, ack) = answer(
@@ -62,13 +62,13 @@ async fn paid_order(app: &TestApp, amount_minor: i64) -> i64 {
     order_id
 }
 
-async fn refund_app(provider: &FakeProvider) -> (TestApp, String) {
+pub(crate) async fn refund_app(provider: &FakeProvider) -> (TestApp, String) {
     let app = spawn_app_with(&refund_config(&provider.base_url, "")).await;
     let token = app.token_for(MERCHANT).await;
     (app, token)
 }
 
-async fn refund_status(db: &tokio_postgres::Client, order_id: i64) -> Vec<String> {
+pub(crate) async fn refund_status(db: &tokio_postgres::Client, order_id: i64) -> Vec<String> {
     db.query(
         "SELECT status FROM refund_requests WHERE order_id = $1 ORDER BY id",
         &[&order_id],
@@ -477,7 +477,7 @@ async fn a_stripe_refund_is_form_encoded_and_its_cumulative_charge_refunded_sett
 
 /// A gateway process whose refunds go to `provider`, with a 2 s lease and a paid order of
 /// 1000 USD; returns it, a merchant token and the order.
-async fn gateway_with_paid_order(
+pub(crate) async fn gateway_with_paid_order(
     provider: &FakeProvider,
     recover_interval_secs: u64,
 ) -> (GatewayProcess, String, i64) {
@@ -512,13 +512,14 @@ async fn gateway_with_paid_order(
 
 /// Kills the gateway while the provider holds its answer to the refund, lets the provider
 /// answer into the void (the refund is made, the answer lost), and starts the gateway again.
-async fn kill_during_the_provider_call(
+pub(crate) async fn kill_during_the_provider_call(
     provider: &FakeProvider,
     gateway: &mut GatewayProcess,
     token: &str,
     order_id: i64,
 ) {
     provider.script(&[Behavior::Hold]);
+    let before = provider.calls().len();
     let client = reqwest::Client::new();
     let in_flight = tokio::spawn({
         let url = format!("{}/v1/orders/{order_id}/refunds", gateway.address());
@@ -534,7 +535,7 @@ async fn kill_during_the_provider_call(
                 .await
         }
     });
-    provider.until_calls(1).await;
+    provider.until_calls(before + 1).await;
     gateway.kill_9();
     assert!(
         in_flight.await.unwrap().is_err(),

@@ -251,6 +251,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     /// A direct connection to the app's database, for looking at what was written.
     pub db: tokio_postgres::Client,
+    /// The settings it runs with (for running a background pass by hand).
+    pub settings: Settings,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -289,7 +291,7 @@ pub async fn spawn_app_on(database_url: &str, config: &str) -> TestApp {
         }
     }
     let settings = Settings::from_toml(config, &TestEnv(database_url.to_owned())).unwrap();
-    let app = Application::build(settings).await.unwrap();
+    let app = Application::build(settings.clone()).await.unwrap();
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
@@ -302,6 +304,7 @@ pub async fn spawn_app_on(database_url: &str, config: &str) -> TestApp {
         database_url: database_url.to_owned(),
         client,
         db: connect(database_url).await,
+        settings,
         handle,
     }
 }

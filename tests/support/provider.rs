@@ -31,6 +31,11 @@ pub enum Behavior {
     Decline(u16, &'static str),
     /// Reads the request and closes the connection without an answer.
     Drop,
+    /// 429 before any work, nothing saved (a provider rate-limiting the gateway). A key whose
+    /// refund was already made still gets its saved answer, as Stripe replays before limiting.
+    RateLimit,
+    /// Makes the refund and answers it with this refund id (e.g. one holding a U+0000).
+    AcceptAs(&'static str),
 }
 
 /// One request the provider received.
@@ -40,6 +45,8 @@ pub struct Call {
     pub idempotency_key: Option<String>,
     pub authorization: Option<String>,
     pub body: String,
+    /// When it arrived, to check the spacing of retries.
+    pub at: std::time::Instant,
 }
 
 #[derive(Debug, Clone)]
@@ -58,6 +65,8 @@ enum Saved {
 struct State {
     calls: Vec<Call>,
     script: VecDeque<Behavior>,
+    /// How calls answer once the script is used up.
+    otherwise: Option<Behavior>,
     keys: HashMap<String, Saved>,
     refunds_created: usize,
 }
@@ -109,6 +118,11 @@ impl FakeProvider {
             .extend(behaviors.iter().cloned());
     }
 
+    /// Every call after the script answers as `behavior` says (instead of normally).
+    pub fn otherwise(&self, behavior: Behavior) {
+        self.state.lock().unwrap().otherwise = Some(behavior);
+    }
+
     /// Lets every held answer go, and every later one.
     pub fn let_go(&self) {
         self.gate.add_permits(Semaphore::MAX_PERMITS / 2);
@@ -146,11 +160,16 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
         idempotency_key: header("idempotency-key"),
         authorization: header("authorization"),
         body,
+        at: std::time::Instant::now(),
     };
     let (behavior, decided) = {
         let mut state = state.lock().unwrap();
         state.calls.push(call.clone());
-        let behavior = state.script.pop_front().unwrap_or(Behavior::Normal);
+        let behavior = state
+            .script
+            .pop_front()
+            .or_else(|| state.otherwise.clone())
+            .unwrap_or(Behavior::Normal);
         let decided = decide(&mut state, &call, &behavior);
         (behavior, decided)
     };
@@ -168,8 +187,12 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
             let (status, body) = {
                 let mut state = state.lock().unwrap();
                 state.refunds_created += 1;
-                let id = format!("re_{}", state.refunds_created);
-                let body = format!(r#"{{"id":"{id}","object":"refund","status":"succeeded"}}"#);
+                let id = match behavior {
+                    Behavior::AcceptAs(id) => id.to_owned(),
+                    _ => format!("re_{}", state.refunds_created),
+                };
+                let body = serde_json::json!({"id": id, "object": "refund", "status": "succeeded"})
+                    .to_string();
                 if let Some(key) = &call.idempotency_key {
                     state.keys.insert(
                         key.clone(),
@@ -230,6 +253,13 @@ fn decide(state: &mut State, call: &Call, behavior: &Behavior) -> Decided {
             }
             None => {}
         }
+    }
+    if let Behavior::RateLimit = behavior {
+        return Decided::Answer(
+            429,
+            error("Too many requests hit the API too quickly."),
+            false,
+        );
     }
     if let Behavior::Decline(status, message) = behavior {
         let body = error(message);

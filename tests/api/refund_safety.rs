@@ -1,0 +1,633 @@
+//! Merchant refunds that can never pay twice or stall (issue 23): the record outlives its
+//! request, retries stop before the provider forgets its idempotency key, the recoverer paces
+//! and shares its attention, and an answer PostgreSQL cannot store goes to a person.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use callback_gateway::idempotency::cleanup;
+use callback_gateway::refunds::recover;
+use callback_gateway::startup::refunds_of;
+use diesel_async::AsyncConnection;
+use serde_json::{Value, json as json_value};
+
+use crate::refunds::{
+    canonical_payment, gateway_with_paid_order, json, kill_during_the_provider_call, paid_order,
+    post_refund, refund_app, refund_body, refund_status,
+};
+use crate::support::provider::{Behavior, FakeProvider};
+use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, connect, sign, until};
+
+/// One recoverer pass of `app`'s settings, as `serve` runs it every interval.
+async fn recover_once(app: &TestApp) -> usize {
+    let refunds = refunds_of(&app.settings).unwrap();
+    recover::run_exclusive_pass(
+        &app.database_url,
+        &refunds,
+        app.settings.refunds.recover_interval,
+    )
+    .await
+    .unwrap()
+    .expect("no other recoverer holds the lock")
+}
+
+async fn cleanup_once(app: &TestApp) -> u64 {
+    let mut conn = diesel_async::AsyncPgConnection::establish(&app.database_url)
+        .await
+        .unwrap();
+    cleanup::run_pass(&mut conn, 5000).await.unwrap()
+}
+
+async fn attention_refunds(app: &TestApp) -> Vec<Value> {
+    let (status, _, body) = answer(app.admin_get("/admin/attention").await).await;
+    assert_eq!(status, 200, "{body}");
+    json(&body)["refund_requests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn resolve(app: &TestApp, request_id: i64, resolution: Value) -> (u16, String) {
+    let response = app
+        .client
+        .post(app.url(&format!("/admin/refund-requests/{request_id}/resolve")))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&resolution)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, body) = answer(response).await;
+    (status, body)
+}
+
+async fn request_id_of(app: &TestApp, order_id: i64) -> i64 {
+    app.db
+        .query_one(
+            "SELECT id FROM refund_requests WHERE order_id = $1",
+            &[&order_id],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. The record of a refund outlives its request
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_that_stayed_processing_past_the_ttl_is_kept_after_it_finishes_and_never_paid_twice()
+ {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+
+    // A provider outage: the request stays processing...
+    provider.script(&[Behavior::Fail500]);
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "outage",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    // ...for longer than the record's ttl (72 h by default).
+    app.db
+        .execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '80 hours', \
+             expires_at = now() - interval '8 hours' WHERE op = 'refund.create'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cleanup_once(&app).await,
+        0,
+        "a processing record was cleaned"
+    );
+
+    // The client retries once the provider is back: it finishes.
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "outage",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let expires_in_hours: f64 = app
+        .db
+        .query_one(
+            "SELECT extract(epoch FROM expires_at - now())::float8 / 3600 \
+             FROM idempotency_keys WHERE op = 'refund.create'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        (71.0..=72.1).contains(&expires_in_hours),
+        "a finished record must expire its ttl after it finished, not {expires_in_hours} h from now"
+    );
+
+    // Even an expired record is kept while its request is pending (the webhook has not come).
+    app.db
+        .execute(
+            "UPDATE idempotency_keys SET expires_at = now() - interval '1 hour' \
+             WHERE op = 'refund.create'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cleanup_once(&app).await,
+        0,
+        "a pending request's record was cleaned"
+    );
+
+    // The client's next retry is the stored answer, and the provider refunded once.
+    let (status, replayed, again) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "outage",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, replayed, again.as_str()),
+        (202, true, body.as_str())
+    );
+    assert_eq!(provider.refunds_created(), 1, "the provider refunded twice");
+    assert_eq!(refund_status(&app.db, order_id).await, ["pending"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. No retry past the provider's memory of its idempotency key
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_it() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Fail500]);
+    let (status, _, _) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "old",
+            &refund_body(400),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 503);
+    // 21 hours later (the default retry age is 20 h; Stripe forgets keys after 24 h).
+    app.db
+        .execute(
+            "UPDATE refund_requests SET created_at = now() - interval '21 hours'",
+            &[],
+        )
+        .await
+        .unwrap();
+
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "old",
+            &refund_body(400),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["error"], "refund_needs_review", "{body}");
+    assert_eq!(recover_once(&app).await, 0);
+    assert_eq!(
+        provider.calls().len(),
+        1,
+        "a request past its retry age was sent to the provider again"
+    );
+
+    let listed = attention_refunds(&app).await;
+    let request_id = request_id_of(&app, order_id).await;
+    let item = listed
+        .iter()
+        .find(|r| r["refund_request_id"] == request_id)
+        .unwrap_or_else(|| panic!("not in attention: {listed:?}"));
+    assert_eq!(item["reason"], "retry_age_exceeded", "{item}");
+    assert_eq!(item["status"], "processing");
+
+    // The person looked at the provider: the refund was made there as re_manual.
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "accepted", "provider_refund_id": "re_manual"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["status"], "pending", "{body}");
+    let (status, replayed, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "old",
+            &refund_body(400),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, replayed), (202, true), "{body}");
+    assert_eq!(json(&body)["provider_refund_id"], "re_manual");
+    assert_eq!(provider.calls().len(), 1);
+    // Resolving twice is refused: the request is no longer processing.
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "declined", "message": "no refund at the provider"}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["error"], "refund_not_resolvable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_who_finds_no_refund_at_the_provider_releases_the_reserved_amount() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Fail500]);
+    post_refund(
+        &app.client,
+        &app.address,
+        &token,
+        order_id,
+        "old",
+        &refund_body(1000),
+    )
+    .await;
+    app.db
+        .execute(
+            "UPDATE refund_requests SET created_at = now() - interval '21 hours'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(recover_once(&app).await, 0);
+    let request_id = request_id_of(&app, order_id).await;
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "declined", "message": "no such refund at the provider"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["status"], "failed", "{body}");
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "old",
+            &refund_body(1000),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(json(&body)["error"], "provider_declined");
+    // The whole amount is refundable again, under a new key.
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "new",
+            &refund_body(1000),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. The recoverer round-robins with backoff; a crashed holder is not starved
+// ---------------------------------------------------------------------------------------
+
+/// `n` more orders of merchant 42 on `gateway`'s database, each paid through `acme`.
+async fn paid_orders(gateway_address: &str, db: &tokio_postgres::Client, n: usize) -> Vec<i64> {
+    let client = reqwest::Client::new();
+    let mut orders = Vec::with_capacity(n);
+    for _ in 0..n {
+        let order_id: i64 = db
+            .query_one(
+                "INSERT INTO orders (user_id, amount_minor, currency) VALUES (42, 1000, 'USD') RETURNING id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let body = canonical_payment(order_id, 1000);
+        let event = format!("evt_pay_{order_id}");
+        let mut request = client
+            .post(format!("{gateway_address}/v1/callbacks/{ACME}"))
+            .body(body.clone());
+        for (name, value) in sign::sign_now(ACME, &event, &body) {
+            request = request.header(name, value);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 200);
+        orders.push(order_id);
+    }
+    orders
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_150_rate_limited_refunds_a_crashed_holders_refund_finishes_and_retries_back_off() {
+    const LIMITED: usize = 150;
+    let provider = FakeProvider::start().await;
+    let (mut gateway, token, crash_order) = gateway_with_paid_order(&provider, 1).await;
+    let db = connect(&gateway.database_url).await;
+    let orders = paid_orders(&gateway.address(), &db, LIMITED).await;
+
+    // 150 refunds the provider rate-limits: each answered 503, each left processing.
+    provider.otherwise(Behavior::RateLimit);
+    let client = reqwest::Client::new();
+    for (i, order_id) in orders.iter().enumerate() {
+        let (status, _, body) = answer(
+            post_refund(
+                &client,
+                &gateway.address(),
+                &token,
+                *order_id,
+                &format!("limited-{i}"),
+                &refund_body(300),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 503, "{body}");
+    }
+    // One more whose gateway dies while the provider makes it (the answer is lost).
+    kill_during_the_provider_call(&provider, &mut gateway, &token, crash_order).await;
+    let restarted = provider.calls().len();
+
+    // The restarted gateway's recoverer (every second) must finish the crashed one, whatever
+    // the 150 others do; before the fix they took every pass and it never came up.
+    until("the crashed holder's refund to finish", async || {
+        let status: String = db
+            .query_one(
+                "SELECT k.status FROM idempotency_keys k JOIN refund_requests r \
+                 ON r.idempotency_record_id = k.id WHERE r.order_id = $1",
+                &[&crash_order],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let calls = provider.calls().len() - restarted;
+        assert!(
+            status == "succeeded" || calls <= 3 * LIMITED,
+            "the crashed holder's refund waited behind {calls} retries of the others"
+        );
+        status == "succeeded"
+    })
+    .await;
+    let finished_after = provider.calls().len() - restarted;
+    assert_eq!(refund_status(&db, crash_order).await, ["pending"]);
+    let crash_key = provider.calls()[LIMITED]
+        .idempotency_key
+        .clone()
+        .expect("the crashed request's provider key");
+    assert_eq!(
+        provider.refunds_created(),
+        1,
+        "only the crashed one was ever made"
+    );
+
+    // Let the others be retried a few times: every key is retried no sooner than its backoff,
+    // which doubles from the recover interval (1 s here).
+    until("a rate-limited refund's third call", async || {
+        let mut per_key: HashMap<String, usize> = HashMap::new();
+        for call in provider.calls() {
+            *per_key
+                .entry(call.idempotency_key.unwrap_or_default())
+                .or_default() += 1;
+        }
+        per_key.values().any(|&n| n >= 3)
+    })
+    .await;
+    let calls = provider.calls();
+    let mut by_key: HashMap<String, Vec<std::time::Instant>> = HashMap::new();
+    for call in &calls {
+        let key = call.idempotency_key.clone().unwrap_or_default();
+        if key != crash_key {
+            by_key.entry(key).or_default().push(call.at);
+        }
+    }
+    assert_eq!(by_key.len(), LIMITED);
+    for (key, times) in &by_key {
+        for (n, pair) in times.windows(2).enumerate() {
+            let gap = pair[1] - pair[0];
+            let backoff = Duration::from_secs(1 << n);
+            assert!(
+                gap >= backoff,
+                "{key}: retry {} came {gap:?} after the one before, within its backoff {backoff:?}",
+                n + 1
+            );
+        }
+    }
+    let span = calls.last().unwrap().at - calls[restarted].at;
+    eprintln!(
+        "recoverer: the crashed refund finished after {finished_after} provider calls; \
+         {} calls in {span:?} after the restart ({:.1}/s) for {LIMITED} rate-limited refunds",
+        calls.len() - restarted,
+        (calls.len() - restarted) as f64 / span.as_secs_f64()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. A provider answer PostgreSQL cannot store
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_lease() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::AcceptAs("re_\u{0}odd")]);
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "nul",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["error"], "refund_needs_review", "{body}");
+    // Neither a client retry nor the recoverer calls the provider again.
+    let (status, _, _) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "nul",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 409);
+    app.db
+        .execute(
+            "UPDATE idempotency_keys SET locked_until = now() - interval '1 second' \
+             WHERE op = 'refund.create' AND locked_until IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(recover_once(&app).await, 0);
+    assert_eq!(provider.calls().len(), 1);
+    let request_id = request_id_of(&app, order_id).await;
+    let listed = attention_refunds(&app).await;
+    let item = listed
+        .iter()
+        .find(|r| r["refund_request_id"] == request_id)
+        .unwrap_or_else(|| panic!("not in attention: {listed:?}"));
+    assert_eq!(item["reason"], "unusable_provider_answer", "{item}");
+    // The amount stays reserved: the provider may have refunded it.
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "more",
+            &refund_body(600),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(json(&body)["error"], "amount_exceeds_refundable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decline_message_with_a_nul_is_stored_cleaned() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Decline(400, "charge\u{0} already refunded")]);
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "nul",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(json(&body)["error"], "provider_declined");
+    assert!(
+        json(&body)["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("charge\u{fffd} already refunded")),
+        "{body}"
+    );
+    let (status, replayed, again) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "nul",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, replayed, again), (422, true, body));
+    assert_eq!(refund_status(&app.db, order_id).await, ["failed"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. Pending requests whose webhook never came
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_refund_whose_webhook_is_overdue_is_in_attention() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "quiet",
+            &refund_body(500),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let request_id = request_id_of(&app, order_id).await;
+    assert!(
+        attention_refunds(&app)
+            .await
+            .iter()
+            .all(|r| r["refund_request_id"] != request_id),
+        "a fresh pending request is not a problem yet"
+    );
+    // The default threshold is 24 hours.
+    app.db
+        .execute(
+            "UPDATE refund_requests SET updated_at = now() - interval '25 hours'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let listed = attention_refunds(&app).await;
+    let item = listed
+        .iter()
+        .find(|r| r["refund_request_id"] == request_id)
+        .unwrap_or_else(|| panic!("an overdue pending request is not in attention: {listed:?}"));
+    assert_eq!(item["status"], "pending");
+    assert_eq!(item["reason"], "webhook_overdue");
+    assert_eq!(item["amount_minor"], 500);
+}
