@@ -30,6 +30,7 @@ pub struct Metrics {
     capture_refused: IntCounter,
     cleanup_last_run: IntGauge,
     refund_recoverer_last_run: IntGauge,
+    refunds_needing_review: IntGauge,
 }
 
 impl Default for Metrics {
@@ -154,6 +155,14 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let refunds_needing_review = register(
+            &registry,
+            IntGauge::new(
+                "gateway_refund_requests_needing_review",
+                "Refund requests whose automatic retries stopped, waiting for a person (as counted by this process's last recoverer pass)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             registry,
             requests,
@@ -166,6 +175,7 @@ impl Metrics {
             capture_refused,
             cleanup_last_run,
             refund_recoverer_last_run,
+            refunds_needing_review,
         }
     }
 
@@ -212,6 +222,11 @@ impl Metrics {
     pub fn record_refund_recoverer_pass(&self) {
         self.refund_recoverer_last_run
             .set(chrono::Utc::now().timestamp());
+    }
+
+    /// How many refund requests wait for a person, as the recoverer's pass counted them.
+    pub fn record_refunds_needing_review(&self, count: i64) {
+        self.refunds_needing_review.set(count);
     }
 
     /// The Prometheus text exposition, with the pool gauges (summed over the workers' pools)

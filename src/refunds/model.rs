@@ -306,6 +306,16 @@ impl RefundRequest {
         .optional()
     }
 
+    /// How many processing requests wait for a person (retries stopped).
+    pub async fn needing_review(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
+        refund_requests::table
+            .filter(refund_requests::status.eq(RefundStatus::Processing.as_str()))
+            .filter(refund_requests::review_reason.is_not_null())
+            .count()
+            .get_result(conn)
+            .await
+    }
+
     /// Whether request `id` exists at all.
     pub async fn exists(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<bool> {
         diesel::select(diesel::dsl::exists(

@@ -22,14 +22,23 @@ pub const RECOVERER_LOCK_KEY: i64 = 0x6367_775f_7266_6e64; // "cgw_rfnd"
 /// At most this many records per pass; the next pass takes the rest.
 const BATCH: i64 = 100;
 
-/// One pass on a connection of its own if no other gateway holds the recoverer lock; how many
-/// records it finished, or `None` when another instance is recovering. It starts no attempt
-/// after `budget`. The lock dies with the connection.
+/// What one pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Requests it finished (their answer stored).
+    pub finished: usize,
+    /// Requests waiting for a person after it (retries stopped).
+    pub needing_review: i64,
+}
+
+/// One pass on a connection of its own if no other gateway holds the recoverer lock, or `None`
+/// when another instance is recovering. It starts no attempt after `budget`. The lock dies
+/// with the connection.
 pub async fn run_exclusive_pass(
     database_url: &str,
     refunds: &Refunds,
     budget: Duration,
-) -> anyhow::Result<Option<usize>> {
+) -> anyhow::Result<Option<Pass>> {
     let Some(mut conn) = db::connect_holding_lock(database_url, RECOVERER_LOCK_KEY).await? else {
         return Ok(None);
     };
@@ -50,7 +59,11 @@ pub async fn run_exclusive_pass(
             ),
         }
     }
-    Ok(Some(finished))
+    let needing_review = RefundRequest::needing_review(&mut conn).await?;
+    Ok(Some(Pass {
+        finished,
+        needing_review,
+    }))
 }
 
 /// A pass every `interval`, forever; the liveness gauge moves at start and after each pass
@@ -69,10 +82,15 @@ pub async fn run_periodically(
         match run_exclusive_pass(&database_url, &refunds, interval).await {
             Ok(outcome) => {
                 match outcome {
-                    Some(finished) if finished > 0 => {
-                        tracing::info!(finished, "abandoned refund requests finished");
+                    Some(pass) => {
+                        if pass.finished > 0 {
+                            tracing::info!(
+                                finished = pass.finished,
+                                "abandoned refund requests finished"
+                            );
+                        }
+                        metrics.record_refunds_needing_review(pass.needing_review);
                     }
-                    Some(_) => {}
                     None => tracing::debug!("another gateway holds the refund recoverer lock"),
                 }
                 // A failed pass leaves the gauge alone, so the stalled alert hears of it.

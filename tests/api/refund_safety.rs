@@ -18,8 +18,9 @@ use crate::refunds::{
 use crate::support::provider::{Behavior, FakeProvider};
 use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, connect, sign, until};
 
-/// One recoverer pass of `app`'s settings, as `serve` runs it every interval.
-async fn recover_once(app: &TestApp) -> usize {
+/// One recoverer pass of `app`'s settings, as `serve` runs it every interval: the requests it
+/// finished and those waiting for a person after it.
+async fn recover_once(app: &TestApp) -> (usize, i64) {
     let refunds = refunds_of(&app.settings).unwrap();
     recover::run_exclusive_pass(
         &app.database_url,
@@ -28,6 +29,7 @@ async fn recover_once(app: &TestApp) -> usize {
     )
     .await
     .unwrap()
+    .map(|pass| (pass.finished, pass.needing_review))
     .expect("no other recoverer holds the lock")
 }
 
@@ -223,7 +225,7 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(json(&body)["error"], "refund_needs_review", "{body}");
-    assert_eq!(recover_once(&app).await, 0);
+    assert_eq!(recover_once(&app).await, (0, 1));
     assert_eq!(
         provider.calls().len(),
         1,
@@ -291,12 +293,13 @@ async fn a_person_who_finds_no_refund_at_the_provider_releases_the_reserved_amou
     .await;
     app.db
         .execute(
-            "UPDATE refund_requests SET created_at = now() - interval '21 hours'",
+            "UPDATE refund_requests SET created_at = now() - interval '21 hours', \
+             next_attempt_at = now()",
             &[],
         )
         .await
         .unwrap();
-    assert_eq!(recover_once(&app).await, 0);
+    assert_eq!(recover_once(&app).await, (0, 1));
     let request_id = request_id_of(&app, order_id).await;
     let (status, body) = resolve(
         &app,
@@ -516,7 +519,7 @@ async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_leas
         )
         .await
         .unwrap();
-    assert_eq!(recover_once(&app).await, 0);
+    assert_eq!(recover_once(&app).await, (0, 1));
     assert_eq!(provider.calls().len(), 1);
     let request_id = request_id_of(&app, order_id).await;
     let listed = attention_refunds(&app).await;
