@@ -53,7 +53,7 @@ pub enum Class {
     Ignored,
     /// Processed for the first time, the money held in unapplied funds.
     Held,
-    /// Acknowledged with outcome `rejected` (a business rule).
+    /// Processed for the first time, acknowledged `rejected` (a business rule).
     Rejected,
     /// Anything else, after the retries.
     Failed,
@@ -253,11 +253,11 @@ fn classify(status: u16, replayed: bool, retry_after: Option<Duration>, body: &[
             .map(str::to_owned)
     };
     match status {
-        200..=299 if field("outcome").as_deref() == Some("rejected") => {
-            Verdict::Done(Class::Rejected, field("reason"))
-        }
+        // Replayed first: the gateway processed the event before, so this run changed nothing,
+        // whatever the first outcome was (a rejected one was counted when it was new).
         200..=299 if replayed => Verdict::Done(Class::Replayed, None),
         200..=299 => match field("outcome").as_deref() {
+            Some("rejected") => Verdict::Done(Class::Rejected, field("reason")),
             Some("ignored") => Verdict::Done(Class::Ignored, field("reason")),
             Some("held") => Verdict::Done(Class::Held, field("reason")),
             _ => Verdict::Done(Class::Applied, None),
@@ -488,6 +488,17 @@ mod tests {
         assert_eq!(
             classify(200, false, None, ack),
             Verdict::Done(Class::Rejected, Some("amount_mismatch".into()))
+        );
+    }
+
+    #[test]
+    fn a_replayed_rejected_ack_is_replayed_not_rejected() {
+        // The contract's replay classes: `Idempotent-Replayed: true` means the gateway had
+        // processed the event before, whatever that first outcome was.
+        let ack = br#"{"outcome": "rejected", "reason": "amount_mismatch"}"#;
+        assert_eq!(
+            classify(200, true, None, ack),
+            Verdict::Done(Class::Replayed, None)
         );
     }
 
