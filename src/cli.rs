@@ -161,8 +161,9 @@ impl Cli {
             }
             Command::Reconcile(args) => reconcile_command(&settings, &args).await,
             Command::SendTestEvent(args) => {
-                let provider =
-                    test_event::provider(&settings, &args.provider).map_err(ConfigError)?;
+                let provider = test_event::provider(&settings, &args.provider)
+                    .and_then(|provider| test_event::allowed(provider, &args))
+                    .map_err(ConfigError)?;
                 let (status, answer) = test_event::run(&settings, provider, &args).await?;
                 println!("{status} {answer}");
                 if (200..300).contains(&status) {

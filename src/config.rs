@@ -105,6 +105,9 @@ pub struct ProviderSettings {
     pub ttl: Duration,
     /// The provider's refund API; `None`: refunds of its payments are not refundable here.
     pub refund_api: Option<RefundApi>,
+    /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
+    /// provider may be live, and a sample capture would move a real merchant's books.
+    pub test: bool,
 }
 
 /// Where and how the gateway calls a provider's refund API.
@@ -228,6 +231,7 @@ struct RawProvider {
     ttl_hours: Option<u64>,
     api_base_url: Option<String>,
     api_key: Option<String>,
+    test: Option<bool>,
 }
 
 /// Reads the environment; a seam so tests can load settings without touching the process env.
@@ -594,6 +598,7 @@ fn validate_provider(
         retry_window: hours(retry_window_hours),
         ttl: hours(ttl_hours),
         refund_api,
+        test: raw.test.unwrap_or(false),
     })
 }
 

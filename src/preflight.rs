@@ -116,7 +116,7 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     for p in &settings.providers {
         let _ = writeln!(
             out,
-            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h refund_api={}",
+            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h refund_api={} test={}",
             p.name,
             p.scheme.as_str(),
             p.payload.as_str(),
@@ -130,6 +130,7 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
                 || "none".to_owned(),
                 |api| format!("{} (api_key set)", api.base_url)
             ),
+            p.test,
         );
     }
     out

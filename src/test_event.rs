@@ -28,6 +28,10 @@ pub struct SendTestEventArgs {
     /// The gateway's base URL (default: http://127.0.0.1:<port of [server] bind>).
     #[arg(long)]
     pub url: Option<String>,
+    /// Send even though the provider is not marked `test = true` (it may be a live account:
+    /// the sample would post to a real merchant's ledger, and `--order` would mark it paid).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// What the sample carries about its payment.
@@ -115,6 +119,32 @@ pub fn provider<'a>(settings: &'a Settings, name: &str) -> Result<&'a ProviderSe
                 names.join(", ")
             )
         })
+}
+
+/// The provider's settings when a sample may be sent to it: it is marked `test = true`, or the
+/// operator said `--force`. Otherwise a one-line usage error that says both ways out.
+pub fn allowed<'a>(
+    provider: &'a ProviderSettings,
+    args: &SendTestEventArgs,
+) -> Result<&'a ProviderSettings, String> {
+    if provider.test || args.force {
+        return Ok(provider);
+    }
+    let what = match args.order {
+        Some(order) => format!(
+            "would mark order {order} of merchant {} paid",
+            provider.merchant_id
+        ),
+        None => format!(
+            "would post a sample capture to merchant {}'s unapplied funds",
+            provider.merchant_id
+        ),
+    };
+    Err(format!(
+        "provider {:?} is not marked test = true, so it may be a live account and this {what}: \
+         set test = true in its [[providers]] entry (sandbox accounts only) or pass --force",
+        provider.name
+    ))
 }
 
 /// Signs and posts the sample; returns the status line and the answer's body.
