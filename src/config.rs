@@ -323,12 +323,19 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     };
 
     let url = env.var("DATABASE_URL").or(raw.database.url);
-    if let Some(url) = &url
-        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
-    {
-        return Err(ConfigError(
-            "database.url must be a postgres:// URL".to_owned(),
-        ));
+    if let Some(url) = &url {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(ConfigError(
+                "database.url must be a postgres:// URL".to_owned(),
+            ));
+        }
+        // Refused here rather than at the first connection; the driver's message names the
+        // parameter, never its value, and the URL itself is not repeated (it may hold a password).
+        url.parse::<tokio_postgres::Config>().map_err(|e| {
+            ConfigError(format!(
+                "database.url: the PostgreSQL driver cannot read it: {e}"
+            ))
+        })?;
     }
     let pool_size = raw.database.pool_size.unwrap_or(16);
     within("database.pool_size", u64::from(pool_size), 1, 1000)?;
@@ -464,12 +471,18 @@ fn validate_refund_api(
             )));
         }
     };
-    let parsed = reqwest::Url::parse(&base_url).map_err(|e| {
-        ConfigError(format!(
-            "{}: {base_url:?} is not a URL: {e}",
+    // Neither error below repeats the value: until it is known to carry no userinfo, it may
+    // hold a password.
+    let parsed = reqwest::Url::parse(&base_url)
+        .map_err(|e| ConfigError(format!("{}: not a URL: {e}", field("api_base_url"))))?;
+    // A password in the URL would reach every log line that names it (reqwest's errors quote
+    // the URL); the provider's credential is `api_key`, a secret that is never logged.
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ConfigError(format!(
+            "{}: must not carry user:password@ (put the credential in api_key)",
             field("api_base_url")
-        ))
-    })?;
+        )));
+    }
     let host = parsed.host_str().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host.eq_ignore_ascii_case("localhost")
@@ -860,6 +873,36 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[test]
+    fn a_refund_api_url_with_userinfo_is_refused_without_repeating_it() {
+        for url in [
+            "https://ui-name:pw-in-url@api.example.com",
+            "https://ui-name@api.example.com",
+            "https://:pw-in-url@api.example.com",
+        ] {
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
+            let err = error_of(&text);
+            assert!(err.starts_with("providers[0].api_base_url"), "{url}: {err}");
+            assert!(
+                !err.contains("pw-in-url") && !err.contains("ui-name"),
+                "{url}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_url_the_driver_cannot_read_is_refused_without_repeating_it() {
+        let text = "[database]\nurl = \"postgres://u:pw-in-url@h:notaport/db\"\n";
+        let err = match Settings::from_toml(text, &FakeEnv(HashMap::new())) {
+            Ok(_) => panic!("the driver cannot read this port"),
+            Err(e) => e.0,
+        };
+        assert!(err.starts_with("database.url"), "{err}");
+        assert!(!err.contains("pw-in-url"), "{err}");
     }
 
     #[test]

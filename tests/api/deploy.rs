@@ -395,7 +395,7 @@ fn check_config_resolves_env_secrets_and_shows_neither_them_nor_the_database_pas
         "{stdout}"
     );
     assert!(
-        stdout.contains("postgres://gateway:***@127.0.0.1:1/gateway"),
+        stdout.contains("host=127.0.0.1 port=1 user=gateway dbname=gateway password=set"),
         "{stdout}"
     );
     for secret in [
@@ -406,6 +406,83 @@ fn check_config_resolves_env_secrets_and_shows_neither_them_nor_the_database_pas
         assert!(
             !stdout.contains(secret) && !stderr.contains(secret),
             "{secret} reached the output:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
+/// Passwords the driver accepts unencoded (it reads the credentials up to the first `@`), and
+/// one in the query: none of their characters may reach the summary. The summary shows what
+/// the driver itself makes of the URL.
+#[test]
+fn check_config_shows_the_database_as_the_driver_reads_it_and_never_its_password() {
+    let dir = TempDir::new();
+    let cases = [
+        (
+            "postgres://gateway:sl/ash-pw/x1@127.0.0.1:1/gateway",
+            "sl/ash-pw",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgres://gateway:zqx?est-pw@127.0.0.1:1/gateway",
+            "zqx",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgres://127.0.0.1:1/gateway?user=gateway&password=qu3ry-pw",
+            "qu3ry-pw",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgresql://gateway@db1:5432,db2:5433/gateway?target_session_attrs=read-write",
+            "no password here",
+            "host=db1,db2 port=5432,5433 user=gateway dbname=gateway password=none target_session_attrs=read-write",
+        ),
+    ];
+    for (url, password, expected) in cases {
+        let output = check_config_of(&dir, "check-config", &replaced(UNREACHABLE_DB, url), &[]);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{url}: {stderr}");
+        assert!(
+            !stdout.contains(password) && !stderr.contains(password),
+            "{url}: the password (or a part of it) reached the output:\n{stdout}{stderr}"
+        );
+        let database = stdout
+            .lines()
+            .find(|l| l.starts_with("database "))
+            .unwrap_or_else(|| panic!("no database line in:\n{stdout}"));
+        assert_eq!(
+            database.trim_start_matches("database").trim(),
+            expected,
+            "{url}"
+        );
+    }
+}
+
+/// A refund API URL with user:pass@ would carry a password into every log line that names the
+/// URL (reqwest's errors do): refused, and the refusal does not repeat it.
+#[test]
+fn check_config_refuses_userinfo_in_a_provider_api_base_url_without_repeating_it() {
+    let dir = TempDir::new();
+    for url in [
+        "https://refund-user:refund-pw-1@api.example.com",
+        "https://refund-user@api.example.com",
+        "http://refund-user:refund-pw-1@127.0.0.1:9",
+    ] {
+        let config = format!(
+            "{}api_base_url = \"{url}\"\napi_key = \"sk_test_key\"\n",
+            valid_config()
+        );
+        let output = check_config_of(&dir, "check-config", &config, &[]);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert_eq!(output.status.code(), Some(2), "{url}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{url}: {stdout}");
+        assert!(
+            stderr.contains("providers[0].api_base_url"),
+            "{url}: names the field: {stderr}"
+        );
+        assert!(
+            !stderr.contains("refund-pw-1") && !stderr.contains("refund-user"),
+            "{url}: the userinfo reached the message: {stderr}"
         );
     }
 }
