@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SchemeName, Settings};
+use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
 use crate::payments::event::event_id_from_body;
 use crate::providers::{Provider, Providers};
@@ -356,14 +357,45 @@ async fn deliver(
     }
 }
 
+/// The event lines of the file, numbered. An HTTP export ends with a trailer line
+/// (`{"trailer":{"events":N,..}}`, see [`Trailer`]); each trailer must count exactly the event
+/// lines since the previous one (downloads may be concatenated), else the file lost or gained
+/// lines and nothing of it is sent. Files without a trailer (`export`, hand-made) are read as
+/// they are.
 fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
     let file = std::fs::File::open(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let mut lines = Vec::new();
+    let mut since_trailer = 0u64;
     for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line?;
-        if !line.trim().is_empty() {
-            lines.push((index + 1, line));
+        if line.trim().is_empty() {
+            continue;
+        }
+        match Trailer::parse(&line) {
+            Some(trailer) => {
+                if trailer.events != since_trailer {
+                    anyhow::bail!(
+                        "{}: the trailer on line {} counts {} event(s) but {since_trailer} event line(s) precede it: \
+                         the file is cut or was edited; nothing was sent",
+                        path.display(),
+                        index + 1,
+                        trailer.events
+                    );
+                }
+                if trailer.skipped_non_utf8 > 0 {
+                    eprintln!(
+                        "note: the export before line {} left out {} event(s) whose body is not UTF-8",
+                        index + 1,
+                        trailer.skipped_non_utf8
+                    );
+                }
+                since_trailer = 0;
+            }
+            None => {
+                since_trailer += 1;
+                lines.push((index + 1, line));
+            }
         }
     }
     Ok(lines)
