@@ -32,6 +32,47 @@ pub struct Settings {
     pub admin: AdminSettings,
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
+    pub console: ConsoleSettings,
+}
+
+/// The web console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsoleSettings {
+    /// When the session cookie carries `Secure`.
+    pub secure_cookie: SecureCookie,
+}
+
+/// When the console's session cookie carries `Secure` (a browser then sends it over HTTPS only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecureCookie {
+    /// Always: the gateway serves TLS itself, or `[console] secure_cookie = true`.
+    Always,
+    /// Never: `[console] secure_cookie = false` (plain-HTTP setups, e.g. a laptop).
+    Never,
+    /// When the request arrived over HTTPS, as the TLS-terminating proxy says
+    /// (`X-Forwarded-Proto: https` or `Forwarded: proto=https`): the default without TLS.
+    WhenHttps,
+}
+
+impl SecureCookie {
+    /// `[console] secure_cookie` when set; otherwise always under the gateway's own TLS, and
+    /// per request behind a proxy.
+    pub fn of(setting: Option<bool>, serves_tls: bool) -> Self {
+        match (setting, serves_tls) {
+            (Some(true), _) | (None, true) => SecureCookie::Always,
+            (Some(false), _) => SecureCookie::Never,
+            (None, false) => SecureCookie::WhenHttps,
+        }
+    }
+
+    /// Whether a cookie set in answer to a request (`https`: it came over HTTPS) is `Secure`.
+    pub fn applies(self, https: bool) -> bool {
+        match self {
+            SecureCookie::Always => true,
+            SecureCookie::Never => false,
+            SecureCookie::WhenHttps => https,
+        }
+    }
 }
 
 /// Merchant refunds (`refund.create`): the lease of a request and the provider call's bounds.
@@ -170,6 +211,14 @@ struct RawSettings {
     providers: Vec<RawProvider>,
     #[serde(default)]
     refunds: RawRefunds,
+    #[serde(default)]
+    console: RawConsole,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConsole {
+    secure_cookie: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -384,6 +433,9 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     }
 
     let refunds = validate_refunds(raw.refunds)?;
+    let console = ConsoleSettings {
+        secure_cookie: SecureCookie::of(raw.console.secure_cookie, tls.is_some()),
+    };
 
     Ok(Settings {
         server: ServerSettings {
@@ -409,6 +461,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         admin: AdminSettings { token: admin_token },
         providers,
         refunds,
+        console,
     })
 }
 
@@ -926,6 +979,26 @@ mod tests {
         assert_eq!(settings.refunds.lease, Duration::from_secs(30));
         assert_eq!(settings.refunds.recover_interval, Duration::from_secs(10));
         assert_eq!(settings.refunds.provider_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_console_cookie_is_secure_under_tls_per_request_behind_a_proxy_or_as_set() {
+        let tls = "[server]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n";
+        let cases = [
+            ("", SecureCookie::WhenHttps),
+            (tls, SecureCookie::Always),
+            ("[console]\nsecure_cookie = true\n", SecureCookie::Always),
+            (
+                &format!("{tls}[console]\nsecure_cookie = false\n"),
+                SecureCookie::Never,
+            ),
+        ];
+        for (text, expected) in cases {
+            let settings = Settings::from_toml(text, &env()).unwrap();
+            assert_eq!(settings.console.secure_cookie, expected, "{text}");
+        }
+        assert!(SecureCookie::WhenHttps.applies(true));
+        assert!(!SecureCookie::WhenHttps.applies(false));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rustls::ServerConfig;
 
-use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
+use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, SecureCookie, Settings};
 use crate::tls;
 
 /// Everything `serve` needs beyond parsing the file: the database URL, and the TLS files read
@@ -48,11 +48,29 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         "tls",
         match &server.tls {
             Some(files) => format!(
-                "on (HTTPS, TLS 1.2+; cert {}, key {})",
+                "on (HTTPS, TLS 1.2+, HSTS max-age one year; cert {}, key {})",
                 files.cert.display(),
                 files.key.display()
             ),
             None => "off (plain HTTP: terminate TLS at a proxy in front)".to_owned(),
+        },
+    );
+    line(
+        "console",
+        match settings.console.secure_cookie {
+            SecureCookie::Always if server.tls.is_some() => {
+                "session cookie Secure (the gateway serves TLS)".to_owned()
+            }
+            SecureCookie::Always => {
+                "session cookie Secure ([console] secure_cookie = true)".to_owned()
+            }
+            SecureCookie::Never => {
+                "session cookie not Secure ([console] secure_cookie = false)".to_owned()
+            }
+            SecureCookie::WhenHttps => {
+                "session cookie Secure when the proxy says https (X-Forwarded-Proto, Forwarded)"
+                    .to_owned()
+            }
         },
     );
     line("workers", server.workers.to_string());
@@ -251,6 +269,10 @@ mod tests {
             "{summary}"
         );
         assert!(summary.contains("tls           off"), "{summary}");
+        assert!(
+            summary.contains("console       session cookie Secure when the proxy says https"),
+            "{summary}"
+        );
         assert!(
             summary.starts_with("config file   test.toml\n"),
             "{summary}"

@@ -234,6 +234,45 @@ async fn signed_callbacks_over_https_are_acknowledged_and_plain_http_to_the_tls_
     }
 }
 
+/// Serving TLS itself, the gateway tells browsers to stay on HTTPS (HSTS) on every answer, and
+/// the console's session cookie is `Secure`.
+#[tokio::test]
+async fn an_https_gateway_sends_hsts_and_a_secure_console_cookie() {
+    let dir = TempDir::new();
+    let (cert, key) = self_signed();
+    let (cert_path, key_path) = (dir.write("cert.pem", &cert), dir.write("key.pem", &key));
+    let app = crate::support::spawn_app_with(&tls_section(&cert_path, &key_path)).await;
+    let base = app.address.replace("http://127.0.0.1", "https://localhost");
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for path in ["/healthz", "/console/login", "/v1/callbacks/nope"] {
+        let response = client.get(format!("{base}{path}")).send().await.unwrap();
+        let hsts = response
+            .headers()
+            .get("strict-transport-security")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert!(
+            hsts.as_deref().is_some_and(|v| v.starts_with("max-age=")),
+            "{path}: {hsts:?}"
+        );
+    }
+    let login = client
+        .post(format!("{base}/console/login"))
+        .form(&[("token", crate::support::ADMIN_TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.split(';').any(|a| a.trim() == "Secure"), "{cookie}");
+}
+
 async fn spawn_serve(
     dir: &TempDir,
     config: &Path,
@@ -497,6 +536,10 @@ fn check_config_says_tls_is_on_when_both_files_are_good() {
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(stdout.contains("tls           on (HTTPS"), "{stdout}");
+    assert!(
+        stdout.contains("console       session cookie Secure (the gateway serves TLS)"),
+        "{stdout}"
+    );
 }
 
 /// Each broken example of the contract: exit 2, nothing on stdout, one line naming the field.
