@@ -298,6 +298,30 @@ async fn the_session_cookie_is_secure_when_the_proxy_says_https_or_the_setting_s
     assert!(!is_secure(&signed_in), "secure_cookie = false: {signed_in}");
 }
 
+/// The console's JSONL link is the admin export behind the session cookie: its download ends
+/// with the same trailer, so `replay` can check it.
+#[tokio::test]
+async fn the_console_jsonl_link_ends_with_the_trailer() {
+    let app = spawn_app().await;
+    let client = no_redirects();
+    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    let set_cookie = response.headers()["set-cookie"].to_str().unwrap();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let text = client
+        .get(app.url("/console/events.jsonl?provider=acme"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text, "{\"trailer\":{\"events\":0,\"skipped_non_utf8\":0}}\n",
+        "no events yet: the trailer alone"
+    );
+}
+
 fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64) -> String {
     format!(
         r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"{payment_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#
