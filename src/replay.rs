@@ -15,6 +15,7 @@ use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
 use crate::payments::event::event_id_from_body;
 use crate::providers::{Provider, Providers};
+use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
@@ -445,10 +446,11 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<Summa
                     .scheme()
                     .sign(&event.event_id, event.body.as_bytes(), timestamp);
             let names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+            let url = format!("{base_url}/v1/callbacks/{}", event.provider.name());
             println!(
-                "line {}: POST {base_url}/v1/callbacks/{} event {} ({} bytes, signed: {})",
+                "line {}: POST {} event {} ({} bytes, signed: {})",
                 event.line,
-                event.provider.name(),
+                shown_url(&url),
                 event.event_id,
                 event.body.len(),
                 names.join(", ")

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::config::{PayloadFormat, ProviderSettings, Settings};
 use crate::orders::model::Order;
 use crate::providers::Provider;
+use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SendTestEventArgs {
@@ -190,7 +191,9 @@ pub async fn run(
         .timeout(Duration::from_secs(30))
         .build()?;
     let url = format!("{base_url}/v1/callbacks/{}", provider_settings.name);
-    eprintln!("POST {url}\n{body}");
+    // Shown without the password of a `user:password@` in --url (still sent, as basic auth).
+    let shown = shown_url(&url);
+    eprintln!("POST {shown}\n{body}");
     let mut request = client
         .post(&url)
         .header("Content-Type", "application/json")
@@ -201,7 +204,7 @@ pub async fn run(
     let response = request
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("no answer from {url}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("no answer from {shown}: {e}"))?;
     let status = response.status().as_u16();
     Ok((status, response.text().await?))
 }

@@ -267,3 +267,36 @@ async fn send_test_event_refuses_a_provider_not_marked_test_unless_forced() {
     assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
     assert_eq!(app.order_status(order).await, "paid");
 }
+
+/// A `--url` with `user:password@` (basic auth at a proxy) is used, but its password is never
+/// printed: not in the POST line, not in the "no answer" error.
+#[test]
+fn send_test_event_never_prints_the_password_in_its_url() {
+    let config = with_test_provider("postgres://unused@127.0.0.1:1/x", crate::support::ACME);
+    let url = format!(
+        "http://ops:url-pw-2@127.0.0.1:{}",
+        crate::support::cluster::free_port()
+    );
+    let output = gateway(
+        &[
+            "send-test-event",
+            "--provider",
+            crate::support::ACME,
+            "--url",
+            &url,
+        ],
+        Some(&config),
+        None,
+    );
+    let (out, err) = (String::from_utf8_lossy(&output.stdout), stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "nothing listens there: {err}"
+    );
+    assert!(
+        !out.contains("url-pw-2") && !err.contains("url-pw-2"),
+        "the URL's password reached the output:\n{out}{err}"
+    );
+    assert!(err.contains("127.0.0.1"), "the host is still shown: {err}");
+}

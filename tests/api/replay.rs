@@ -449,3 +449,35 @@ async fn an_http_export_with_its_trailer_replays_and_a_count_mismatch_is_refused
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--url` may carry `user:password@` for a proxy's basic auth; the password never reaches the
+/// output, neither in a dry run's lines nor in a failed attempt's error.
+#[tokio::test]
+async fn replay_never_prints_the_password_in_its_url() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let file = dir.join("events.jsonl");
+    std::fs::write(
+        &file,
+        replay_line(ACME, "evt_u", &payment_body("evt_u", 1, 100)),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let closed = format!(
+        "http://ops:url-pw-1@127.0.0.1:{}",
+        crate::support::cluster::free_port()
+    );
+    for args in [
+        vec!["replay", path, "--url", &closed, "--dry-run"],
+        vec!["replay", path, "--url", &closed, "--retries", "0"],
+    ] {
+        let run = gateway(&app, &dir, &args).await;
+        assert!(
+            !run.stdout.contains("url-pw-1") && !run.stderr.contains("url-pw-1"),
+            "{args:?}: the URL's password reached the output:\n{}{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
