@@ -13,6 +13,7 @@ use crate::idempotency::cleanup;
 use crate::reconcile::{self, ReconcileArgs};
 use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
+use crate::secret::shown_url;
 use crate::startup::{Application, refunds_of};
 use crate::test_event::{self, SendTestEventArgs};
 use crate::{auth, db, preflight};
@@ -161,16 +162,18 @@ impl Cli {
             }
             Command::Reconcile(args) => reconcile_command(&settings, &args).await,
             Command::SendTestEvent(args) => {
-                let provider =
-                    test_event::provider(&settings, &args.provider).map_err(ConfigError)?;
+                let provider = test_event::provider(&settings, &args.provider)
+                    .and_then(|provider| test_event::allowed(provider, &args))
+                    .map_err(ConfigError)?;
                 let (status, answer) = test_event::run(&settings, provider, &args).await?;
                 println!("{status} {answer}");
                 if (200..300).contains(&status) {
-                    eprintln!(
-                        "See it in the console: {}/console/events?provider={}",
+                    let console = format!(
+                        "{}/console/events?provider={}",
                         test_event::base_url(&settings, &args)?,
                         args.provider
                     );
+                    eprintln!("See it in the console: {}", shown_url(&console));
                     Ok(())
                 } else {
                     Err(anyhow::anyhow!("the gateway answered {status}").into())

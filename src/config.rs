@@ -32,6 +32,47 @@ pub struct Settings {
     pub admin: AdminSettings,
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
+    pub console: ConsoleSettings,
+}
+
+/// The web console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsoleSettings {
+    /// When the session cookie carries `Secure`.
+    pub secure_cookie: SecureCookie,
+}
+
+/// When the console's session cookie carries `Secure` (a browser then sends it over HTTPS only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecureCookie {
+    /// Always: the gateway serves TLS itself, or `[console] secure_cookie = true`.
+    Always,
+    /// Never: `[console] secure_cookie = false` (plain-HTTP setups, e.g. a laptop).
+    Never,
+    /// When the request arrived over HTTPS, as the TLS-terminating proxy says
+    /// (`X-Forwarded-Proto: https` or `Forwarded: proto=https`): the default without TLS.
+    WhenHttps,
+}
+
+impl SecureCookie {
+    /// `[console] secure_cookie` when set; otherwise always under the gateway's own TLS, and
+    /// per request behind a proxy.
+    pub fn of(setting: Option<bool>, serves_tls: bool) -> Self {
+        match (setting, serves_tls) {
+            (Some(true), _) | (None, true) => SecureCookie::Always,
+            (Some(false), _) => SecureCookie::Never,
+            (None, false) => SecureCookie::WhenHttps,
+        }
+    }
+
+    /// Whether a cookie set in answer to a request (`https`: it came over HTTPS) is `Secure`.
+    pub fn applies(self, https: bool) -> bool {
+        match self {
+            SecureCookie::Always => true,
+            SecureCookie::Never => false,
+            SecureCookie::WhenHttps => https,
+        }
+    }
 }
 
 /// Merchant refunds (`refund.create`): the lease of a request and the provider call's bounds.
@@ -111,6 +152,9 @@ pub struct ProviderSettings {
     pub ttl: Duration,
     /// The provider's refund API; `None`: refunds of its payments are not refundable here.
     pub refund_api: Option<RefundApi>,
+    /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
+    /// provider may be live, and a sample capture would move a real merchant's books.
+    pub test: bool,
 }
 
 /// Where and how the gateway calls a provider's refund API.
@@ -173,6 +217,14 @@ struct RawSettings {
     providers: Vec<RawProvider>,
     #[serde(default)]
     refunds: RawRefunds,
+    #[serde(default)]
+    console: RawConsole,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConsole {
+    secure_cookie: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -236,6 +288,7 @@ struct RawProvider {
     ttl_hours: Option<u64>,
     api_base_url: Option<String>,
     api_key: Option<String>,
+    test: Option<bool>,
 }
 
 /// Reads the environment; a seam so tests can load settings without touching the process env.
@@ -327,12 +380,19 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     };
 
     let url = env.var("DATABASE_URL").or(raw.database.url);
-    if let Some(url) = &url
-        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
-    {
-        return Err(ConfigError(
-            "database.url must be a postgres:// URL".to_owned(),
-        ));
+    if let Some(url) = &url {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(ConfigError(
+                "database.url must be a postgres:// URL".to_owned(),
+            ));
+        }
+        // Refused here rather than at the first connection; the driver's message names the
+        // parameter, never its value, and the URL itself is not repeated (it may hold a password).
+        url.parse::<tokio_postgres::Config>().map_err(|e| {
+            ConfigError(format!(
+                "database.url: the PostgreSQL driver cannot read it: {e}"
+            ))
+        })?;
     }
     let pool_size = raw.database.pool_size.unwrap_or(16);
     within("database.pool_size", u64::from(pool_size), 1, 1000)?;
@@ -381,6 +441,9 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     }
 
     let refunds = validate_refunds(raw.refunds)?;
+    let console = ConsoleSettings {
+        secure_cookie: SecureCookie::of(raw.console.secure_cookie, tls.is_some()),
+    };
 
     Ok(Settings {
         server: ServerSettings {
@@ -406,6 +469,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         admin: AdminSettings { token: admin_token },
         providers,
         refunds,
+        console,
     })
 }
 
@@ -481,12 +545,18 @@ fn validate_refund_api(
             )));
         }
     };
-    let parsed = reqwest::Url::parse(&base_url).map_err(|e| {
-        ConfigError(format!(
-            "{}: {base_url:?} is not a URL: {e}",
+    // Neither error below repeats the value: until it is known to carry no userinfo, it may
+    // hold a password.
+    let parsed = reqwest::Url::parse(&base_url)
+        .map_err(|e| ConfigError(format!("{}: not a URL: {e}", field("api_base_url"))))?;
+    // A password in the URL would reach every log line that names it (reqwest's errors quote
+    // the URL); the provider's credential is `api_key`, a secret that is never logged.
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ConfigError(format!(
+            "{}: must not carry user:password@ (put the credential in api_key)",
             field("api_base_url")
-        ))
-    })?;
+        )));
+    }
     let host = parsed.host_str().unwrap_or_default();
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = host.eq_ignore_ascii_case("localhost")
@@ -615,6 +685,7 @@ fn validate_provider(
         retry_window: hours(retry_window_hours),
         ttl: hours(ttl_hours),
         refund_api,
+        test: raw.test.unwrap_or(false),
     })
 }
 
@@ -879,6 +950,36 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_api_url_with_userinfo_is_refused_without_repeating_it() {
+        for url in [
+            "https://ui-name:pw-in-url@api.example.com",
+            "https://ui-name@api.example.com",
+            "https://:pw-in-url@api.example.com",
+        ] {
+            let text = provider(&format!(
+                "api_base_url = \"{url}\"\napi_key = \"sk_test\"\n"
+            ));
+            let err = error_of(&text);
+            assert!(err.starts_with("providers[0].api_base_url"), "{url}: {err}");
+            assert!(
+                !err.contains("pw-in-url") && !err.contains("ui-name"),
+                "{url}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_url_the_driver_cannot_read_is_refused_without_repeating_it() {
+        let text = "[database]\nurl = \"postgres://u:pw-in-url@h:notaport/db\"\n";
+        let err = match Settings::from_toml(text, &FakeEnv(HashMap::new())) {
+            Ok(_) => panic!("the driver cannot read this port"),
+            Err(e) => e.0,
+        };
+        assert!(err.starts_with("database.url"), "{err}");
+        assert!(!err.contains("pw-in-url"), "{err}");
+    }
+
+    #[test]
     fn a_refund_api_needs_its_key_and_the_key_is_never_printed() {
         let err = error_of(&provider("api_base_url = \"https://api.example.com\"\n"));
         assert!(err.starts_with("providers[0].api_key is required"), "{err}");
@@ -907,6 +1008,26 @@ mod tests {
             settings.refunds.pending_overdue,
             Duration::from_secs(24 * 3600)
         );
+    }
+
+    #[test]
+    fn the_console_cookie_is_secure_under_tls_per_request_behind_a_proxy_or_as_set() {
+        let tls = "[server]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n";
+        let cases = [
+            ("", SecureCookie::WhenHttps),
+            (tls, SecureCookie::Always),
+            ("[console]\nsecure_cookie = true\n", SecureCookie::Always),
+            (
+                &format!("{tls}[console]\nsecure_cookie = false\n"),
+                SecureCookie::Never,
+            ),
+        ];
+        for (text, expected) in cases {
+            let settings = Settings::from_toml(text, &env()).unwrap();
+            assert_eq!(settings.console.secure_cookie, expected, "{text}");
+        }
+        assert!(SecureCookie::WhenHttps.applies(true));
+        assert!(!SecureCookie::WhenHttps.applies(false));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rustls::ServerConfig;
 
-use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, Settings};
+use crate::config::{ConfigError, DEFAULT_CONFIG_PATH, SecureCookie, Settings};
 use crate::tls;
 
 /// Everything `serve` needs beyond parsing the file: the database URL, and the TLS files read
@@ -23,7 +23,7 @@ pub fn check(settings: &Settings) -> Result<Option<ServerConfig>, ConfigError> {
 }
 
 /// A summary an operator can paste into a ticket: every setting that shapes behaviour, and
-/// for secrets only how many there are. The database URL loses its password and query.
+/// for secrets only how many there are. The database URL is shown as the driver reads it.
 /// `explicit` is the `--config` path, if any, so the summary says which file was read.
 pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     let server = &settings.server;
@@ -48,11 +48,29 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         "tls",
         match &server.tls {
             Some(files) => format!(
-                "on (HTTPS, TLS 1.2+; cert {}, key {})",
+                "on (HTTPS, TLS 1.2+, HSTS max-age one year; cert {}, key {})",
                 files.cert.display(),
                 files.key.display()
             ),
             None => "off (plain HTTP: terminate TLS at a proxy in front)".to_owned(),
+        },
+    );
+    line(
+        "console",
+        match settings.console.secure_cookie {
+            SecureCookie::Always if server.tls.is_some() => {
+                "session cookie Secure (the gateway serves TLS)".to_owned()
+            }
+            SecureCookie::Always => {
+                "session cookie Secure ([console] secure_cookie = true)".to_owned()
+            }
+            SecureCookie::Never => {
+                "session cookie not Secure ([console] secure_cookie = false)".to_owned()
+            }
+            SecureCookie::WhenHttps => {
+                "session cookie Secure when the proxy says https (X-Forwarded-Proto, Forwarded)"
+                    .to_owned()
+            }
         },
     );
     line("workers", server.workers.to_string());
@@ -60,10 +78,10 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     line("acquire wait", millis(server.acquire_timeout));
     line(
         "database",
-        database
-            .url
-            .as_ref()
-            .map_or_else(|| "(not set)".to_owned(), |url| redacted_url(url.expose())),
+        database.url.as_ref().map_or_else(
+            || "(not set)".to_owned(),
+            |url| redacted_database(url.expose()),
+        ),
     );
     line(
         "pool size",
@@ -116,7 +134,7 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     for p in &settings.providers {
         let _ = writeln!(
             out,
-            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h refund_api={}",
+            "  {} scheme={} payload={} merchant_id={} secrets={} tolerance={}s retry_window={}h ttl={}h refund_api={} test={}",
             p.name,
             p.scheme.as_str(),
             p.payload.as_str(),
@@ -130,6 +148,7 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
                 || "none".to_owned(),
                 |api| format!("{} (api_key set)", api.base_url)
             ),
+            p.test,
         );
     }
     out
@@ -139,31 +158,54 @@ fn millis(d: Duration) -> String {
     format!("{} ms", d.as_millis())
 }
 
-/// `scheme://user@host/db` with any password replaced and the query (which may carry one,
-/// `?password=`) dropped.
-fn redacted_url(url: &str) -> String {
-    let (base, had_query) = match url.split_once('?') {
-        Some((base, _)) => (base, true),
-        None => (url, false),
+/// The database URL as the driver reads it (tokio-postgres, under diesel-async): hosts, ports,
+/// user, database, whether a password is set, and the session attributes asked for. Built from
+/// the parsed fields, never from the text, so no password (in the userinfo or the query, with
+/// `/`, `?` or `@` in it) can reach the summary.
+fn redacted_database(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+        // Config validation refuses such a URL; say nothing of its text.
+        return "(unreadable by the driver)".to_owned();
     };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let authority_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let authority = &base[scheme_end..authority_end];
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{user}:***@{host}"),
-            None => authority.to_owned(),
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|host| match host {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    let or_default = |values: Vec<String>, default: &str| {
+        if values.is_empty() {
+            default.to_owned()
+        } else {
+            values.join(",")
+        }
+    };
+    let mut out = format!(
+        "host={} port={} user={} dbname={} password={}",
+        or_default(hosts, "(default)"),
+        or_default(ports, "5432"),
+        config.get_user().unwrap_or("(default)"),
+        config
+            .get_dbname()
+            .or(config.get_user())
+            .unwrap_or("(default)"),
+        if config.get_password().is_some() {
+            "set"
+        } else {
+            "none"
         },
-        None => authority.to_owned(),
-    };
-    format!(
-        "{}{authority}{}{}",
-        &base[..scheme_end],
-        &base[authority_end..],
-        if had_query { "?<redacted>" } else { "" }
-    )
+    );
+    use tokio_postgres::config::TargetSessionAttrs;
+    match config.get_target_session_attrs() {
+        TargetSessionAttrs::Any => {}
+        TargetSessionAttrs::ReadWrite => out.push_str(" target_session_attrs=read-write"),
+        TargetSessionAttrs::ReadOnly => out.push_str(" target_session_attrs=read-only"),
+        _ => out.push_str(" target_session_attrs=(other)"),
+    }
+    out
 }
 
 #[cfg(test)]
@@ -172,18 +214,27 @@ mod tests {
 
     #[test]
     fn a_database_password_never_reaches_the_summary() {
-        assert_eq!(
-            redacted_url("postgres://app:hunter2@db:5432/gateway"),
-            "postgres://app:***@db:5432/gateway"
-        );
-        assert_eq!(
-            redacted_url("postgres://db/gateway?user=app&password=hunter2"),
-            "postgres://db/gateway?<redacted>"
-        );
-        assert_eq!(
-            redacted_url("postgresql://app@db/gateway"),
-            "postgresql://app@db/gateway"
-        );
+        for (url, shown) in [
+            (
+                "postgres://app:hunter2@db:5432/gateway",
+                "host=db port=5432 user=app dbname=gateway password=set",
+            ),
+            // The driver reads the credentials up to the first `@`: `/` and `?` are password.
+            (
+                "postgres://app:hun/ter?2@db/gateway",
+                "host=db port=5432 user=app dbname=gateway password=set",
+            ),
+            (
+                "postgres://db/gateway?user=app&password=hunter2",
+                "host=db port=5432 user=app dbname=gateway password=set",
+            ),
+            (
+                "postgresql://app@db/gateway",
+                "host=db port=5432 user=app dbname=gateway password=none",
+            ),
+        ] {
+            assert_eq!(redacted_database(url), shown, "{url}");
+        }
     }
 
     #[test]
@@ -218,6 +269,10 @@ mod tests {
             "{summary}"
         );
         assert!(summary.contains("tls           off"), "{summary}");
+        assert!(
+            summary.contains("console       session cookie Secure when the proxy says https"),
+            "{summary}"
+        );
         assert!(
             summary.starts_with("config file   test.toml\n"),
             "{summary}"

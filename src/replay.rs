@@ -11,9 +11,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SchemeName, Settings};
+use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
 use crate::payments::event::event_id_from_body;
 use crate::providers::{Provider, Providers};
+use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
@@ -53,7 +55,7 @@ pub enum Class {
     Ignored,
     /// Processed for the first time, the money held in unapplied funds.
     Held,
-    /// Acknowledged with outcome `rejected` (a business rule).
+    /// Processed for the first time, acknowledged `rejected` (a business rule).
     Rejected,
     /// Anything else, after the retries.
     Failed,
@@ -253,11 +255,11 @@ fn classify(status: u16, replayed: bool, retry_after: Option<Duration>, body: &[
             .map(str::to_owned)
     };
     match status {
-        200..=299 if field("outcome").as_deref() == Some("rejected") => {
-            Verdict::Done(Class::Rejected, field("reason"))
-        }
+        // Replayed first: the gateway processed the event before, so this run changed nothing,
+        // whatever the first outcome was (a rejected one was counted when it was new).
         200..=299 if replayed => Verdict::Done(Class::Replayed, None),
         200..=299 => match field("outcome").as_deref() {
+            Some("rejected") => Verdict::Done(Class::Rejected, field("reason")),
             Some("ignored") => Verdict::Done(Class::Ignored, field("reason")),
             Some("held") => Verdict::Done(Class::Held, field("reason")),
             _ => Verdict::Done(Class::Applied, None),
@@ -356,14 +358,45 @@ async fn deliver(
     }
 }
 
+/// The event lines of the file, numbered. An HTTP export ends with a trailer line
+/// (`{"trailer":{"events":N,..}}`, see [`Trailer`]); each trailer must count exactly the event
+/// lines since the previous one (downloads may be concatenated), else the file lost or gained
+/// lines and nothing of it is sent. Files without a trailer (`export`, hand-made) are read as
+/// they are.
 fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
     let file = std::fs::File::open(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let mut lines = Vec::new();
+    let mut since_trailer = 0u64;
     for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line?;
-        if !line.trim().is_empty() {
-            lines.push((index + 1, line));
+        if line.trim().is_empty() {
+            continue;
+        }
+        match Trailer::parse(&line) {
+            Some(trailer) => {
+                if trailer.events != since_trailer {
+                    anyhow::bail!(
+                        "{}: the trailer on line {} counts {} event(s) but {since_trailer} event line(s) precede it: \
+                         the file is cut or was edited; nothing was sent",
+                        path.display(),
+                        index + 1,
+                        trailer.events
+                    );
+                }
+                if trailer.skipped_non_utf8 > 0 {
+                    eprintln!(
+                        "note: the export before line {} left out {} event(s) whose body is not UTF-8",
+                        index + 1,
+                        trailer.skipped_non_utf8
+                    );
+                }
+                since_trailer = 0;
+            }
+            None => {
+                since_trailer += 1;
+                lines.push((index + 1, line));
+            }
         }
     }
     Ok(lines)
@@ -413,10 +446,11 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<Summa
                     .scheme()
                     .sign(&event.event_id, event.body.as_bytes(), timestamp);
             let names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+            let url = format!("{base_url}/v1/callbacks/{}", event.provider.name());
             println!(
-                "line {}: POST {base_url}/v1/callbacks/{} event {} ({} bytes, signed: {})",
+                "line {}: POST {} event {} ({} bytes, signed: {})",
                 event.line,
-                event.provider.name(),
+                shown_url(&url),
                 event.event_id,
                 event.body.len(),
                 names.join(", ")
@@ -488,6 +522,17 @@ mod tests {
         assert_eq!(
             classify(200, false, None, ack),
             Verdict::Done(Class::Rejected, Some("amount_mismatch".into()))
+        );
+    }
+
+    #[test]
+    fn a_replayed_rejected_ack_is_replayed_not_rejected() {
+        // The contract's replay classes: `Idempotent-Replayed: true` means the gateway had
+        // processed the event before, whatever that first outcome was.
+        let ack = br#"{"outcome": "rejected", "reason": "amount_mismatch"}"#;
+        assert_eq!(
+            classify(200, true, None, ack),
+            Verdict::Done(Class::Replayed, None)
         );
     }
 

@@ -31,6 +31,21 @@ impl Secret {
     }
 }
 
+/// `url` as it may be printed: the password of its `user:password@` (which reqwest still sends,
+/// as basic auth) replaced by `***`. Text that is not a URL is not repeated at all.
+pub fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                // Fails only for URLs that cannot have userinfo, which have no password either.
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(not a URL)".to_owned(),
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")
@@ -46,6 +61,20 @@ mod tests {
         let secret = Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
         assert_eq!(secret.standard_webhooks_key().map(|k| k.len()), Some(24));
         assert_eq!(Secret::new("whsec_!!!").standard_webhooks_key(), None);
+    }
+
+    #[test]
+    fn a_shown_url_keeps_everything_but_the_password() {
+        assert_eq!(
+            shown_url("http://ops:p%2Fw%3F@127.0.0.1:8080/v1/callbacks/acme"),
+            "http://ops:***@127.0.0.1:8080/v1/callbacks/acme"
+        );
+        assert_eq!(
+            shown_url("https://gw.example/v1/callbacks/acme"),
+            "https://gw.example/v1/callbacks/acme"
+        );
+        // What the URL parser (and so reqwest) cannot read is not repeated at all.
+        assert_eq!(shown_url("http://ops:pw/x@127.0.0.1/"), "(not a URL)");
     }
 
     #[test]

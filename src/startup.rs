@@ -5,6 +5,8 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use actix_web::dev::{Server, ServerHandle};
+use actix_web::http::header::STRICT_TRANSPORT_SECURITY;
+use actix_web::middleware::{Condition, DefaultHeaders};
 use actix_web::{App, HttpServer, web};
 use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
@@ -97,6 +99,10 @@ pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
     })
 }
 
+/// One year, the value HSTS guidance asks for; no `includeSubDomains`: the gateway does not
+/// know what else runs under its domain.
+const HSTS: &str = "max-age=31536000";
+
 pub struct Application {
     port: u16,
     server: Server,
@@ -138,7 +144,8 @@ impl Application {
         let refunds = web::Data::new(refunds_of(&settings)?);
         let openapi_document = web::Data::new(ApiDoc::openapi());
         let console_sessions =
-            web::Data::new(console::Sessions::new(settings.server.tls.is_some()));
+            web::Data::new(console::Sessions::new(settings.console.secure_cookie));
+        let serves_tls = tls.is_some();
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
@@ -162,6 +169,12 @@ impl Application {
             });
             // The last wrap is the outermost: the request span encloses the observation.
             App::new()
+                // Serving TLS itself, the gateway tells browsers to come back over HTTPS only
+                // (behind a proxy, the proxy that terminates TLS sets this header).
+                .wrap(Condition::new(
+                    serves_tls,
+                    DefaultHeaders::new().add((STRICT_TRANSPORT_SECURITY, HSTS)),
+                ))
                 .wrap(actix_web::middleware::from_fn(observe))
                 .wrap(TracingLogger::<GatewayRootSpan>::new())
                 .app_data(state)

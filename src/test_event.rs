@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::config::{PayloadFormat, ProviderSettings, Settings};
 use crate::orders::model::Order;
 use crate::providers::Provider;
+use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SendTestEventArgs {
@@ -28,6 +29,10 @@ pub struct SendTestEventArgs {
     /// The gateway's base URL (default: http://127.0.0.1:<port of [server] bind>).
     #[arg(long)]
     pub url: Option<String>,
+    /// Send even though the provider is not marked `test = true` (it may be a live account:
+    /// the sample would post to a real merchant's ledger, and `--order` would mark it paid).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// What the sample carries about its payment.
@@ -117,6 +122,32 @@ pub fn provider<'a>(settings: &'a Settings, name: &str) -> Result<&'a ProviderSe
         })
 }
 
+/// The provider's settings when a sample may be sent to it: it is marked `test = true`, or the
+/// operator said `--force`. Otherwise a one-line usage error that says both ways out.
+pub fn allowed<'a>(
+    provider: &'a ProviderSettings,
+    args: &SendTestEventArgs,
+) -> Result<&'a ProviderSettings, String> {
+    if provider.test || args.force {
+        return Ok(provider);
+    }
+    let what = match args.order {
+        Some(order) => format!(
+            "would mark order {order} of merchant {} paid",
+            provider.merchant_id
+        ),
+        None => format!(
+            "would post a sample capture to merchant {}'s unapplied funds",
+            provider.merchant_id
+        ),
+    };
+    Err(format!(
+        "provider {:?} is not marked test = true, so it may be a live account and this {what}: \
+         set test = true in its [[providers]] entry (sandbox accounts only) or pass --force",
+        provider.name
+    ))
+}
+
 /// Signs and posts the sample; returns the status line and the answer's body.
 pub async fn run(
     settings: &Settings,
@@ -160,7 +191,9 @@ pub async fn run(
         .timeout(Duration::from_secs(30))
         .build()?;
     let url = format!("{base_url}/v1/callbacks/{}", provider_settings.name);
-    eprintln!("POST {url}\n{body}");
+    // Shown without the password of a `user:password@` in --url (still sent, as basic auth).
+    let shown = shown_url(&url);
+    eprintln!("POST {shown}\n{body}");
     let mut request = client
         .post(&url)
         .header("Content-Type", "application/json")
@@ -171,7 +204,7 @@ pub async fn run(
     let response = request
         .send()
         .await
-        .map_err(|e| anyhow::anyhow!("no answer from {url}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("no answer from {shown}: {e}"))?;
     let status = response.status().as_u16();
     Ok((status, response.text().await?))
 }

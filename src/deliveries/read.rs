@@ -10,7 +10,6 @@ use diesel::dsl::sql;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bool, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use futures_util::Stream;
 use serde::Serialize;
 
 use crate::refunds::model::RefundAttention;
@@ -238,18 +237,96 @@ impl<Q: diesel::query_builder::QueryFragment<diesel::pg::Pg>>
     }
 }
 
-/// The events matching `filter`, oldest first, with their bodies, as a stream (the export's
-/// order, so a replay posts them as they came).
-pub async fn stream_bodies<'c>(
-    conn: &'c mut AsyncPgConnection,
-    filter: &'c EventFilter,
-) -> QueryResult<impl Stream<Item = QueryResult<(String, String, Vec<u8>)>> + 'c> {
+/// One event of an export batch: where it sits in the export's order, and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportRow {
+    pub cursor: Cursor,
+    pub provider: String,
+    pub event_id: String,
+    pub body: Vec<u8>,
+}
+
+/// How large one export batch may be: at most `rows` events and, past its first event,
+/// `bytes` of bodies (a body may be up to the body limit; the first one always fits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimit {
+    pub rows: i64,
+    pub bytes: i64,
+}
+
+/// The next batch of the events matching `filter`, oldest first (the export's order, so a
+/// replay posts them as they came), after `after`. Two short statements on the keyset indexes
+/// of [`list`], ascending: the sizes of the next `rows` bodies (their length is read from the
+/// TOAST pointer, not the body), then the bodies of those that fit in `bytes`. An export is a
+/// loop of these, so no statement lasts as long as the download (statement_timeout would cut
+/// it) and memory is bounded by the batch, whatever the number of events.
+pub async fn export_batch(
+    conn: &mut AsyncPgConnection,
+    filter: &EventFilter,
+    after: Option<Cursor>,
+    limit: BatchLimit,
+) -> QueryResult<Vec<ExportRow>> {
     use callback_deliveries as d;
-    filtered(filter)
+    let mut query = filtered(filter);
+    if let Some(after) = after {
+        query = query.filter(
+            sql::<Bool>("(callback_deliveries.received_at, callback_deliveries.id) > (")
+                .bind::<Timestamptz, _>(after.received_at)
+                .sql(", ")
+                .bind::<BigInt, _>(after.id)
+                .sql(")"),
+        );
+    }
+    let sizes: Vec<(i64, i32)> = query
         .order((d::received_at.asc(), d::id.asc()))
-        .select((d::provider, d::event_id, d::body))
-        .load_stream::<(String, String, Vec<u8>)>(conn)
-        .await
+        .select((
+            d::id,
+            sql::<diesel::sql_types::Int4>("octet_length(callback_deliveries.body)"),
+        ))
+        .limit(limit.rows.max(1))
+        .load(conn)
+        .await?;
+    let mut ids = Vec::with_capacity(sizes.len());
+    let mut bytes = 0i64;
+    for (id, size) in sizes {
+        bytes += i64::from(size);
+        if !ids.is_empty() && bytes > limit.bytes {
+            break;
+        }
+        ids.push(id);
+    }
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<ExportColumns> = d::table
+        .filter(d::id.eq_any(&ids))
+        .order((d::received_at.asc(), d::id.asc()))
+        .select(ExportColumns::as_select())
+        .load(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ExportRow {
+            cursor: Cursor {
+                received_at: row.received_at,
+                id: row.id,
+            },
+            provider: row.provider,
+            event_id: row.event_id,
+            body: row.body,
+        })
+        .collect())
+}
+
+/// The columns of an [`ExportRow`], as stored.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = callback_deliveries)]
+struct ExportColumns {
+    id: i64,
+    received_at: DateTime<Utc>,
+    provider: String,
+    event_id: String,
+    body: Vec<u8>,
 }
 
 /// What finance must look at: the newest held and rejected events, and refund requests that

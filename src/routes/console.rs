@@ -158,9 +158,20 @@ struct LoginForm {
     token: Option<String>,
 }
 
+/// Whether the browser reached us over HTTPS: the gateway's own TLS, or what the TLS-terminating
+/// proxy says in `Forwarded: proto=https` or `X-Forwarded-Proto: https` (actix reads both). A
+/// client that lies only makes its own cookie `Secure`, which it then cannot send over HTTP.
+fn over_https(request: &HttpRequest) -> bool {
+    request
+        .connection_info()
+        .scheme()
+        .eq_ignore_ascii_case("https")
+}
+
 /// `POST /console/login`: the admin token, compared as `AdminAuth` compares it (a missing and
 /// a wrong token take the same path and get the same 401 page).
 async fn login(
+    request: HttpRequest,
     form: web::Form<LoginForm>,
     expected: web::Data<AdminToken>,
     sessions: web::Data<Sessions>,
@@ -180,7 +191,7 @@ async fn login(
         );
     }
     Ok(HttpResponse::SeeOther()
-        .cookie(sessions.start(Utc::now()))
+        .cookie(sessions.start(Utc::now(), over_https(&request)))
         .insert_header((LOCATION, "/console/events"))
         .finish())
 }
@@ -189,7 +200,7 @@ async fn login(
 async fn logout(request: HttpRequest, sessions: web::Data<Sessions>) -> HttpResponse {
     let cookie = request.cookie(session::COOKIE);
     HttpResponse::SeeOther()
-        .cookie(sessions.end(cookie.as_ref().map(|c| c.value())))
+        .cookie(sessions.end(cookie.as_ref().map(|c| c.value()), over_https(&request)))
         .insert_header((LOCATION, "/console/login"))
         .finish()
 }

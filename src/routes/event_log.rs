@@ -2,18 +2,16 @@
 //! read into filters, one event found, and the filtered events streamed as replayable JSONL
 //! (the `export` format). Takes the pool it is given; callers pass the API pool.
 
+use crate::db::PgPool;
+use crate::deliveries::read::{
+    self, BatchLimit, Cursor, DEFAULT_LIMIT, EventDetail, EventFilter, EventOutcome,
+};
+use crate::error::ApiError;
+use crate::export::{self, Streamed};
 use actix_web::HttpResponse;
 use actix_web::http::header::CONTENT_TYPE;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use futures_util::TryStreamExt;
-
-use crate::db::PgPool;
-use crate::deliveries::read::{
-    self, Cursor, DEFAULT_LIMIT, EventDetail, EventFilter, EventOutcome,
-};
-use crate::error::ApiError;
-use crate::export::ReplayLine;
 
 /// The query string of the event list (and of the console's list and export link).
 #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, utoipa::IntoParams)]
@@ -122,38 +120,49 @@ pub async fn find_event(
         })
 }
 
-/// The JSONL response of the events `query` selects (shared with the console's link).
+/// One export batch: at most this many events, and past the first one this many bytes of
+/// bodies. Each batch is two short statements, well under any sane statement_timeout; memory
+/// is about three batches (one being read, one in the channel, one being written).
+pub const EXPORT_BATCH: BatchLimit = BatchLimit {
+    rows: 1000,
+    bytes: 4 * 1024 * 1024,
+};
+
+/// The JSONL response of the events `query` selects (shared with the console's link): oldest
+/// first, read in keyset batches (a connection taken per batch, so a slow download holds none
+/// of the API pool between batches), ending with the trailer line. A batch that fails ends
+/// the stream with an error and no trailer, so the client holds a recognisably cut file.
 pub async fn export_events_stream(
     query: &EventQuery,
     pool: &PgPool,
 ) -> Result<HttpResponse, ApiError> {
     let filter = query.filter()?;
-    let mut conn = pool.get_owned().await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let pool = pool.clone();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
     actix_web::rt::spawn(async move {
-        let result = async {
-            let mut rows = read::stream_bodies(&mut conn, &filter).await?;
-            while let Some((provider, id, body)) = rows.try_next().await? {
-                let Ok(body) = std::str::from_utf8(&body) else {
-                    continue;
-                };
-                let mut line = serde_json::to_vec(&ReplayLine {
-                    provider: &provider,
-                    id: &id,
-                    body,
-                })
-                .unwrap_or_default();
-                line.push(b'\n');
-                if tx.send(Ok(Bytes::from(line))).await.is_err() {
-                    break; // the client went away
-                }
-            }
-            Ok::<_, diesel::result::Error>(())
-        }
+        let streamed = export::by_batches(
+            async |after| {
+                let mut conn = pool.get().await.map_err(ApiError::from)?;
+                read::export_batch(&mut conn, &filter, after, EXPORT_BATCH)
+                    .await
+                    .map_err(ApiError::from)
+            },
+            async |chunk| tx.send(Ok(Bytes::from(chunk))).await.is_ok(),
+        )
         .await;
-        if let Err(error) = result {
-            tracing::error!(%error, "event export stopped");
-            let _ = tx.send(Err(std::io::Error::other("export failed"))).await;
+        match streamed {
+            Streamed::Complete(count) => {
+                tracing::info!(
+                    events = count.written,
+                    skipped_non_utf8 = count.skipped,
+                    "event export complete"
+                );
+            }
+            Streamed::Abandoned => tracing::info!("event export abandoned by the client"),
+            Streamed::Failed(error) => {
+                tracing::error!(error = %error, "event export stopped; no trailer sent");
+                let _ = tx.send(Err(std::io::Error::other("export failed"))).await;
+            }
         }
     });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {

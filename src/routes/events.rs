@@ -88,7 +88,8 @@ pub async fn attention(
 }
 
 /// `GET /admin/events.jsonl`: every event matching the filters (paging ignored), oldest first,
-/// one replay line each, streamed with bounded memory (a bounded channel from the reader).
+/// one replay line each, read in keyset batches and streamed with bounded memory, then the
+/// trailer line `{"trailer":{"events":N,"skipped_non_utf8":M}}` (absent when it failed).
 #[utoipa::path(
     get,
     path = "/admin/events.jsonl",
@@ -96,7 +97,7 @@ pub async fn attention(
     security(("admin" = [])),
     params(EventQuery),
     responses(
-        (status = 200, description = "JSONL: {\"provider\",\"id\",\"body\"} a line", content_type = "application/x-ndjson"),
+        (status = 200, description = "JSONL: {\"provider\",\"id\",\"body\"} a line, then {\"trailer\":{\"events\":N,\"skipped_non_utf8\":M}}", content_type = "application/x-ndjson"),
         (status = 400, description = "invalid_query", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
     )

@@ -147,6 +147,20 @@ async fn token_issue_prints_the_token_alone_and_stores_only_its_hash() {
     assert_ne!(stored, token);
 }
 
+/// The base configuration with `provider` marked `test = true` (a sandbox account).
+fn with_test_provider(database_url: &str, provider: &str) -> String {
+    let config = crate::support::config_with(database_url, "");
+    let mut table: toml::Table = config.parse().unwrap();
+    for p in table["providers"].as_array_mut().unwrap() {
+        if p["name"].as_str() == Some(provider) {
+            p.as_table_mut()
+                .unwrap()
+                .insert("test".into(), toml::Value::Boolean(true));
+        }
+    }
+    toml::to_string(&table).unwrap()
+}
+
 /// The quick start's first callback: an order, then `send-test-event` pays it.
 #[tokio::test]
 async fn send_test_event_signs_a_sample_that_pays_the_order() {
@@ -155,7 +169,7 @@ async fn send_test_event_signs_a_sample_that_pays_the_order() {
         let order = app
             .create_order(crate::support::MERCHANT, 4620, "EUR")
             .await;
-        let config = crate::support::config_with(&app.database_url, "");
+        let config = with_test_provider(&app.database_url, provider);
         let order_text = order.to_string();
         let url = app.address.clone();
         let output = tokio::task::spawn_blocking(move || {
@@ -204,4 +218,85 @@ fn send_test_event_for_an_unknown_provider_exits_2_naming_the_configured_ones() 
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("acme"), "{}", stderr(&output));
+}
+
+/// A provider not marked `test = true` may be a live account: a sample capture there would
+/// mark a real order paid (or, without `--order`, post money to unapplied funds).
+#[tokio::test]
+async fn send_test_event_refuses_a_provider_not_marked_test_unless_forced() {
+    let app = crate::support::spawn_app().await;
+    let order = app
+        .create_order(crate::support::MERCHANT, 4620, "EUR")
+        .await;
+    let config = crate::support::config_with(&app.database_url, "");
+    let (order_text, url) = (order.to_string(), app.address.clone());
+    let run = |force: bool| {
+        let (config, order_text, url) = (config.clone(), order_text.clone(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "send-test-event",
+                "--provider",
+                crate::support::ACME,
+                "--order",
+                &order_text,
+                "--url",
+                &url,
+            ];
+            if force {
+                args.push("--force");
+            }
+            gateway(&args, Some(&config), None)
+        })
+    };
+    let refused = run(false).await.unwrap();
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(refused.stdout.is_empty(), "nothing was sent");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("test = true") && err.contains("--force"),
+        "says how to proceed: {err}"
+    );
+    assert_eq!(app.order_status(order).await, "pending_payment");
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries").await,
+        0
+    );
+
+    let forced = run(true).await.unwrap();
+    assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
+    assert_eq!(app.order_status(order).await, "paid");
+}
+
+/// A `--url` with `user:password@` (basic auth at a proxy) is used, but its password is never
+/// printed: not in the POST line, not in the "no answer" error.
+#[test]
+fn send_test_event_never_prints_the_password_in_its_url() {
+    let config = with_test_provider("postgres://unused@127.0.0.1:1/x", crate::support::ACME);
+    let url = format!(
+        "http://ops:url-pw-2@127.0.0.1:{}",
+        crate::support::cluster::free_port()
+    );
+    let output = gateway(
+        &[
+            "send-test-event",
+            "--provider",
+            crate::support::ACME,
+            "--url",
+            &url,
+        ],
+        Some(&config),
+        None,
+    );
+    let (out, err) = (String::from_utf8_lossy(&output.stdout), stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "nothing listens there: {err}"
+    );
+    assert!(
+        !out.contains("url-pw-2") && !err.contains("url-pw-2"),
+        "the URL's password reached the output:\n{out}{err}"
+    );
+    assert!(err.contains("127.0.0.1"), "the host is still shown: {err}");
 }

@@ -221,6 +221,107 @@ impl Screenshots {
     }
 }
 
+/// The `Set-Cookie` of signing in with the admin token and `headers`, and of signing out.
+async fn cookies_with(app: &TestApp, headers: &[(&str, &str)]) -> (String, String) {
+    let client = no_redirects();
+    let mut login = client
+        .post(app.url("/console/login"))
+        .form(&[("token", ADMIN_TOKEN)]);
+    for (name, value) in headers {
+        login = login.header(*name, *value);
+    }
+    let response = login.send().await.unwrap();
+    assert_eq!(response.status(), 303);
+    let signed_in = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut logout = client
+        .post(app.url("/console/logout"))
+        .header("Cookie", signed_in.split(';').next().unwrap());
+    for (name, value) in headers {
+        logout = logout.header(*name, *value);
+    }
+    let response = logout.send().await.unwrap();
+    let signed_out = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    (signed_in, signed_out)
+}
+
+fn is_secure(set_cookie: &str) -> bool {
+    set_cookie
+        .split(';')
+        .any(|attribute| attribute.trim().eq_ignore_ascii_case("secure"))
+}
+
+/// Behind a TLS-terminating proxy the gateway speaks plain HTTP, but the browser speaks HTTPS:
+/// the proxy's header says so, and the cookie is then `Secure`. `[console] secure_cookie`
+/// overrides either way.
+#[tokio::test]
+async fn the_session_cookie_is_secure_when_the_proxy_says_https_or_the_setting_says_so() {
+    let app = spawn_app().await;
+    for (headers, secure) in [
+        (vec![], false),
+        (vec![("X-Forwarded-Proto", "https")], true),
+        (vec![("X-Forwarded-Proto", "http")], false),
+        (
+            vec![("Forwarded", "for=192.0.2.60;proto=https;by=203.0.113.43")],
+            true,
+        ),
+        (vec![("Forwarded", "for=192.0.2.60;proto=http")], false),
+    ] {
+        let (signed_in, signed_out) = cookies_with(&app, &headers).await;
+        assert_eq!(
+            (is_secure(&signed_in), is_secure(&signed_out)),
+            (secure, secure),
+            "{headers:?}: {signed_in} / {signed_out}"
+        );
+    }
+    let plain = app
+        .client
+        .get(app.url("/console/login"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        plain.headers().get("strict-transport-security").is_none(),
+        "HSTS only when the gateway serves TLS itself"
+    );
+
+    let always = crate::support::spawn_app_with("[console]\nsecure_cookie = true\n").await;
+    let (signed_in, _) = cookies_with(&always, &[]).await;
+    assert!(is_secure(&signed_in), "secure_cookie = true: {signed_in}");
+    let never = crate::support::spawn_app_with("[console]\nsecure_cookie = false\n").await;
+    let (signed_in, _) = cookies_with(&never, &[("X-Forwarded-Proto", "https")]).await;
+    assert!(!is_secure(&signed_in), "secure_cookie = false: {signed_in}");
+}
+
+/// The console's JSONL link is the admin export behind the session cookie: its download ends
+/// with the same trailer, so `replay` can check it.
+#[tokio::test]
+async fn the_console_jsonl_link_ends_with_the_trailer() {
+    let app = spawn_app().await;
+    let client = no_redirects();
+    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    let set_cookie = response.headers()["set-cookie"].to_str().unwrap();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let text = client
+        .get(app.url("/console/events.jsonl?provider=acme"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text, "{\"trailer\":{\"events\":0,\"skipped_non_utf8\":0}}\n",
+        "no events yet: the trailer alone"
+    );
+}
+
 fn capture(event_id: &str, payment_id: &str, order_id: i64, amount: i64) -> String {
     format!(
         r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"{payment_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#

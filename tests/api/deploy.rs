@@ -234,6 +234,45 @@ async fn signed_callbacks_over_https_are_acknowledged_and_plain_http_to_the_tls_
     }
 }
 
+/// Serving TLS itself, the gateway tells browsers to stay on HTTPS (HSTS) on every answer, and
+/// the console's session cookie is `Secure`.
+#[tokio::test]
+async fn an_https_gateway_sends_hsts_and_a_secure_console_cookie() {
+    let dir = TempDir::new();
+    let (cert, key) = self_signed();
+    let (cert_path, key_path) = (dir.write("cert.pem", &cert), dir.write("key.pem", &key));
+    let app = crate::support::spawn_app_with(&tls_section(&cert_path, &key_path)).await;
+    let base = app.address.replace("http://127.0.0.1", "https://localhost");
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for path in ["/healthz", "/console/login", "/v1/callbacks/nope"] {
+        let response = client.get(format!("{base}{path}")).send().await.unwrap();
+        let hsts = response
+            .headers()
+            .get("strict-transport-security")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert!(
+            hsts.as_deref().is_some_and(|v| v.starts_with("max-age=")),
+            "{path}: {hsts:?}"
+        );
+    }
+    let login = client
+        .post(format!("{base}/console/login"))
+        .form(&[("token", crate::support::ADMIN_TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.split(';').any(|a| a.trim() == "Secure"), "{cookie}");
+}
+
 async fn spawn_serve(
     dir: &TempDir,
     config: &Path,
@@ -395,7 +434,7 @@ fn check_config_resolves_env_secrets_and_shows_neither_them_nor_the_database_pas
         "{stdout}"
     );
     assert!(
-        stdout.contains("postgres://gateway:***@127.0.0.1:1/gateway"),
+        stdout.contains("host=127.0.0.1 port=1 user=gateway dbname=gateway password=set"),
         "{stdout}"
     );
     for secret in [
@@ -410,6 +449,83 @@ fn check_config_resolves_env_secrets_and_shows_neither_them_nor_the_database_pas
     }
 }
 
+/// Passwords the driver accepts unencoded (it reads the credentials up to the first `@`), and
+/// one in the query: none of their characters may reach the summary. The summary shows what
+/// the driver itself makes of the URL.
+#[test]
+fn check_config_shows_the_database_as_the_driver_reads_it_and_never_its_password() {
+    let dir = TempDir::new();
+    let cases = [
+        (
+            "postgres://gateway:sl/ash-pw/x1@127.0.0.1:1/gateway",
+            "sl/ash-pw",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgres://gateway:zqx?est-pw@127.0.0.1:1/gateway",
+            "zqx",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgres://127.0.0.1:1/gateway?user=gateway&password=qu3ry-pw",
+            "qu3ry-pw",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+        ),
+        (
+            "postgresql://gateway@db1:5432,db2:5433/gateway?target_session_attrs=read-write",
+            "no password here",
+            "host=db1,db2 port=5432,5433 user=gateway dbname=gateway password=none target_session_attrs=read-write",
+        ),
+    ];
+    for (url, password, expected) in cases {
+        let output = check_config_of(&dir, "check-config", &replaced(UNREACHABLE_DB, url), &[]);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{url}: {stderr}");
+        assert!(
+            !stdout.contains(password) && !stderr.contains(password),
+            "{url}: the password (or a part of it) reached the output:\n{stdout}{stderr}"
+        );
+        let database = stdout
+            .lines()
+            .find(|l| l.starts_with("database "))
+            .unwrap_or_else(|| panic!("no database line in:\n{stdout}"));
+        assert_eq!(
+            database.trim_start_matches("database").trim(),
+            expected,
+            "{url}"
+        );
+    }
+}
+
+/// A refund API URL with user:pass@ would carry a password into every log line that names the
+/// URL (reqwest's errors do): refused, and the refusal does not repeat it.
+#[test]
+fn check_config_refuses_userinfo_in_a_provider_api_base_url_without_repeating_it() {
+    let dir = TempDir::new();
+    for url in [
+        "https://refund-user:refund-pw-1@api.example.com",
+        "https://refund-user@api.example.com",
+        "http://refund-user:refund-pw-1@127.0.0.1:9",
+    ] {
+        let config = format!(
+            "{}api_base_url = \"{url}\"\napi_key = \"sk_test_key\"\n",
+            valid_config()
+        );
+        let output = check_config_of(&dir, "check-config", &config, &[]);
+        let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+        assert_eq!(output.status.code(), Some(2), "{url}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{url}: {stdout}");
+        assert!(
+            stderr.contains("providers[0].api_base_url"),
+            "{url}: names the field: {stderr}"
+        );
+        assert!(
+            !stderr.contains("refund-pw-1") && !stderr.contains("refund-user"),
+            "{url}: the userinfo reached the message: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn check_config_says_tls_is_on_when_both_files_are_good() {
     let dir = TempDir::new();
@@ -420,6 +536,10 @@ fn check_config_says_tls_is_on_when_both_files_are_good() {
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(stdout.contains("tls           on (HTTPS"), "{stdout}");
+    assert!(
+        stdout.contains("console       session cookie Secure (the gateway serves TLS)"),
+        "{stdout}"
+    );
 }
 
 /// Each broken example of the contract: exit 2, nothing on stdout, one line naming the field.

@@ -308,11 +308,9 @@ async fn the_export_link_streams_the_filtered_events_as_replay_lines() {
     let response = app.admin_get("/admin/events.jsonl?outcome=ignored").await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (lines, trailer) = export_lines(&text);
     assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(trailer["events"], 1, "{text}");
     assert_eq!(lines[0]["provider"], "acme");
     assert_eq!(lines[0]["id"], "evt_ignored");
     assert!(
@@ -471,4 +469,114 @@ pub async fn load_events(app: &TestApp, n: i64) {
         .batch_execute("ANALYZE callback_deliveries")
         .await
         .unwrap();
+}
+
+/// Inserts `n` applied events of `acme` straight into the event log (the write path is not
+/// under test here), bodies of about 200 bytes; returns their event ids, oldest first.
+async fn insert_events(app: &TestApp, n: i64) -> Vec<String> {
+    app.db
+        .query(
+            "INSERT INTO callback_deliveries \
+                 (merchant_id, provider, event_id, body, received_at, event_type, outcome, ack_status) \
+             SELECT 42, 'acme', 'evt_bulk_' || g, \
+                    convert_to('{\"id\":\"evt_bulk_' || g || '\",\"type\":\"payment.succeeded\",\"pad\":\"' \
+                               || repeat('x', 120) || '\"}', 'UTF8'), \
+                    '2026-11-01T00:00:00Z'::timestamptz + g * interval '1 millisecond', \
+                    'payment.succeeded', 'applied', 200 \
+             FROM generate_series(1, $1::bigint) g \
+             RETURNING event_id",
+            &[&n],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// The JSONL lines of an export and its trailer (the last line), parsed.
+fn export_lines(text: &str) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let trailer = lines
+        .pop()
+        .unwrap_or_else(|| panic!("an empty export has its trailer too"));
+    assert!(
+        trailer.get("trailer").is_some(),
+        "the last line is the trailer, got {trailer} after {} line(s)",
+        lines.len()
+    );
+    (lines, trailer["trailer"].clone())
+}
+
+/// One statement for the whole export would run as long as the download and be cancelled by
+/// statement_timeout part-way (the file silently cut). Keyset batches are short statements:
+/// with a 100 ms bound every one of 50,000 events arrives, in order, and the trailer counts them.
+#[tokio::test]
+async fn the_http_export_pages_in_short_statements_and_ends_with_a_trailer_that_counts_every_line()
+{
+    let app = crate::support::spawn_app_with("[database]\nstatement_timeout_ms = 100\n").await;
+    let ids = insert_events(&app, 50_000).await;
+    let response = app.admin_get("/admin/events.jsonl?provider=acme").await;
+    assert_eq!(response.status(), 200);
+    let text = response
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("the export stopped part-way: {e}"));
+    let (lines, trailer) = export_lines(&text);
+    let exported: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!(exported.len(), ids.len(), "every event, once");
+    assert!(exported == ids, "oldest first, none missing or repeated");
+    assert_eq!(
+        trailer,
+        serde_json::json!({"events": 50_000, "skipped_non_utf8": 0})
+    );
+}
+
+/// A body that is not UTF-8 cannot be a JSON string: skipped, as `export` does, and counted.
+#[tokio::test]
+async fn the_http_export_counts_bodies_that_are_not_utf8_in_its_trailer() {
+    let app = spawn_app().await;
+    four_outcomes(&app).await;
+    app.db
+        .execute(
+            "INSERT INTO callback_deliveries (merchant_id, provider, event_id, body, outcome, ack_status) \
+             VALUES (42, 'acme', 'evt_latin1', '\\xff7b7d'::bytea, 'ignored', 200)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let response = app.admin_get("/admin/events.jsonl?merchant_id=42").await;
+    assert_eq!(response.status(), 200);
+    let (lines, trailer) = export_lines(&response.text().await.unwrap());
+    assert_eq!(lines.len(), 4);
+    assert_eq!(
+        trailer,
+        serde_json::json!({"events": 4, "skipped_non_utf8": 1})
+    );
+}
+
+/// A stream that fails has no trailer, so a cut file is told from a whole one: here every
+/// batch waits on a lock the test holds until lock_timeout ends it.
+#[tokio::test]
+async fn an_http_export_that_fails_has_no_trailer() {
+    let app = crate::support::spawn_app_with("[server]\nacquire_timeout_ms = 50\n").await;
+    insert_events(&app, 10).await;
+    let locker = crate::support::connect(&app.database_url).await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE callback_deliveries IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let response = app.admin_get("/admin/events.jsonl").await;
+    let body = match response.status().as_u16() {
+        200 => response.text().await.unwrap_or_default(),
+        status => panic!("the stream had not started: {status}"),
+    };
+    assert!(
+        !body.contains("\"trailer\""),
+        "a failed export must not end with a trailer: {body}"
+    );
+    locker.batch_execute("ROLLBACK").await.unwrap();
 }

@@ -394,3 +394,90 @@ async fn first_ignored_and_held_events_are_counted_apart_from_applied() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A console or admin download ends with its trailer; replay checks the count and skips it,
+/// so the download replays as it is. A file whose lines disagree with its trailer is refused
+/// before anything is sent.
+#[tokio::test]
+async fn an_http_export_with_its_trailer_replays_and_a_count_mismatch_is_refused() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    for (i, (order, amount)) in insert_orders(&app.db, 5).await.iter().enumerate() {
+        let id = format!("evt_{i}");
+        app.deliver(ACME, &id, &payment_body(&id, *order, *amount))
+            .await;
+    }
+    let download = app
+        .admin_get("/admin/events.jsonl?provider=acme")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        download
+            .trim_end()
+            .ends_with(r#"{"trailer":{"events":5,"skipped_non_utf8":0}}"#),
+        "{download}"
+    );
+    let file = dir.join("download.jsonl");
+    std::fs::write(&file, &download).unwrap();
+    let run = replay(&app, &dir, &file, &[]).await;
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(count(&run, "replayed"), 5, "the trailer is not an event");
+    assert_eq!(count(&run, "failed"), 0);
+
+    // One event line lost: the trailer still says 5.
+    let cut: Vec<&str> = download.lines().skip(1).collect();
+    let file = dir.join("cut.jsonl");
+    std::fs::write(&file, cut.join("\n")).unwrap();
+    let deliveries = app.count("SELECT count(*) FROM callback_deliveries").await;
+    let run = replay(&app, &dir, &file, &[]).await;
+    assert_ne!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("trailer") && run.stderr.contains('5') && run.stderr.contains('4'),
+        "says what differs: {}",
+        run.stderr
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries").await,
+        deliveries
+    );
+    assert!(
+        run.stdout.is_empty(),
+        "nothing was sent, so no summary: {}",
+        run.stdout
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--url` may carry `user:password@` for a proxy's basic auth; the password never reaches the
+/// output, neither in a dry run's lines nor in a failed attempt's error.
+#[tokio::test]
+async fn replay_never_prints_the_password_in_its_url() {
+    let app = spawn_app().await;
+    let dir = scratch();
+    let file = dir.join("events.jsonl");
+    std::fs::write(
+        &file,
+        replay_line(ACME, "evt_u", &payment_body("evt_u", 1, 100)),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let closed = format!(
+        "http://ops:url-pw-1@127.0.0.1:{}",
+        crate::support::cluster::free_port()
+    );
+    for args in [
+        vec!["replay", path, "--url", &closed, "--dry-run"],
+        vec!["replay", path, "--url", &closed, "--retries", "0"],
+    ] {
+        let run = gateway(&app, &dir, &args).await;
+        assert!(
+            !run.stdout.contains("url-pw-1") && !run.stderr.contains("url-pw-1"),
+            "{args:?}: the URL's password reached the output:\n{}{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
