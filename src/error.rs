@@ -54,9 +54,6 @@ pub enum ApiError {
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
-    /// The provider's refund API did not give a known outcome; the request stays processing.
-    #[error("the provider's refund API is unavailable: {0}")]
-    ProviderUnavailable(String),
     /// The gateway stopped retrying this refund request; a person resolves it (docs/refunds.md).
     #[error(
         "refund request {refund_request_id} needs a person ({reason}): the gateway will not call the provider for it again; an operator resolves it"
@@ -65,7 +62,11 @@ pub enum ApiError {
         refund_request_id: i64,
         reason: &'static str,
     },
-    /// An operator's resolution of a request that is final, pending, or being sent now.
+    /// The provider's refund API gave no known outcome (now, or moments ago: the next call
+    /// waits its backoff); the request stays processing.
+    #[error("the provider's refund API is unavailable; retry after {retry_after_secs} s")]
+    RefundBackingOff { retry_after_secs: u64 },
+    /// An operator's resolution of a request that is final, or being sent now.
     #[error("the refund request is not processing, or an attempt is calling the provider now")]
     RefundNotResolvable,
     #[error("{0}")]
@@ -106,7 +107,7 @@ impl ApiError {
             ApiError::InvalidResolution(_) => "invalid_resolution",
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
-            | ApiError::ProviderUnavailable(_) => "unavailable",
+            | ApiError::RefundBackingOff { .. } => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -120,7 +121,7 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Saturated(_) => "saturated",
-            ApiError::ProviderUnavailable(_) => "provider_unavailable",
+            ApiError::RefundBackingOff { .. } => "provider_unavailable",
             other => other.code(),
         }
     }
@@ -131,9 +132,9 @@ impl ApiError {
             ApiError::Unavailable(_) | ApiError::Saturated(_) => {
                 "the service is temporarily unavailable; retry".into()
             }
-            ApiError::ProviderUnavailable(_) => {
-                "the payment provider did not confirm the refund; retry with the same key".into()
-            }
+            ApiError::RefundBackingOff { retry_after_secs } => format!(
+                "the payment provider did not confirm the refund; retry with the same key after {retry_after_secs} s"
+            ),
             ApiError::Internal(_) => "internal error".into(),
             ApiError::InvalidSignature(_) => "signature verification failed".into(),
             other => other.to_string(),
@@ -182,7 +183,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
-            | ApiError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::RefundBackingOff { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -202,10 +203,11 @@ impl ResponseError for ApiError {
             ApiError::OutOfOrder(_) => {
                 response.insert_header((RETRY_AFTER, OUT_OF_ORDER_RETRY_AFTER_SECS.to_string()));
             }
-            ApiError::Unavailable(_)
-            | ApiError::Saturated(_)
-            | ApiError::ProviderUnavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
                 response.insert_header((RETRY_AFTER, "1"));
+            }
+            ApiError::RefundBackingOff { retry_after_secs } => {
+                response.insert_header((RETRY_AFTER, retry_after_secs.to_string()));
             }
             _ => {}
         }
@@ -282,7 +284,12 @@ impl From<RefundError> for ApiError {
         match error {
             RefundError::InFlight => ApiError::IdempotencyKeyInFlight,
             RefundError::KeyReusedWithDifferentBody => ApiError::KeyReusedWithDifferentBody,
-            RefundError::ProviderUnavailable(why) => ApiError::ProviderUnavailable(why),
+            RefundError::ProviderUnavailable { retry_after, .. } => ApiError::RefundBackingOff {
+                retry_after_secs: retry_after.as_secs() + 1,
+            },
+            RefundError::BackingOff(left) => ApiError::RefundBackingOff {
+                retry_after_secs: left.as_secs() + 1,
+            },
             RefundError::NeedsReview(review) => ApiError::RefundNeedsReview {
                 refund_request_id: review.refund_request_id,
                 reason: review.reason.as_str(),
@@ -301,6 +308,9 @@ impl From<ResolveError> for ApiError {
                 what: "refund request",
             },
             ResolveError::NotResolvable => ApiError::RefundNotResolvable,
+            ResolveError::RefundIdInUse { held_by } => ApiError::InvalidResolution(format!(
+                "provider_refund_id is already refund request {held_by}'s; check the provider's dashboard for the right one"
+            )),
             ResolveError::Refund(error) => error.into(),
         }
     }

@@ -88,13 +88,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .configure(console::configure);
 }
 
+/// The first wait before a refund whose provider outcome stayed unknown is sent again; it
+/// doubles with each unknown outcome (docs/refunds.md).
+const FIRST_REFUND_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What `refund.create` needs, for the handlers and for the recoverer in `serve`.
 pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
     Ok(Refunds {
         clients: RefundClients::from_settings(&settings.providers, &settings.refunds)?,
         lease: settings.refunds.lease,
         max_retry_age: settings.refunds.max_retry_age,
-        retry_backoff: settings.refunds.recover_interval,
+        retry_backoff: FIRST_REFUND_BACKOFF,
         render: refunds::respond,
     })
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use rand::RngCore;
 
-use super::error::{RefundError, ResolveError};
+use super::error::RefundError;
 use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus, ReviewReason};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
@@ -53,39 +53,48 @@ pub struct Refunds {
     /// No provider call for a request older than this: the provider may have forgotten its
     /// idempotency key, so the call could refund twice.
     pub max_retry_age: Duration,
-    /// The first wait before the recoverer calls again after an unknown outcome; it doubles.
+    /// The first wait before the provider is called again after an unknown outcome, by the
+    /// recoverer or a client's retry; it doubles with each unknown outcome, up to 15 minutes.
     pub retry_backoff: Duration,
     pub render: RenderRefund,
 }
 
-/// What an operator found at the provider for a request whose retries stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolution {
-    /// The provider made the refund, under this id: the request becomes pending (or succeeded,
-    /// if its webhook already posted).
-    Accepted { provider_refund_id: String },
-    /// The provider has no such refund: the request fails and its amount is released.
-    Declined { message: String },
-}
-
 /// A refund request held by this attempt, to be sent to the provider.
-struct Attempt {
-    lease: Lease,
-    request: RefundRequest,
+pub(super) struct Attempt {
+    pub(super) lease: Lease,
+    pub(super) request: RefundRequest,
 }
 
 /// An outcome that is known, from the provider or an operator: stored in phase 3.
-enum Known {
+pub(super) enum Known {
     Accepted(String),
     /// The message stored and answered (provider_declined).
     Declined(String),
 }
 
+/// What storing a known outcome found.
+pub(super) enum Stored {
+    Done(Executed<RefundOutcome>),
+    /// The refund id is already another request's (`uq_refund_requests_provider_refund`):
+    /// nothing was written.
+    RefundIdInUse {
+        held_by: i64,
+    },
+}
+
+/// What a takeover allows the new holder to do; the last two give the lease back in the same
+/// transaction, which commits, so a review mark stays.
+enum Takeover {
+    Call(Box<Attempt>),
+    /// Retries stopped for a person.
+    Review(Review),
+    /// The provider answered unknown a moment ago: its backoff has this long to run.
+    Wait(Duration),
+}
+
 enum Started {
     Done(Executed<RefundOutcome>),
-    Call(Box<Attempt>),
-    /// Retries stopped for a person; committed, unlike an error, so the mark stays.
-    Review(Review),
+    Takeover(Takeover),
 }
 
 /// A request whose automatic retries stopped, and why.
@@ -113,8 +122,11 @@ pub async fn create(
     };
     let attempt = match started {
         Started::Done(executed) => return Ok(executed),
-        Started::Call(attempt) => *attempt,
-        Started::Review(review) => return Err(RefundError::NeedsReview(review)),
+        Started::Takeover(Takeover::Call(attempt)) => *attempt,
+        Started::Takeover(Takeover::Review(review)) => {
+            return Err(RefundError::NeedsReview(review));
+        }
+        Started::Takeover(Takeover::Wait(left)) => return Err(RefundError::BackingOff(left)),
     };
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     let mut conn = pool.get().await?;
@@ -144,80 +156,33 @@ pub async fn recover(
             retryable(conn, refunds, lease).await.map(Some)
         })
         .await?;
-    let Some(Ok(attempt)) = attempt else {
+    let Some(Takeover::Call(attempt)) = attempt else {
         return Ok(false);
     };
+    let attempt = *attempt;
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     match settle(conn, refunds, attempt, answer).await {
         Ok(_) => Ok(true),
         Err(
             RefundError::InFlight
             | RefundError::NeedsReview(_)
-            | RefundError::ProviderUnavailable(_),
+            | RefundError::ProviderUnavailable { .. },
         ) => Ok(false),
         Err(error) => Err(error),
     }
 }
 
-/// An operator's answer for a processing request nobody is calling the provider for (retries
-/// stopped, or its lease expired or was released): stored as phase 3 would store the
-/// provider's, so the client's retry with its key replays it. The request's status afterwards.
-pub async fn resolve(
-    conn: &mut AsyncPgConnection,
-    refunds: &Refunds,
-    request_id: i64,
-    resolution: Resolution,
-) -> Result<RefundStatus, ResolveError> {
-    let attempt = conn
-        .transaction(async |conn| {
-            let Some(found) = RefundRequest::resolvable(conn, request_id).await? else {
-                return Err(if RefundRequest::exists(conn, request_id).await? {
-                    ResolveError::NotResolvable
-                } else {
-                    ResolveError::NotFound
-                });
-            };
-            if !found.resolvable {
-                return Err(ResolveError::NotResolvable);
-            }
-            let lease = lease::take_over(
-                conn,
-                found.record_id,
-                found.lease_token.as_deref(),
-                refunds.lease,
-            )
-            .await?
-            .ok_or(ResolveError::NotResolvable)?;
-            let request = request_of(conn, &lease).await.map_err(ResolveError::from)?;
-            Ok(Attempt { lease, request })
-        })
-        .await?;
-    let known = match resolution {
-        Resolution::Accepted { provider_refund_id } => Known::Accepted(provider_refund_id),
-        Resolution::Declined { message } => {
-            Known::Declined(format!("resolved by an operator: {message}"))
-        }
-    };
-    match finish_known(conn, refunds, attempt, known).await {
-        Ok(Executed::First {
-            output: RefundOutcome::Accepted { status, .. },
-            ..
-        }) => Ok(status),
-        Ok(_) => Ok(RefundStatus::Failed),
-        Err(RefundError::InFlight) => Err(ResolveError::NotResolvable),
-        Err(error) => Err(error.into()),
-    }
-}
-
-/// The attempt a takeover allows, or the review that stops it (the lease given back in the
-/// same transaction) when the request's retries stopped or it is older than `max_retry_age`.
+/// What the holder of a takeover may do: call the provider; or nothing, because the request's
+/// retries stopped, it is older than `max_retry_age`, or its backoff is still running (a client
+/// retry right after an unknown answer: it must not hammer a rate-limiting provider). The lease
+/// is given back at once in the last three cases.
 async fn retryable(
     conn: &mut AsyncPgConnection,
     refunds: &Refunds,
     lease: Lease,
-) -> Result<Result<Attempt, Review>, RefundError> {
+) -> Result<Takeover, RefundError> {
     let request = request_of(conn, &lease).await?;
-    let reason = match request.review_reason() {
+    let reason = match request.review_reason()? {
         Some(reason) => Some(reason),
         None if RefundRequest::older_than(conn, request.id, refunds.max_retry_age).await? => {
             RefundRequest::stop_retrying(conn, request.id, ReviewReason::RetryAgeExceeded).await?;
@@ -231,12 +196,16 @@ async fn retryable(
     };
     if let Some(reason) = reason {
         lease::release(conn, &lease).await?;
-        return Ok(Err(Review {
+        return Ok(Takeover::Review(Review {
             refund_request_id: request.id,
             reason,
         }));
     }
-    Ok(Ok(Attempt { lease, request }))
+    if let Some(left) = RefundRequest::backoff_left(conn, request.id).await? {
+        lease::release(conn, &lease).await?;
+        return Ok(Takeover::Wait(left));
+    }
+    Ok(Takeover::Call(Box::new(Attempt { lease, request })))
 }
 
 /// Phase 1, one transaction, committed before the provider is called.
@@ -258,14 +227,14 @@ async fn start(
                     record_id = lease.record_id(),
                     "took over an expired refund lease"
                 );
-                Ok(match retryable(conn, refunds, lease).await? {
-                    Ok(attempt) => Started::Call(Box::new(attempt)),
-                    Err(review) => Started::Review(review),
-                })
+                Ok(Started::Takeover(retryable(conn, refunds, lease).await?))
             }
             Claimed::New(lease) => {
                 match reserve(conn, refunds, merchant_id, order_id, body, &lease).await? {
-                    Ok(request) => Ok(Started::Call(Box::new(Attempt { lease, request }))),
+                    Ok(request) => Ok(Started::Takeover(Takeover::Call(Box::new(Attempt {
+                        lease,
+                        request,
+                    })))),
                     Err(refusal) => {
                         let outcome = RefundOutcome::Refused(refusal);
                         let response = finish(conn, refunds, &lease, &outcome).await?;
@@ -395,86 +364,154 @@ async fn settle(
         )),
         ProviderAnswer::Unavailable(why) => {
             let Attempt { lease, request } = attempt;
-            conn.transaction(async |conn| {
-                if lease::release(conn, &lease).await? {
-                    RefundRequest::retry_later(conn, request.id, refunds.retry_backoff).await?;
-                }
-                Ok::<_, RefundError>(())
-            })
-            .await?;
-            return Err(RefundError::ProviderUnavailable(why));
+            let retry_after = conn
+                .transaction(async |conn| {
+                    if !lease::release(conn, &lease).await? {
+                        return Ok::<_, RefundError>(None);
+                    }
+                    Ok(Some(
+                        RefundRequest::retry_later(conn, request.id, refunds.retry_backoff).await?,
+                    ))
+                })
+                .await?;
+            return Err(match retry_after {
+                Some(retry_after) => RefundError::ProviderUnavailable { why, retry_after },
+                // Another attempt took the lease over meanwhile: it answers.
+                None => RefundError::InFlight,
+            });
         }
         ProviderAnswer::Unusable(why) => {
-            let Attempt { lease, request } = attempt;
-            let reason = ReviewReason::UnusableProviderAnswer;
-            conn.transaction(async |conn| {
-                if lease::hold(conn, &lease).await? {
-                    RefundRequest::stop_retrying(conn, request.id, reason).await?;
-                    lease::release(conn, &lease).await?;
-                }
-                Ok::<_, RefundError>(())
-            })
-            .await?;
             tracing::error!(
-                refund_request_id = request.id,
+                refund_request_id = attempt.request.id,
                 why,
                 "refund request needs a person"
             );
-            return Err(RefundError::NeedsReview(Review {
-                refund_request_id: request.id,
-                reason,
-            }));
+            return stop_for_review(conn, attempt, ReviewReason::UnusableProviderAnswer).await;
         }
     };
-    finish_known(conn, refunds, attempt, known).await
+    let accepted_id = match &known {
+        Known::Accepted(refund_id) => Some(refund_id.clone()),
+        Known::Declined(_) => None,
+    };
+    let request_id = attempt.request.id;
+    let stored = conn
+        .transaction(async |conn| store_known(conn, refunds, &attempt, &known).await)
+        .await;
+    match stored {
+        Ok(Some(Stored::Done(executed))) => Ok(executed),
+        Ok(Some(Stored::RefundIdInUse { held_by })) => {
+            tracing::error!(
+                refund_request_id = request_id,
+                held_by,
+                "the provider answered with a refund id another request holds; a person must resolve it"
+            );
+            stop_for_review(conn, attempt, ReviewReason::RefundIdInUse).await
+        }
+        Ok(None) => {
+            // Another attempt took the lease over (this one outlived it); it calls the provider
+            // with the same key and stores the same refund. Said loudly, in case it does not.
+            if let Some(refund_id) = accepted_id {
+                tracing::error!(
+                    refund_request_id = request_id,
+                    refund_id,
+                    "the provider accepted the refund after this attempt lost its lease; the new holder stores it"
+                );
+            }
+            Err(RefundError::InFlight)
+        }
+        Err(error) => {
+            // The answer is known but could not be stored (the database): give the lease back
+            // with a backoff rather than leave it held until it expires.
+            let released = conn
+                .transaction(async |conn| {
+                    if lease::release(conn, &attempt.lease).await? {
+                        RefundRequest::retry_later(conn, request_id, refunds.retry_backoff).await?;
+                    }
+                    Ok::<_, RefundError>(())
+                })
+                .await;
+            if let Err(release_error) = released {
+                tracing::warn!(error = %release_error, "could not give a refund lease back; it expires");
+            }
+            Err(error)
+        }
+    }
 }
 
-/// Stores a known outcome and finishes the key in one transaction, if `attempt` still holds
-/// the lease (else `InFlight`).
-async fn finish_known(
+/// Stops the automatic retries of a held request and gives its lease back, committed; the
+/// caller is told to wait for a person (or that another attempt holds it now).
+async fn stop_for_review(
     conn: &mut AsyncPgConnection,
-    refunds: &Refunds,
     attempt: Attempt,
-    known: Known,
+    reason: ReviewReason,
 ) -> Result<Executed<RefundOutcome>, RefundError> {
     let Attempt { lease, request } = attempt;
-    let finished = conn
+    let held = conn
         .transaction(async |conn| {
-            // The record first, then the order, as in phase 1: no lock-order inversion.
             if !lease::hold(conn, &lease).await? {
-                return Ok::<_, RefundError>(None);
+                return Ok::<_, RefundError>(false);
             }
-            // The order's row lock orders this write against the refund webhook, which takes
-            // it too before it posts (see refund_request_accepted in migration 000009).
-            Order::lock_for_merchant(conn, request.merchant_id, request.order_id).await?;
-            let outcome = match &known {
-                Known::Accepted(refund_id) => {
-                    let status = RefundRequest::accepted(conn, request.id, refund_id)
-                        .await?
-                        .ok_or_else(|| corrupt("a held refund request was not processing"))?;
-                    RefundOutcome::Accepted {
-                        refund_request_id: request.id,
-                        status,
-                        provider_refund_id: refund_id.clone(),
-                    }
-                }
-                Known::Declined(message) => {
-                    RefundRequest::declined(conn, request.id, message).await?;
-                    RefundOutcome::Refused(RefundRefusal {
-                        kind: RefusalKind::ProviderDeclined,
-                        message: message.clone(),
-                        refund_request_id: Some(request.id),
-                    })
-                }
-            };
-            let response = finish(conn, refunds, &lease, &outcome).await?;
-            Ok(Some(Executed::First {
-                response,
-                output: outcome,
-            }))
+            RefundRequest::stop_retrying(conn, request.id, reason).await?;
+            lease::release(conn, &lease).await?;
+            Ok(true)
         })
         .await?;
-    finished.ok_or(RefundError::InFlight)
+    if !held {
+        return Err(RefundError::InFlight);
+    }
+    Err(RefundError::NeedsReview(Review {
+        refund_request_id: request.id,
+        reason,
+    }))
+}
+
+/// Phase 3's writes, in the caller's transaction: if `attempt` still holds its lease, the
+/// outcome and the finished record; `None` when the lease was lost. A refund id that another
+/// request already holds writes nothing.
+pub(super) async fn store_known(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    attempt: &Attempt,
+    known: &Known,
+) -> Result<Option<Stored>, RefundError> {
+    let Attempt { lease, request } = attempt;
+    // The record first, then the order, as in phase 1: no lock-order inversion.
+    if !lease::hold(conn, lease).await? {
+        return Ok(None);
+    }
+    // The order's row lock orders this write against the refund webhook, which takes it too
+    // before it posts (see refund_request_accepted in migration 000009).
+    Order::lock_for_merchant(conn, request.merchant_id, request.order_id).await?;
+    let outcome = match known {
+        Known::Accepted(refund_id) => {
+            if let Some(held_by) =
+                RefundRequest::holder_of_refund_id(conn, request, refund_id).await?
+            {
+                return Ok(Some(Stored::RefundIdInUse { held_by }));
+            }
+            let status = RefundRequest::accepted(conn, request.id, refund_id)
+                .await?
+                .ok_or_else(|| corrupt("a held refund request was not processing"))?;
+            RefundOutcome::Accepted {
+                refund_request_id: request.id,
+                status,
+                provider_refund_id: refund_id.clone(),
+            }
+        }
+        Known::Declined(message) => {
+            RefundRequest::declined(conn, request.id, message).await?;
+            RefundOutcome::Refused(RefundRefusal {
+                kind: RefusalKind::ProviderDeclined,
+                message: message.clone(),
+                refund_request_id: Some(request.id),
+            })
+        }
+    };
+    let response = finish(conn, refunds, lease, &outcome).await?;
+    Ok(Some(Stored::Done(Executed::First {
+        response,
+        output: outcome,
+    })))
 }
 
 /// Finishes the held record with `outcome` as rendered.
@@ -496,7 +533,7 @@ async fn finish(
     .ok_or_else(|| corrupt("lost a lease held in this transaction").into())
 }
 
-async fn request_of(
+pub(super) async fn request_of(
     conn: &mut AsyncPgConnection,
     lease: &Lease,
 ) -> Result<RefundRequest, RefundError> {
@@ -514,6 +551,6 @@ fn provider_idempotency_key() -> String {
     format!("cgw-refund-{}", hex::encode(bytes))
 }
 
-fn corrupt(what: &'static str) -> diesel::result::Error {
+pub(super) fn corrupt(what: &'static str) -> diesel::result::Error {
     diesel::result::Error::DeserializationError(what.into())
 }

@@ -10,9 +10,15 @@ pub enum RefundError {
     #[error("this idempotency key was used with a different request")]
     KeyReusedWithDifferentBody,
     /// The provider's outcome is unknown (409, 429, 5xx, timeout, network): the lease was
-    /// released and the record stays processing for the next attempt.
-    #[error("the provider's refund API is unavailable: {0}")]
-    ProviderUnavailable(String),
+    /// released and the record stays processing for the next attempt, due after `retry_after`.
+    #[error("the provider's refund API is unavailable: {why}")]
+    ProviderUnavailable {
+        why: String,
+        retry_after: std::time::Duration,
+    },
+    /// The provider answered unknown moments ago: no call before its backoff ends.
+    #[error("the provider's outcome is unknown; the next call waits {0:?}")]
+    BackingOff(std::time::Duration),
     /// The gateway stopped retrying the request on its own; it stays processing (its amount
     /// reserved) until a person resolves it.
     #[error("refund request {} needs a person: {}", .0.refund_request_id, .0.reason.as_str())]
@@ -34,9 +40,12 @@ impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for RefundE
 pub enum ResolveError {
     #[error("no such refund request")]
     NotFound,
-    /// Not processing (already final or pending), or an attempt holds a live lease on it.
-    #[error("the refund request is not processing, or an attempt is calling the provider now")]
+    /// Final already, or an attempt may be calling the provider for it now.
+    #[error("the refund request is final, or an attempt may be calling the provider for it now")]
     NotResolvable,
+    /// The refund id is another request's (uq_refund_requests_provider_refund).
+    #[error("refund request {held_by} already holds this provider_refund_id")]
+    RefundIdInUse { held_by: i64 },
     #[error(transparent)]
     Refund(#[from] RefundError),
 }

@@ -1,7 +1,8 @@
 //! Merchant refunds (`refund.create`), the seed's two-phase variant: the request is committed
 //! as `processing` under a lease before the provider's refund API is called ([`create`]), the
 //! provider client ([`provider`]), the `refund_requests` rows ([`model`]), the request's rules
-//! ([`request`]) and the background recoverer of abandoned requests ([`recover`]).
+//! ([`request`]), the background recoverer of abandoned requests ([`recover`]) and an
+//! operator's resolution of a request the gateway stopped retrying ([`resolve`]).
 //! See docs/refunds.md.
 
 pub mod create;
@@ -10,3 +11,4 @@ pub mod model;
 pub mod provider;
 pub mod recover;
 pub mod request;
+pub mod resolve;

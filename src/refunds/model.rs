@@ -54,6 +54,9 @@ pub enum ReviewReason {
     /// The provider answered with something the gateway cannot store (a refund id holding a
     /// control character); asking again gets the same answer.
     UnusableProviderAnswer,
+    /// The provider answered with a refund id another request already holds: one of the two
+    /// is wrong, and only the provider's dashboard can tell which.
+    RefundIdInUse,
 }
 
 impl ReviewReason {
@@ -61,6 +64,7 @@ impl ReviewReason {
         match self {
             ReviewReason::RetryAgeExceeded => "retry_age_exceeded",
             ReviewReason::UnusableProviderAnswer => "unusable_provider_answer",
+            ReviewReason::RefundIdInUse => "refund_id_in_use",
         }
     }
 
@@ -68,6 +72,7 @@ impl ReviewReason {
         [
             ReviewReason::RetryAgeExceeded,
             ReviewReason::UnusableProviderAnswer,
+            ReviewReason::RefundIdInUse,
         ]
         .into_iter()
         .find(|reason| reason.as_str() == s)
@@ -132,6 +137,15 @@ impl RefundRequest {
         parse_status(&self.status)
     }
 
+    /// Request `id`.
+    pub async fn for_id(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<RefundRequest> {
+        refund_requests::table
+            .find(id)
+            .select(RefundRequest::as_select())
+            .first(conn)
+            .await
+    }
+
     /// The request that idempotency record `record_id` answers for.
     pub async fn for_record(
         conn: &mut AsyncPgConnection,
@@ -175,6 +189,49 @@ impl RefundRequest {
         status.as_deref().map(parse_status).transpose()
     }
 
+    /// An operator found no refund at the provider for a pending request (its refund id was
+    /// wrong): failed, its amount released. False if it was no longer pending.
+    pub async fn withdrawn(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        message: &str,
+    ) -> QueryResult<bool> {
+        let updated = diesel::update(refund_requests::table)
+            .filter(refund_requests::id.eq(id))
+            .filter(refund_requests::status.eq(RefundStatus::Pending.as_str()))
+            .set((
+                refund_requests::status.eq(RefundStatus::Failed.as_str()),
+                refund_requests::failure_message.eq(message),
+                refund_requests::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .await?;
+        Ok(updated == 1)
+    }
+
+    /// An operator corrects a pending request's refund id: it becomes pending under
+    /// `refund_id`, through the same writer as phase 3 (`refund_request_accepted`), which settles
+    /// it at once if that refund is already in the ledger. The status afterwards, or `None` if
+    /// it was no longer pending.
+    pub async fn corrected(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        refund_id: &str,
+    ) -> QueryResult<Option<RefundStatus>> {
+        // Back to processing in this transaction only, so the one writer of an accepted refund
+        // id (and its settling rule) serves the correction too.
+        let reopened = diesel::update(refund_requests::table)
+            .filter(refund_requests::id.eq(id))
+            .filter(refund_requests::status.eq(RefundStatus::Pending.as_str()))
+            .set(refund_requests::status.eq(RefundStatus::Processing.as_str()))
+            .execute(conn)
+            .await?;
+        if reopened != 1 {
+            return Ok(None);
+        }
+        Self::accepted(conn, id, refund_id).await
+    }
+
     /// The provider declined the request: failed, its amount released. False if it was no
     /// longer processing.
     pub async fn declined(
@@ -205,22 +262,74 @@ pub struct DueRequest {
     pub lease_token: Option<String>,
 }
 
-/// A refund request as an operator's resolution finds it: the lease of its record.
+/// A refund request as an operator's resolution finds it.
 #[derive(Debug, Clone, QueryableByName)]
-pub struct ResolvableRequest {
+pub struct Resolvable {
     #[diesel(sql_type = BigInt)]
-    pub record_id: i64,
+    pub merchant_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub order_id: i64,
+    #[diesel(sql_type = Text)]
+    pub status: String,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub record_id: Option<i64>,
     #[diesel(sql_type = Nullable<Text>)]
     pub lease_token: Option<String>,
-    /// Processing with no live lease: nobody is calling the provider for it now.
+    /// Processing and nobody may be calling the provider for it: its retries stopped, its
+    /// lease was released, or its lease expired more than a lease ago (a holder that outlived
+    /// its lease is still given that long to store the provider's answer).
     #[diesel(sql_type = diesel::sql_types::Bool)]
-    pub resolvable: bool,
+    pub idle: bool,
 }
 
 impl RefundRequest {
-    /// The reason automatic retries stopped, if they did.
-    pub fn review_reason(&self) -> Option<ReviewReason> {
-        self.review_reason.as_deref().and_then(ReviewReason::parse)
+    /// The reason automatic retries stopped, if they did; one the code does not know is an
+    /// error, never "no reason" (that would let a stopped request be sent again).
+    pub fn review_reason(&self) -> QueryResult<Option<ReviewReason>> {
+        self.review_reason
+            .as_deref()
+            .map(|text| {
+                ReviewReason::parse(text).ok_or_else(|| {
+                    diesel::result::Error::DeserializationError(
+                        format!("unknown review reason {text:?}").into(),
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// How long the backoff of request `id` still runs, if it does (the database's clock).
+    pub async fn backoff_left(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+    ) -> QueryResult<Option<std::time::Duration>> {
+        let left: Option<f64> = refund_requests::table
+            .filter(refund_requests::id.eq(id))
+            .filter(refund_requests::next_attempt_at.gt(diesel::dsl::now))
+            .select(diesel::dsl::sql::<diesel::sql_types::Double>(
+                "extract(epoch FROM next_attempt_at - now())::float8",
+            ))
+            .first(conn)
+            .await
+            .optional()?;
+        Ok(left.map(|secs| std::time::Duration::from_secs_f64(secs.max(0.0))))
+    }
+
+    /// Another request of the same merchant and provider that already holds `refund_id`.
+    pub async fn holder_of_refund_id(
+        conn: &mut AsyncPgConnection,
+        request: &RefundRequest,
+        refund_id: &str,
+    ) -> QueryResult<Option<i64>> {
+        refund_requests::table
+            .filter(refund_requests::merchant_id.eq(request.merchant_id))
+            .filter(refund_requests::provider.eq(&request.provider))
+            .filter(refund_requests::provider_refund_id.eq(refund_id))
+            .filter(refund_requests::id.ne(request.id))
+            .select(refund_requests::id)
+            .first(conn)
+            .await
+            .optional()
     }
 
     /// Whether the request was created more than `age` ago (the database's clock): its
@@ -259,23 +368,37 @@ impl RefundRequest {
         Ok(updated == 1)
     }
 
-    /// The provider gave no known outcome: the recoverer calls again after a backoff that
-    /// doubles with each such attempt from `base` up to `MAX_BACKOFF`, plus up to a quarter of
-    /// jitter, so a rate-limiting provider is not hammered and retries of many requests spread.
+    /// The provider gave no known outcome: nobody calls again before a backoff that doubles
+    /// with each such attempt from `base` up to `MAX_BACKOFF`, plus up to a quarter of jitter,
+    /// so a rate-limiting provider is not hammered and retries of many requests spread. The
+    /// wait, for the client's `Retry-After`.
     pub async fn retry_later(
         conn: &mut AsyncPgConnection,
         id: i64,
         base: std::time::Duration,
-    ) -> QueryResult<()> {
-        diesel::sql_query(
-            "UPDATE refund_requests              SET attempts = attempts + 1,                  next_attempt_at = now() + least($2 * power(2, least(attempts, 20)), $3)                      * (1 + random() / 4) * interval '1 second'              WHERE id = $1 AND status = 'processing'",
+    ) -> QueryResult<std::time::Duration> {
+        #[derive(QueryableByName)]
+        struct Wait {
+            #[diesel(sql_type = diesel::sql_types::Double)]
+            secs: f64,
+        }
+        let wait: Option<Wait> = diesel::sql_query(
+            "UPDATE refund_requests \
+             SET attempts = attempts + 1, \
+                 next_attempt_at = now() + least($2 * power(2, least(attempts, 20)), $3) \
+                     * (1 + random() / 4) * interval '1 second' \
+             WHERE id = $1 AND status = 'processing' \
+             RETURNING extract(epoch FROM next_attempt_at - now())::float8 AS secs",
         )
         .bind::<BigInt, _>(id)
         .bind::<diesel::sql_types::Double, _>(base.as_secs_f64())
         .bind::<diesel::sql_types::Double, _>(MAX_BACKOFF.as_secs_f64())
-        .execute(conn)
-        .await?;
-        Ok(())
+        .get_result(conn)
+        .await
+        .optional()?;
+        Ok(std::time::Duration::from_secs_f64(
+            wait.map_or(0.0, |w| w.secs).max(0.0),
+        ))
     }
 
     /// Up to `limit` processing requests the recoverer should try now: no live lease, not
@@ -291,16 +414,24 @@ impl RefundRequest {
         .await
     }
 
-    /// Request `id`'s record and lease, for an operator's resolution; `None` if no such
-    /// request or it is not processing.
+    /// Request `id` as an operator's resolution needs it (read, not locked: the resolution
+    /// then locks the record, the order and the request, in phase 3's order); `None` if there is
+    /// no such request.
     pub async fn resolvable(
         conn: &mut AsyncPgConnection,
         id: i64,
-    ) -> QueryResult<Option<ResolvableRequest>> {
+        lease: std::time::Duration,
+    ) -> QueryResult<Option<Resolvable>> {
         diesel::sql_query(
-            "SELECT k.id AS record_id, k.lease_token,                     (k.status = 'processing' AND (k.locked_until IS NULL OR k.locked_until <= now()))                         AS resolvable              FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id              WHERE r.id = $1 AND r.status = 'processing'",
+            "SELECT r.merchant_id, r.order_id, r.status, k.id AS record_id, k.lease_token, \
+                    (r.status = 'processing' AND k.status = 'processing' \
+                     AND (r.review_reason IS NOT NULL OR k.locked_until IS NULL \
+                          OR k.locked_until < now() - $2 * interval '1 millisecond')) AS idle \
+             FROM refund_requests r LEFT JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
+             WHERE r.id = $1",
         )
         .bind::<BigInt, _>(id)
+        .bind::<BigInt, _>(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
         .get_result(conn)
         .await
         .optional()
@@ -314,15 +445,6 @@ impl RefundRequest {
             .count()
             .get_result(conn)
             .await
-    }
-
-    /// Whether request `id` exists at all.
-    pub async fn exists(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<bool> {
-        diesel::select(diesel::dsl::exists(
-            refund_requests::table.filter(refund_requests::id.eq(id)),
-        ))
-        .get_result(conn)
-        .await
     }
 }
 
@@ -357,6 +479,7 @@ mod tests {
         for reason in [
             ReviewReason::RetryAgeExceeded,
             ReviewReason::UnusableProviderAnswer,
+            ReviewReason::RefundIdInUse,
         ] {
             assert_eq!(ReviewReason::parse(reason.as_str()), Some(reason));
         }
@@ -380,7 +503,8 @@ pub struct RefundAttention {
     pub status: String,
     /// Why it is listed: `declined` (failed at the provider or by an operator), `no_live_lease`
     /// (the recoverer or a client retry will try again), `retry_age_exceeded` and
-    /// `unusable_provider_answer` (retries stopped: resolve it, see docs/refunds.md), or
+    /// `unusable_provider_answer` and `refund_id_in_use` (retries stopped: resolve it, see
+    /// docs/refunds.md), or
     /// `webhook_overdue` (accepted, but the provider's refund webhook never came)
     #[diesel(sql_type = Text)]
     pub reason: String,

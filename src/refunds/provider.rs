@@ -26,10 +26,11 @@ pub struct RefundCall<'a> {
 pub enum ProviderAnswer {
     /// 2xx with the provider's refund id.
     Accepted { refund_id: String },
-    /// 4xx other than 409 and 429: a refusal that a repeat would get again.
+    /// 4xx other than 401, 403, 408, 409, 425 and 429: a refusal that a repeat would get again.
     Declined { status: u16, message: String },
-    /// 409 (a concurrent request with the key), 429, 5xx, a timeout, a network error, or an
-    /// answer that cannot be read: the outcome is unknown, so the request stays processing.
+    /// 409 (a concurrent request with the key), 429, 408, 425, 5xx, a timeout, a network
+    /// error, or an answer that cannot be read: the outcome is unknown, so the request stays
+    /// processing. Also 401 and 403: the gateway's own credentials, not the merchant's refund.
     Unavailable(String),
     /// 2xx with a refund id the gateway cannot keep (a control character such as U+0000, which
     /// PostgreSQL refuses, or over 255 bytes): the refund may exist, and asking again gets the
@@ -168,9 +169,20 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
             )),
         };
     }
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        // The gateway's own api_key is wrong or lacks the permission: not the merchant's
+        // refund being declined. Retried (with backoff) until an operator fixes the key.
+        return ProviderAnswer::Unavailable(format!(
+            "provider answered {status}: check this provider's api_key"
+        ));
+    }
     if status.is_client_error()
         && status != StatusCode::CONFLICT
         && status != StatusCode::TOO_MANY_REQUESTS
+        // A timeout or "too early" from the provider or a proxy before it: the refund may or
+        // may not have been made, so the outcome is unknown, never a decline.
+        && status != StatusCode::REQUEST_TIMEOUT
+        && status.as_u16() != 425
     {
         return ProviderAnswer::Declined {
             status: status.as_u16(),
@@ -238,8 +250,12 @@ mod tests {
     }
 
     #[test]
-    fn conflict_rate_limit_and_server_errors_leave_the_outcome_unknown() {
+    fn credentials_timeouts_conflict_rate_limit_and_server_errors_leave_the_outcome_unknown() {
         for status in [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::FORBIDDEN,
+            StatusCode::REQUEST_TIMEOUT,
+            StatusCode::from_u16(425).unwrap(),
             StatusCode::CONFLICT,
             StatusCode::TOO_MANY_REQUESTS,
             StatusCode::INTERNAL_SERVER_ERROR,

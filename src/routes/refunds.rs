@@ -9,8 +9,9 @@ use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::refunds::create::{self, RefundOutcome, Refunds, Resolution};
+use crate::refunds::create::{self, RefundOutcome, Refunds};
 use crate::refunds::request::CreateRefundRequest;
+use crate::refunds::resolve::{self, Resolution};
 
 /// How a refund request's outcome is stored and answered (the recoverer stores the same).
 pub fn respond(outcome: &RefundOutcome) -> Completion {
@@ -140,9 +141,9 @@ impl ResolveRefundRequest {
     }
 }
 
-/// `POST /admin/refund-requests/{id}/resolve`: an operator's answer for a processing refund
-/// request nobody is sending (retries stopped, or no live lease), stored as the provider's
-/// would have been; the client's retry with its key then replays it.
+/// `POST /admin/refund-requests/{id}/resolve`: an operator's answer for a refund request the
+/// gateway stopped retrying (or a pending one whose refund id was wrong), stored as the
+/// provider's would have been; the client's retry with its key then replays it.
 #[utoipa::path(
     post,
     path = "/admin/refund-requests/{id}/resolve",
@@ -151,11 +152,11 @@ impl ResolveRefundRequest {
     params(("id" = String, Path, description = "The refund request id")),
     request_body(content = ResolveRefundRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "{refund_request_id, status}: pending (or succeeded, if its webhook already posted) when accepted, failed when declined"),
+        (status = 200, description = "{refund_request_id, status}: pending (or succeeded, if its webhook already posted) when accepted, failed when declined. A processing request must have no live lease; a pending one (accepted under a wrong refund id) is corrected or withdrawn"),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "refund_request_not_found", body = ErrorBody),
-        (status = 409, description = "refund_not_resolvable: not processing, or an attempt is calling the provider now", body = ErrorBody),
-        (status = 422, description = "invalid_resolution", body = ErrorBody),
+        (status = 409, description = "refund_not_resolvable: final already, or an attempt may be calling the provider now", body = ErrorBody),
+        (status = 422, description = "invalid_resolution (also: the provider_refund_id is another request's, named in the message)", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
@@ -178,7 +179,7 @@ pub async fn resolve_refund_request(
         .parse()
         .map_err(ApiError::InvalidResolution)?;
     let mut conn = api_pool.get().await?;
-    let status = create::resolve(&mut conn, &refunds, request_id, resolution).await?;
+    let status = resolve::resolve(&mut conn, &refunds, request_id, resolution).await?;
     tracing::info!(
         refund_request_id = request_id,
         status = status.as_str(),

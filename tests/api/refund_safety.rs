@@ -12,8 +12,8 @@ use diesel_async::AsyncConnection;
 use serde_json::{Value, json as json_value};
 
 use crate::refunds::{
-    canonical_payment, gateway_with_paid_order, json, kill_during_the_provider_call, paid_order,
-    post_refund, refund_app, refund_body, refund_status,
+    backoff_over, canonical_payment, gateway_with_paid_order, json, kill_during_the_provider_call,
+    paid_order, post_refund, refund_app, refund_body, refund_status,
 };
 use crate::support::provider::{Behavior, FakeProvider};
 use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, connect, sign, until};
@@ -108,13 +108,9 @@ async fn a_refund_that_stayed_processing_past_the_ttl_is_kept_after_it_finishes_
         )
         .await
         .unwrap();
-    assert_eq!(
-        cleanup_once(&app).await,
-        0,
-        "a processing record was cleaned"
-    );
 
     // The client retries once the provider is back: it finishes.
+    backoff_over(&app.db).await;
     let (status, _, body) = answer(
         post_refund(
             &app.client,
@@ -265,7 +261,13 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     assert_eq!((status, replayed), (202, true), "{body}");
     assert_eq!(json(&body)["provider_refund_id"], "re_manual");
     assert_eq!(provider.calls().len(), 1);
-    // Resolving twice is refused: the request is no longer processing.
+    // The provider's webhook settles it; a final request cannot be resolved again.
+    let event = format!(
+        r#"{{"id":"evt_rf_manual","type":"refund.succeeded","data":{{"payment_id":"pay_{order_id}","order_id":{order_id},"amount_minor":400,"currency":"USD","refund_id":"re_manual"}}}}"#
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_rf_manual", &event).await).await;
+    assert_eq!(status, 200, "{ack}");
+    assert_eq!(refund_status(&app.db, order_id).await, ["succeeded"]);
     let (status, body) = resolve(
         &app,
         request_id,
@@ -511,14 +513,7 @@ async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_leas
     )
     .await;
     assert_eq!(status, 409);
-    app.db
-        .execute(
-            "UPDATE idempotency_keys SET locked_until = now() - interval '1 second' \
-             WHERE op = 'refund.create' AND locked_until IS NOT NULL",
-            &[],
-        )
-        .await
-        .unwrap();
+    backoff_over(&app.db).await;
     assert_eq!(recover_once(&app).await, (0, 1));
     assert_eq!(provider.calls().len(), 1);
     let request_id = request_id_of(&app, order_id).await;
@@ -633,4 +628,237 @@ async fn a_pending_refund_whose_webhook_is_overdue_is_in_attention() {
     assert_eq!(item["status"], "pending");
     assert_eq!(item["reason"], "webhook_overdue");
     assert_eq!(item["amount_minor"], 500);
+}
+
+// ---------------------------------------------------------------------------------------
+// From the review: refund ids in use, operators' mistakes, credentials, client retries
+// ---------------------------------------------------------------------------------------
+
+async fn refund(
+    app: &TestApp,
+    token: &str,
+    order_id: i64,
+    key: &str,
+    amount: i64,
+) -> (u16, String) {
+    let (status, _, body) = answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            token,
+            order_id,
+            key,
+            &refund_body(amount),
+        )
+        .await,
+    )
+    .await;
+    (status, body)
+}
+
+/// (id, review_reason, attempts, lease live) of the newest refund request.
+async fn last_request(app: &TestApp) -> (i64, Option<String>, i32, bool) {
+    let row = app
+        .db
+        .query_one(
+            "SELECT r.id, r.review_reason, r.attempts, coalesce(k.locked_until > now(), false) \
+             FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
+             ORDER BY r.id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2), row.get(3))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_id_another_request_holds_goes_to_a_person_instead_of_a_503_loop() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    // A provider that answers a second refund with the first one's id.
+    provider.script(&[Behavior::AcceptAs("re_same"), Behavior::AcceptAs("re_same")]);
+    let (status, body) = refund(&app, &token, order_id, "a", 300).await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = refund(&app, &token, order_id, "b", 300).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(json(&body)["reason"], "refund_id_in_use", "{body}");
+    let (_, reason, _, live) = last_request(&app).await;
+    assert_eq!((reason.as_deref(), live), (Some("refund_id_in_use"), false));
+    assert_eq!(recover_once(&app).await, (0, 1));
+    assert_eq!(provider.calls().len(), 2, "the provider was called again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_who_pastes_another_requests_refund_id_gets_a_422_and_can_correct_it_at_once() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    let (status, body) = refund(&app, &token, order_id, "first", 300).await;
+    assert_eq!(status, 202, "{body}");
+    let taken = json(&body)["provider_refund_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    provider.script(&[Behavior::Fail500]);
+    let (status, body) = refund(&app, &token, order_id, "second", 300).await;
+    assert_eq!(status, 503, "{body}");
+    let (request_id, ..) = last_request(&app).await;
+
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "accepted", "provider_refund_id": taken}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(json(&body)["error"], "invalid_resolution");
+    // Nothing of the refused resolution stays: the correct one is taken at once.
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "declined", "message": "no refund at the provider"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["status"], "failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_refund_id_in_a_resolution_is_corrected_and_settles_with_the_webhook() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Fail500]);
+    let (status, body) = refund(&app, &token, order_id, "k", 400).await;
+    assert_eq!(status, 503, "{body}");
+    let (request_id, ..) = last_request(&app).await;
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "accepted", "provider_refund_id": "re_typo"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // The provider's webhook for the real refund posts, but matches no request.
+    let event = format!(
+        r#"{{"id":"evt_rf_real","type":"refund.succeeded","data":{{"payment_id":"pay_{order_id}","order_id":{order_id},"amount_minor":400,"currency":"USD","refund_id":"re_real"}}}}"#
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_rf_real", &event).await).await;
+    assert_eq!(
+        (status, json(&ack)["outcome"].as_str()),
+        (200, Some("applied")),
+        "{ack}"
+    );
+    assert_eq!(refund_status(&app.db, order_id).await, ["pending"]);
+    // The correction finds the refund in the ledger and settles the request at once.
+    let (status, body) = resolve(
+        &app,
+        request_id,
+        json_value!({"outcome": "accepted", "provider_refund_id": "re_real"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["status"], "succeeded", "{body}");
+    // The 400 counts once: the remaining 600 are refundable.
+    let (status, body) = refund(&app, &token, order_id, "rest", 600).await;
+    assert_eq!(status, 202, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_401_is_an_unknown_outcome_not_the_merchants_decline() {
+    let provider = FakeProvider::start().await;
+    // The gateway's api_key is not the one the provider knows.
+    let config = crate::support::refund_config(&provider.base_url, "").replace(
+        crate::support::provider::PROVIDER_API_KEY,
+        "sk_test_rotated_refunds_key_000",
+    );
+    let app = crate::support::spawn_app_with(&config).await;
+    let token = app.token_for(crate::support::MERCHANT).await;
+    let order_id = paid_order(&app, 1000).await;
+    let (status, body) = refund(&app, &token, order_id, "k401", 500).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(refund_status(&app.db, order_id).await, ["processing"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_retrying_a_rate_limited_refund_waits_for_its_backoff() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.otherwise(Behavior::RateLimit);
+    for _ in 0..10 {
+        let response = post_refund(
+            &app.client,
+            &app.address,
+            &token,
+            order_id,
+            "hammer",
+            &refund_body(500),
+        )
+        .await;
+        let retry_after: u64 = response
+            .headers()
+            .get("Retry-After")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("a 503 without Retry-After");
+        let (status, _, body) = answer(response).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(retry_after >= 1, "{retry_after}");
+    }
+    assert_eq!(
+        provider.calls().len(),
+        1,
+        "retries within the backoff called a rate-limiting provider"
+    );
+    let (_, _, attempts, _) = last_request(&app).await;
+    assert_eq!(attempts, 1, "a refused retry pushed the backoff further");
+    // Once the backoff is over, the next retry calls again (and doubles the backoff).
+    backoff_over(&app.db).await;
+    refund(&app, &token, order_id, "hammer", 500).await;
+    assert_eq!(provider.calls().len(), 2);
+    assert_eq!(last_request(&app).await.2, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_is_kept_for_its_ttl_after_its_request_became_final_then_cleaned() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    let (status, body) = refund(&app, &token, order_id, "done", 400).await;
+    assert_eq!(status, 202, "{body}");
+    let refund_id = json(&body)["provider_refund_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let event = format!(
+        r#"{{"id":"evt_rf_done","type":"refund.succeeded","data":{{"payment_id":"pay_{order_id}","order_id":{order_id},"amount_minor":400,"currency":"USD","refund_id":"{refund_id}"}}}}"#
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_rf_done", &event).await).await;
+    assert_eq!(status, 200, "{ack}");
+    assert_eq!(refund_status(&app.db, order_id).await, ["succeeded"]);
+    // The record expired while the request was pending; the request became final just now.
+    app.db
+        .execute(
+            "UPDATE idempotency_keys SET created_at = now() - interval '100 hours', \
+             expires_at = now() - interval '28 hours' WHERE op = 'refund.create'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cleanup_once(&app).await,
+        0,
+        "cleaned right after the request became final"
+    );
+    // Its ttl (72 h) after it became final, it goes.
+    app.db
+        .execute(
+            "UPDATE refund_requests SET updated_at = now() - interval '73 hours'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(cleanup_once(&app).await, 1);
 }

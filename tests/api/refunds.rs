@@ -68,6 +68,17 @@ pub(crate) async fn refund_app(provider: &FakeProvider) -> (TestApp, String) {
     (app, token)
 }
 
+/// Lets the backoff of every processing refund request run out, as the client's wait for
+/// `Retry-After` would.
+pub(crate) async fn backoff_over(db: &tokio_postgres::Client) {
+    db.execute(
+        "UPDATE refund_requests SET next_attempt_at = now() WHERE status = 'processing'",
+        &[],
+    )
+    .await
+    .unwrap();
+}
+
 pub(crate) async fn refund_status(db: &tokio_postgres::Client, order_id: i64) -> Vec<String> {
     db.query(
         "SELECT status FROM refund_requests WHERE order_id = $1 ORDER BY id",
@@ -233,6 +244,8 @@ async fn a_provider_500_or_a_dropped_connection_is_a_503_that_the_retry_finishes
             ("processing".to_owned(), true),
             "after a {attempt} the record stays processing with its lease released"
         );
+        // The client waits out Retry-After (the request's backoff) before it retries.
+        backoff_over(&app.db).await;
     }
 
     // The expiry cleaner never deletes a processing record, even past its expiry.
