@@ -13,7 +13,7 @@ use super::apply::{Applied, apply};
 use super::batcher::{BatchItem, Batcher};
 use super::capture::{Capture, run_batch};
 use super::effect::Source;
-use super::event::{Parsed, PaymentEvent};
+use super::event::{Parsed, PaymentEvent, Reading};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
 use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
@@ -40,10 +40,10 @@ pub struct ProcessCallback<'a> {
 }
 
 impl<'a> ProcessCallback<'a> {
-    /// `parsed` is `body` read once, in its provider's format.
+    /// `reading` is `body` read once, in its provider's format.
     pub fn new(
         source: Source<'a>,
-        parsed: Parsed,
+        reading: Reading,
         batcher: &'a Batcher<Capture>,
         event_id: &'a str,
         body: &'a [u8],
@@ -53,8 +53,8 @@ impl<'a> ProcessCallback<'a> {
             batcher,
             event_id,
             body,
-            event_type: super::event::event_type(body),
-            parsed,
+            event_type: reading.event_type,
+            parsed: reading.parsed,
         }
     }
 }

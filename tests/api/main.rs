@@ -14,6 +14,7 @@ mod cli;
 mod console;
 mod deploy;
 mod events;
+mod hardening;
 mod health;
 mod migrations;
 mod money;
