@@ -24,4 +24,5 @@ mod reconcile;
 mod refunds;
 mod replay;
 mod resilience;
+mod reused_event_ids;
 mod write_path;
