@@ -8,6 +8,7 @@
 //! disagree on which one wins, and an ambiguous body must not move money); amounts are judged
 //! by their digits, so an integer of any size is merely out of range.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
@@ -208,11 +209,36 @@ pub fn event_id_from_body(body: &[u8]) -> Result<String, PayloadError> {
 struct Object<'a> {
     /// Where the object is, for details (`data.object`); empty for the body itself.
     path: String,
-    members: BTreeMap<String, &'a RawValue>,
+    members: BTreeMap<Cow<'a, str>, &'a RawValue>,
 }
 
 /// The members of an object, refusing a repeated name.
-struct Members<'a>(BTreeMap<String, &'a RawValue>);
+struct Members<'a>(BTreeMap<Cow<'a, str>, &'a RawValue>);
+
+/// A member's name, borrowed from the body unless it has escapes.
+struct Name<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Name<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: de::Error>(self, name: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Borrowed(name)))
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Name<'de>, E> {
+                Ok(Name(Cow::Owned(name.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -226,7 +252,7 @@ impl<'de> Deserialize<'de> for Members<'de> {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
                 let mut members = BTreeMap::new();
-                while let Some(name) = map.next_key::<String>()? {
+                while let Some(Name(name)) = map.next_key()? {
                     let value: &'de RawValue = map.next_value()?;
                     if members.contains_key(&name) {
                         return Err(de::Error::custom(format_args!(
