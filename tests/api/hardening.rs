@@ -195,3 +195,58 @@ async fn integer_amounts_above_ten_to_the_fifteen_are_out_of_range_however_large
     }
     assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 0);
 }
+
+/// Posts `body` (any bytes) signed now by `provider`'s first secret.
+async fn deliver_bytes(
+    app: &TestApp,
+    provider: &str,
+    id: &str,
+    body: &[u8],
+) -> (u16, bool, String) {
+    let (scheme, secret) = crate::support::sign::scheme_of(provider);
+    let headers = callback_gateway::signature::scheme_for(
+        scheme,
+        &[callback_gateway::config::Secret::new(secret)],
+        std::time::Duration::from_secs(300),
+    )
+    .sign(id, body, chrono::Utc::now().timestamp());
+    let mut request = app
+        .client
+        .post(app.url(&format!("/v1/callbacks/{provider}")))
+        .header("Content-Type", "application/json")
+        .body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    answer(request.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_utf8_is_a_stored_answer_never_a_503() {
+    let app = spawn_app().await;
+    let bodies: [(&str, &str, &[u8]); 3] = [
+        (ACME, "u1", b"{\"type\":\"payment.succeeded\xff\",\"data\":{}}"),
+        (ACME, "u2", b"{\"type\":\"payment.succeeded\",\"data\":{\"payment_id\":\"p\xc0\x80\",\"order_id\":1,\"amount_minor\":5,\"currency\":\"USD\"}}"),
+        (STRIPE, "", b"{\"id\":\"su3\",\"type\":\"payment_intent.succeeded\",\"note\":\"\xed\xa0\x80\",\"data\":{\"object\":{}}}"),
+    ];
+    for (provider, id, body) in bodies {
+        let (status, replayed, first) = deliver_bytes(&app, provider, id, body).await;
+        assert!(status < 500, "{body:?}: {status} {first}");
+        if status == 200 {
+            let ack = json(&first);
+            assert_eq!(
+                (ack["outcome"].as_str(), ack["reason"].as_str(), replayed),
+                (Some("rejected"), Some("invalid_payload"), false),
+                "{body:?}"
+            );
+            let again = deliver_bytes(&app, provider, id, body).await;
+            assert_eq!(again, (200, true, first), "{body:?}");
+        } else {
+            assert_eq!(
+                (status, json(&first)["error"].as_str()),
+                (400, Some("invalid_payload"))
+            );
+        }
+    }
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 0);
+}
