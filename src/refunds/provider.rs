@@ -144,7 +144,10 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
             v.get("id")
                 .or_else(|| v.get("refund_id"))
                 .and_then(|id| id.as_str())
-                .filter(|id| !id.is_empty() && id.len() <= 255)
+                // Stored as TEXT, which refuses NUL, and matched against the refund webhook's
+                // id, which refuses control characters: an id we could not store or match is
+                // no known outcome (the retry asks the provider again under the same key).
+                .filter(|id| !id.is_empty() && id.len() <= 255 && !id.chars().any(char::is_control))
                 .map(str::to_owned)
         });
         return match refund_id {
@@ -168,7 +171,8 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
 }
 
 /// Stripe's `{"error":{"message":..}}`, or a flat `{"message":..}` / `{"error":".."}`; at most
-/// 500 characters of it.
+/// 500 characters of it, control characters replaced: the message is stored (TEXT and the JSONB
+/// answer refuse NUL), and a provider's answer must not make the stored refusal fail.
 fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
     let json = json?;
     let message = json
@@ -176,7 +180,13 @@ fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
         .or_else(|| json.get("message"))
         .or_else(|| json.get("error"))
         .and_then(|m| m.as_str())?;
-    Some(message.chars().take(500).collect())
+    Some(
+        message
+            .chars()
+            .take(500)
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -224,6 +234,24 @@ mod tests {
                 "{status}"
             );
         }
+    }
+
+    #[test]
+    fn a_message_or_a_refund_id_with_a_nul_never_reaches_the_database() {
+        assert_eq!(
+            classify(
+                StatusCode::BAD_REQUEST,
+                br#"{"error":{"message":"no\u0000pe"}}"#
+            ),
+            ProviderAnswer::Declined {
+                status: 400,
+                message: "no\u{fffd}pe".into()
+            }
+        );
+        assert!(matches!(
+            classify(StatusCode::OK, br#"{"id":"re\u0000"}"#),
+            ProviderAnswer::Unavailable(_)
+        ));
     }
 
     #[test]

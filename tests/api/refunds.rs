@@ -282,6 +282,44 @@ async fn a_provider_500_or_a_dropped_connection_is_a_503_that_the_retry_finishes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_message_with_a_nul_is_still_a_stored_provider_declined() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Decline(
+        400,
+        "Charge ch_1\0 has already been refunded.",
+    )]);
+    let refund = async || {
+        answer(
+            post_refund(
+                &app.client,
+                &app.address,
+                &token,
+                order_id,
+                "nul",
+                &refund_body(1000),
+            )
+            .await,
+        )
+        .await
+    };
+    let (status, replayed, body) = refund().await;
+    assert_eq!((status, replayed), (422, false), "{body}");
+    let declined = json(&body);
+    assert_eq!(declined["error"], "provider_declined");
+    assert!(
+        declined["message"]
+            .as_str()
+            .unwrap()
+            .contains("has already been refunded"),
+        "{body}"
+    );
+    assert_eq!(refund().await, (422, true, body));
+    assert_eq!(refund_status(&app.db, order_id).await, ["failed"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_4xx_is_a_stored_provider_declined_and_the_amount_is_refundable_again() {
     let provider = FakeProvider::start().await;
     let (app, token) = refund_app(&provider).await;
