@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::{PayloadFormat, ProviderSettings};
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::payments::event::{Parsed, PayloadError, check_event_id, event_id_from_body};
+use crate::payments::event::{Parsed, PayloadError, Reading, check_event_id, event_id_from_body};
 use crate::signature::scheme::{SignatureScheme, Verified};
 use crate::signature::scheme_for;
 
@@ -32,7 +32,12 @@ impl Provider {
 
     /// The delivery's body read in this provider's payload format.
     pub fn parse_event(&self, body: &[u8]) -> Parsed {
-        Parsed::from_body(self.settings.payload, body)
+        self.read_event(body).parsed
+    }
+
+    /// The delivery's body read once in this provider's payload format, with its type.
+    pub fn read_event(&self, body: &[u8]) -> Reading {
+        Reading::from_body(self.settings.payload, body)
     }
 
     pub fn scheme(&self) -> &dyn SignatureScheme {
@@ -77,13 +82,20 @@ impl Provider {
 
 // The dispatch on the configured format lives here, beside the configuration, so the event
 // parser itself never reads configuration.
-impl Parsed {
+impl Reading {
     /// `body` read in `format`.
     pub fn from_body(format: PayloadFormat, body: &[u8]) -> Self {
         match format {
-            PayloadFormat::Canonical => Parsed::canonical(body),
-            PayloadFormat::Stripe => Parsed::stripe(body),
+            PayloadFormat::Canonical => Reading::canonical(body),
+            PayloadFormat::Stripe => Reading::stripe(body),
         }
+    }
+}
+
+impl Parsed {
+    /// `body` read in `format`.
+    pub fn from_body(format: PayloadFormat, body: &[u8]) -> Self {
+        Reading::from_body(format, body).parsed
     }
 }
 

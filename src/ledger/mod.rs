@@ -2,7 +2,7 @@
 //! (merchant, provider, event id) forever, and per-merchant balances.
 
 use diesel::QueryResult;
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::{BigInt, Bool, Bytea, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
@@ -129,6 +129,55 @@ pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryRe
             })
         })
         .collect()
+}
+
+/// What the ledger holds for an event id, seen by a delivery with some body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventPosting {
+    /// No transfer carries the event id (a conflict was on a refund id instead).
+    NotPosted,
+    /// The delivery that posted it had this very body: a late redelivery.
+    SameBody,
+    /// It was posted by another body (or by a delivery the event log does not have): the
+    /// provider reused the event id for another event.
+    AnotherBody,
+}
+
+#[derive(diesel::QueryableByName)]
+struct EventPostingRow {
+    #[diesel(sql_type = Bool)]
+    posted: bool,
+    #[diesel(sql_type = Nullable<Bool>)]
+    same_body: Option<bool>,
+}
+
+/// Whether `event_id` posted a transfer, and with which body (the event log keeps the body of
+/// every first delivery, in the same transaction as its transfer). Two unique-index lookups;
+/// only asked after a posting conflicted, never on a first delivery.
+pub async fn event_posting(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    event_id: &str,
+    body: &[u8],
+) -> QueryResult<EventPosting> {
+    let row: EventPostingRow = diesel::sql_query(
+        "SELECT EXISTS (SELECT 1 FROM ledger_transfers \
+                        WHERE merchant_id = $1 AND provider = $2 AND event_id = $3) AS posted, \
+                (SELECT body = $4 FROM callback_deliveries \
+                 WHERE merchant_id = $1 AND provider = $2 AND event_id = $3) AS same_body",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(event_id)
+    .bind::<Bytea, _>(body)
+    .get_result(conn)
+    .await?;
+    Ok(match (row.posted, row.same_body) {
+        (false, _) => EventPosting::NotPosted,
+        (true, Some(true)) => EventPosting::SameBody,
+        (true, _) => EventPosting::AnotherBody,
+    })
 }
 
 #[cfg(test)]

@@ -13,14 +13,15 @@ use super::apply::{Applied, apply};
 use super::batcher::{BatchItem, Batcher};
 use super::capture::{Capture, run_batch};
 use super::effect::Source;
-use super::event::{Parsed, PaymentEvent};
+use super::event::{Parsed, PaymentEvent, Reading};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
 use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
 use crate::deliveries::{self, Delivery};
 use crate::idempotency::error::IdempotencyError;
-use crate::idempotency::record::{IdempotentRequest, OneStatement};
+use crate::idempotency::record::{Fingerprint, IdempotentRequest, OneStatement};
 use crate::idempotency::{IdempotentWork, Respond};
+use crate::ledger::{self, EventPosting};
 use crate::orders::model::Order;
 
 /// How many times a plan is made again when its guarded writes found the state changed
@@ -40,10 +41,10 @@ pub struct ProcessCallback<'a> {
 }
 
 impl<'a> ProcessCallback<'a> {
-    /// `parsed` is `body` read once, in its provider's format.
+    /// `reading` is `body` read once, in its provider's format.
     pub fn new(
         source: Source<'a>,
-        parsed: Parsed,
+        reading: Reading,
         batcher: &'a Batcher<Capture>,
         event_id: &'a str,
         body: &'a [u8],
@@ -53,8 +54,8 @@ impl<'a> ProcessCallback<'a> {
             batcher,
             event_id,
             body,
-            event_type: super::event::event_type(body),
-            parsed,
+            event_type: reading.event_type,
+            parsed: reading.parsed,
         }
     }
 }
@@ -103,11 +104,11 @@ impl ProcessCallback<'_> {
         &self,
         conn: &mut AsyncPgConnection,
     ) -> Result<CallbackOutcome, IdempotencyError> {
-        let outcome = self.decide(conn).await?;
+        let Decision { outcome, logged_as } = self.decide(conn).await?;
         let delivery = Delivery {
             merchant_id: self.source.merchant_id,
             provider: self.source.provider,
-            event_id: self.event_id,
+            event_id: logged_as.as_deref().unwrap_or(self.event_id),
             body: self.body,
             event_type: self.event_type.as_deref(),
         };
@@ -115,15 +116,12 @@ impl ProcessCallback<'_> {
         Ok(outcome)
     }
 
-    async fn decide(
-        &self,
-        conn: &mut AsyncPgConnection,
-    ) -> Result<CallbackOutcome, IdempotencyError> {
+    async fn decide(&self, conn: &mut AsyncPgConnection) -> Result<Decision, IdempotencyError> {
         let event = match &self.parsed {
             Parsed::Event(event) => event,
-            Parsed::Ignored(reason) => return Ok(CallbackOutcome::ignored(reason)),
+            Parsed::Ignored(reason) => return Ok(CallbackOutcome::ignored(reason).into()),
             Parsed::Rejected { reason, detail } => {
-                return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())));
+                return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())).into());
             }
         };
         let (mut order, mut payment) = self.read_state(conn, event).await?;
@@ -173,31 +171,118 @@ impl ProcessCallback<'_> {
         Ok((order, payment))
     }
 
-    /// Applies `plan`: the outcome, or `None` when the state changed under it.
+    /// Applies `plan`: the decision, or `None` when the state changed under it.
     async fn apply_plan(
         &self,
         conn: &mut AsyncPgConnection,
         event: &PaymentEvent,
         plan: &Plan,
-    ) -> Result<Option<CallbackOutcome>, IdempotencyError> {
+    ) -> Result<Option<Decision>, IdempotencyError> {
+        Ok(match self.write(conn, event, plan, self.event_id).await? {
+            Written::Answered(outcome) => Some(outcome.into()),
+            Written::StateChanged => None,
+            Written::AlreadyPosted => self.already_posted(conn, event, plan).await?,
+        })
+    }
+
+    /// The event id, or the event's refund id, posted before. The same body again is a late
+    /// redelivery and posts nothing. Another body under a posted event id is another event
+    /// (the provider reused the id after the gateway's record of the first one expired): its
+    /// plan for a reused id is written under a ledger id of its own, derived from the event id
+    /// and the body, so its money is in the books and a redelivery of it cannot post twice
+    /// either; the event log lists it under that id. Only this branch pays for the extra read.
+    async fn already_posted(
+        &self,
+        conn: &mut AsyncPgConnection,
+        event: &PaymentEvent,
+        plan: &Plan,
+    ) -> Result<Option<Decision>, IdempotencyError> {
+        let posting = ledger::event_posting(
+            conn,
+            self.source.merchant_id,
+            self.source.provider,
+            self.event_id,
+            self.body,
+        )
+        .await?;
+        if posting != EventPosting::AnotherBody {
+            return Ok(Some(CallbackOutcome::ignored("already_applied").into()));
+        }
+        let ledger_id = reused_event_id(self.event_id, self.body);
+        let outcome = match self
+            .write(conn, event, &plan.for_reused_event_id(), &ledger_id)
+            .await?
+        {
+            Written::Answered(outcome) => outcome,
+            Written::StateChanged => return Ok(None),
+            Written::AlreadyPosted => CallbackOutcome::ignored("already_applied"),
+        };
+        Ok(Some(Decision {
+            outcome,
+            logged_as: Some(ledger_id),
+        }))
+    }
+
+    /// Writes `plan`'s effect with its transfer under `ledger_event_id`.
+    async fn write(
+        &self,
+        conn: &mut AsyncPgConnection,
+        event: &PaymentEvent,
+        plan: &Plan,
+        ledger_event_id: &str,
+    ) -> Result<Written, IdempotencyError> {
         let refund_id = match event {
             PaymentEvent::Refunded { refund_id, .. } => refund_id.as_deref(),
             _ => None,
         };
-        let effect = match plan.effect(self.source, self.event_id, event.payment_id(), refund_id) {
+        let effect = match plan.effect(self.source, ledger_event_id, event.payment_id(), refund_id)
+        {
             Ok(effect) => effect,
-            Err(NoWrites::Ignore(reason)) => return Ok(Some(CallbackOutcome::ignored(reason))),
+            Err(NoWrites::Ignore(reason)) => {
+                return Ok(Written::Answered(CallbackOutcome::ignored(reason)));
+            }
             Err(NoWrites::Reject(reason)) => {
-                return Ok(Some(CallbackOutcome::rejected(reason, None)));
+                return Ok(Written::Answered(CallbackOutcome::rejected(reason, None)));
             }
             Err(NoWrites::Wait(reason)) => return Err(IdempotencyError::NotYet(reason)),
         };
         Ok(match apply(conn, &effect).await? {
-            Applied::Done(transfer_id) => Some(plan.outcome(transfer_id)),
-            Applied::AlreadyPosted => Some(CallbackOutcome::ignored("already_applied")),
-            Applied::StateChanged => None,
+            Applied::Done(transfer_id) => Written::Answered(plan.outcome(transfer_id)),
+            Applied::AlreadyPosted => Written::AlreadyPosted,
+            Applied::StateChanged => Written::StateChanged,
         })
     }
+}
+
+/// What the general path decided for a delivery.
+struct Decision {
+    outcome: CallbackOutcome,
+    /// The id the event log records the delivery under, when it is not the event id.
+    logged_as: Option<String>,
+}
+
+impl From<CallbackOutcome> for Decision {
+    fn from(outcome: CallbackOutcome) -> Self {
+        Decision {
+            outcome,
+            logged_as: None,
+        }
+    }
+}
+
+/// What writing a plan found.
+enum Written {
+    Answered(CallbackOutcome),
+    StateChanged,
+    /// Its transfer's event id (or refund id) was posted before; nothing was written.
+    AlreadyPosted,
+}
+
+/// The ledger and event-log id of a delivery whose event id posted another body:
+/// `{event id}~{SHA-256 of the body, hex}`, the same for every redelivery of that body. Its
+/// transfer is still unique per (merchant, provider, id) like any other.
+fn reused_event_id(event_id: &str, body: &[u8]) -> String {
+    format!("{event_id}~{}", Fingerprint::of(body).as_str())
 }
 
 // Here rather than in `capture.rs`, so the statements need not know the batcher.

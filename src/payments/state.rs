@@ -27,6 +27,9 @@ pub struct OrderMove {
     pub to: OrderStatus,
 }
 
+/// Why an event under an id that posted another body was held or rejected.
+pub const EVENT_ID_REUSED: &str = "event_id_reused";
+
 /// What an event does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
@@ -165,6 +168,40 @@ impl Plan {
             Plan::OutOfOrder(reason) => return Err(NoWrites::Wait(reason)),
         };
         Ok(effect)
+    }
+
+    /// What this plan becomes when its event id already posted a transfer for another body: the
+    /// provider reused the id (after the gateway's record of the first event expired) for an
+    /// event the books do not have. Captured money is held (reason `event_id_reused`) so it is
+    /// in the books and in front of finance, never dropped nor applied on an ambiguous id; a
+    /// refund is rejected with that reason (the provider moved money back, finance decides what
+    /// it answers). A plan that posts no transfer cannot collide and stays as it is.
+    pub fn for_reused_event_id(&self) -> Plan {
+        match self {
+            &Plan::Capture {
+                order_id,
+                amount_minor,
+                currency,
+            } => Plan::Hold {
+                reason: EVENT_ID_REUSED,
+                order_id: Some(order_id),
+                amount_minor,
+                currency,
+            },
+            &Plan::Hold {
+                order_id,
+                amount_minor,
+                currency,
+                ..
+            } => Plan::Hold {
+                reason: EVENT_ID_REUSED,
+                order_id,
+                amount_minor,
+                currency,
+            },
+            Plan::Refund { .. } => Plan::Reject(EVENT_ID_REUSED),
+            other => other.clone(),
+        }
     }
 
     /// What the event did once this plan's effect is applied with `transfer_id`.
@@ -610,6 +647,60 @@ mod tests {
             assert_eq!(PaymentStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(PaymentStatus::parse("captured"), None);
+    }
+
+    #[test]
+    fn a_capture_under_a_reused_event_id_is_held_never_applied() {
+        let capture = plan(
+            &succeeded(5000, "USD"),
+            Some(&order(OrderStatus::PendingPayment)),
+            None,
+        );
+        assert!(matches!(capture, Plan::Capture { .. }));
+        assert_eq!(
+            capture.for_reused_event_id(),
+            Plan::Hold {
+                reason: EVENT_ID_REUSED,
+                order_id: Some(7),
+                amount_minor: 5000,
+                currency: usd(),
+            }
+        );
+        let held = plan(&succeeded(5000, "USD"), None, None);
+        assert!(matches!(
+            held.for_reused_event_id(),
+            Plan::Hold {
+                reason: EVENT_ID_REUSED,
+                order_id: None,
+                amount_minor: 5000,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_refund_under_a_reused_event_id_is_rejected_and_other_plans_stay() {
+        let refunding = plan(
+            &refund(delta(500)),
+            Some(&order(OrderStatus::Paid)),
+            Some(&payment(PaymentStatus::Succeeded, 0)),
+        );
+        assert!(matches!(refunding, Plan::Refund { .. }));
+        assert_eq!(
+            refunding.for_reused_event_id(),
+            Plan::Reject(EVENT_ID_REUSED)
+        );
+        for unchanged in [
+            Plan::Ignore("stale_event"),
+            Plan::Reject("unknown_order"),
+            Plan::OutOfOrder("payment_not_captured"),
+            Plan::RecordFailure {
+                order_id: 7,
+                currency: "USD".into(),
+            },
+        ] {
+            assert_eq!(unchanged.for_reused_event_id(), unchanged);
+        }
     }
 }
 

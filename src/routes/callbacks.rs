@@ -73,7 +73,7 @@ pub async fn receive_callback(
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
         },
-        provider.parse_event(&body),
+        provider.read_event(&body),
         &state.capture_batcher,
         &event_id,
         &body,

@@ -396,3 +396,24 @@ async fn a_batch_answers_every_state_as_the_general_path_does() {
         assert_eq!(batched, general, "{state:?}");
     }
 }
+
+#[tokio::test]
+async fn a_capture_under_an_event_id_that_posted_another_payment_is_held_on_every_path() {
+    // The event id posted pay_0 and its record expired; the same id now captures pay_1.
+    let state = State::EventPostedBeforeItsRecordExpired;
+    for (path, observed) in [
+        ("one statement", through_the_one_statement_path(state).await),
+        ("general", through_the_general_path(state).await),
+        ("batch", through_a_batch(state).await),
+    ] {
+        assert!(
+            observed.contains(r#""outcome":"held""#)
+                && observed.contains(r#""reason":"event_id_reused""#)
+                && observed.contains("posted=true")
+                && observed.contains("unapplied_funds USD -1999")
+                && observed.contains(r#"order=Some("pending_payment")"#)
+                && observed.contains(r#"payment=Some("held")"#),
+            "{path}: {observed}"
+        );
+    }
+}
