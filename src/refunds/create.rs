@@ -17,10 +17,11 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use rand::RngCore;
 
-use super::error::RefundError;
-use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus, ReviewReason};
+use super::error::{RefundError, ResolveError};
+use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
+use super::review::{Review, ReviewReason};
 use crate::db::PgPool;
 use crate::idempotency::Executed;
 use crate::idempotency::lease::{self, Claimed, Lease};
@@ -60,20 +61,20 @@ pub struct Refunds {
 }
 
 /// A refund request held by this attempt, to be sent to the provider.
-pub(super) struct Attempt {
-    pub(super) lease: Lease,
-    pub(super) request: RefundRequest,
+struct Attempt {
+    lease: Lease,
+    request: RefundRequest,
 }
 
 /// An outcome that is known, from the provider or an operator: stored in phase 3.
-pub(super) enum Known {
+enum Known {
     Accepted(String),
     /// The message stored and answered (provider_declined).
     Declined(String),
 }
 
 /// What storing a known outcome found.
-pub(super) enum Stored {
+enum Stored {
     Done(Executed<RefundOutcome>),
     /// The refund id is already another request's (`uq_refund_requests_provider_refund`):
     /// nothing was written.
@@ -95,13 +96,6 @@ enum Takeover {
 enum Started {
     Done(Executed<RefundOutcome>),
     Takeover(Takeover),
-}
-
-/// A request whose automatic retries stopped, and why.
-#[derive(Debug, Clone, Copy)]
-pub struct Review {
-    pub refund_request_id: i64,
-    pub reason: ReviewReason,
 }
 
 /// `POST /v1/orders/{id}/refunds` for `merchant_id`: the three steps, each phase on a pooled
@@ -170,6 +164,101 @@ pub async fn recover(
         ) => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// An operator's answer (docs/refunds.md, "a person resolves"): for a request the gateway will
+// not, or cannot yet, finish on its own (its retries stopped, or its outcome is unknown and
+// nobody is calling the provider for it), or a `pending` request whose refund id turned out
+// wrong. Stored exactly as phase 3 stores the provider's, in one transaction, so a refused
+// resolution leaves nothing behind.
+// ---------------------------------------------------------------------------------------
+
+/// What an operator found at the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The provider made the refund, under this id: the request becomes pending (or succeeded,
+    /// if its webhook already posted).
+    Accepted { provider_refund_id: String },
+    /// The provider has no such refund: the request fails and its amount is released.
+    Declined { message: String },
+}
+
+/// Stores `resolution` for request `request_id`; its status afterwards.
+///
+/// A `processing` request must be idle (retries stopped, lease released, or expired more than
+/// a lease ago): the resolution takes its lease over and finishes its record, so the client's
+/// retry with its key replays the answer. A `pending` request (accepted under a refund id that
+/// turned out wrong) gets its refund id corrected, or fails; its record keeps the answer its
+/// client already has.
+pub async fn resolve(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    request_id: i64,
+    resolution: Resolution,
+) -> Result<RefundStatus, ResolveError> {
+    conn.transaction(async |conn| {
+        let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
+            .await?
+            .ok_or(ResolveError::NotFound)?;
+        match RefundStatus::parse(&found.status) {
+            Some(RefundStatus::Processing) if found.idle => {
+                let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
+                let lease =
+                    lease::take_over(conn, record_id, found.lease_token.as_deref(), refunds.lease)
+                        .await?
+                        .ok_or(ResolveError::NotResolvable)?;
+                let request = request_of(conn, &lease).await?;
+                let known = match resolution {
+                    Resolution::Accepted { provider_refund_id } => {
+                        Known::Accepted(provider_refund_id)
+                    }
+                    Resolution::Declined { message } => {
+                        Known::Declined(format!("resolved by an operator: {message}"))
+                    }
+                };
+                match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
+                    Some(Stored::Done(Executed::First {
+                        output: RefundOutcome::Accepted { status, .. },
+                        ..
+                    })) => Ok(status),
+                    Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
+                    Some(Stored::RefundIdInUse { held_by }) => {
+                        Err(ResolveError::RefundIdInUse { held_by })
+                    }
+                    None => Err(ResolveError::NotResolvable),
+                }
+            }
+            Some(RefundStatus::Pending) => {
+                // The order's row lock first, as the refund webhook takes it before it settles.
+                Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
+                match resolution {
+                    Resolution::Accepted { provider_refund_id } => {
+                        let request = RefundRequest::for_id(conn, request_id).await?;
+                        if let Some(held_by) =
+                            RefundRequest::holder_of_refund_id(conn, &request, &provider_refund_id)
+                                .await?
+                        {
+                            return Err(ResolveError::RefundIdInUse { held_by });
+                        }
+                        RefundRequest::corrected(conn, request_id, &provider_refund_id)
+                            .await?
+                            .ok_or(ResolveError::NotResolvable)
+                    }
+                    Resolution::Declined { message } => {
+                        let message = format!("withdrawn by an operator: {message}");
+                        if RefundRequest::withdrawn(conn, request_id, &message).await? {
+                            Ok(RefundStatus::Failed)
+                        } else {
+                            Err(ResolveError::NotResolvable)
+                        }
+                    }
+                }
+            }
+            _ => Err(ResolveError::NotResolvable),
+        }
+    })
+    .await
 }
 
 /// What the holder of a takeover may do: call the provider; or nothing, because the request's
@@ -468,7 +557,7 @@ async fn stop_for_review(
 /// Phase 3's writes, in the caller's transaction: if `attempt` still holds its lease, the
 /// outcome and the finished record; `None` when the lease was lost. A refund id that another
 /// request already holds writes nothing.
-pub(super) async fn store_known(
+async fn store_known(
     conn: &mut AsyncPgConnection,
     refunds: &Refunds,
     attempt: &Attempt,
@@ -533,7 +622,7 @@ async fn finish(
     .ok_or_else(|| corrupt("lost a lease held in this transaction").into())
 }
 
-pub(super) async fn request_of(
+async fn request_of(
     conn: &mut AsyncPgConnection,
     lease: &Lease,
 ) -> Result<RefundRequest, RefundError> {
@@ -551,6 +640,6 @@ fn provider_idempotency_key() -> String {
     format!("cgw-refund-{}", hex::encode(bytes))
 }
 
-pub(super) fn corrupt(what: &'static str) -> diesel::result::Error {
+fn corrupt(what: &'static str) -> diesel::result::Error {
     diesel::result::Error::DeserializationError(what.into())
 }

@@ -1,6 +1,6 @@
 //! Why a refund request ended without a stored answer; below the HTTP layer, which maps it.
 
-use super::create::Review;
+use super::review::Review;
 
 /// Nothing new was stored (or the record stays `processing`): a retry may finish it.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,8 @@
 //! Merchant refunds (`refund.create`), the seed's two-phase variant: the request is committed
 //! as `processing` under a lease before the provider's refund API is called ([`create`]), the
 //! provider client ([`provider`]), the `refund_requests` rows ([`model`]), the request's rules
-//! ([`request`]), the background recoverer of abandoned requests ([`recover`]) and an
-//! operator's resolution of a request the gateway stopped retrying ([`resolve`]).
+//! ([`request`]), the background recoverer of abandoned requests ([`recover`]), and why the
+//! gateway stops retrying a request for a person to resolve ([`review`]).
 //! See docs/refunds.md.
 
 pub mod create;
@@ -11,4 +11,4 @@ pub mod model;
 pub mod provider;
 pub mod recover;
 pub mod request;
-pub mod resolve;
+pub mod review;

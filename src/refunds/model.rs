@@ -7,6 +7,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use super::review::ReviewReason;
 use crate::schema::refund_requests;
 
 /// A refund request's status, as stored in its `status` column (see migration 000008).
@@ -41,41 +42,6 @@ impl RefundStatus {
         ]
         .into_iter()
         .find(|status| status.as_str() == s)
-    }
-}
-
-/// Why the gateway stopped retrying a processing request on its own (its `review_reason`
-/// column, migration 000023): a person looks at the provider and resolves it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReviewReason {
-    /// Older than `[refunds] max_retry_age_hours`: the provider may have forgotten its
-    /// idempotency key, so another call could refund twice.
-    RetryAgeExceeded,
-    /// The provider answered with something the gateway cannot store (a refund id holding a
-    /// control character); asking again gets the same answer.
-    UnusableProviderAnswer,
-    /// The provider answered with a refund id another request already holds: one of the two
-    /// is wrong, and only the provider's dashboard can tell which.
-    RefundIdInUse,
-}
-
-impl ReviewReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewReason::RetryAgeExceeded => "retry_age_exceeded",
-            ReviewReason::UnusableProviderAnswer => "unusable_provider_answer",
-            ReviewReason::RefundIdInUse => "refund_id_in_use",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            ReviewReason::RetryAgeExceeded,
-            ReviewReason::UnusableProviderAnswer,
-            ReviewReason::RefundIdInUse,
-        ]
-        .into_iter()
-        .find(|reason| reason.as_str() == s)
     }
 }
 
@@ -472,18 +438,6 @@ mod tests {
             assert_eq!(RefundStatus::parse(status.as_str()), Some(status));
         }
         assert_eq!(RefundStatus::parse("done"), None);
-    }
-
-    #[test]
-    fn review_reasons_round_trip_through_their_column_text() {
-        for reason in [
-            ReviewReason::RetryAgeExceeded,
-            ReviewReason::UnusableProviderAnswer,
-            ReviewReason::RefundIdInUse,
-        ] {
-            assert_eq!(ReviewReason::parse(reason.as_str()), Some(reason));
-        }
-        assert_eq!(ReviewReason::parse("later"), None);
     }
 }
 

@@ -9,9 +9,8 @@ use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::refunds::create::{self, RefundOutcome, Refunds};
+use crate::refunds::create::{self, RefundOutcome, Refunds, Resolution};
 use crate::refunds::request::CreateRefundRequest;
-use crate::refunds::resolve::{self, Resolution};
 
 /// How a refund request's outcome is stored and answered (the recoverer stores the same).
 pub fn respond(outcome: &RefundOutcome) -> Completion {
@@ -179,7 +178,7 @@ pub async fn resolve_refund_request(
         .parse()
         .map_err(ApiError::InvalidResolution)?;
     let mut conn = api_pool.get().await?;
-    let status = resolve::resolve(&mut conn, &refunds, request_id, resolution).await?;
+    let status = create::resolve(&mut conn, &refunds, request_id, resolution).await?;
     tracing::info!(
         refund_request_id = request_id,
         status = status.as_str(),
