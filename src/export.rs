@@ -11,7 +11,6 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::deliveries::read::{Cursor, ExportRow};
 use crate::schema::callback_deliveries;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -25,6 +24,16 @@ pub struct ExportArgs {
     /// Only callbacks received before this time (RFC 3339).
     #[arg(long)]
     pub until: Option<DateTime<Utc>>,
+}
+
+/// One stored callback to export, with the position it was read at (the next batch starts
+/// after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportRow<C> {
+    pub cursor: C,
+    pub provider: String,
+    pub event_id: String,
+    pub body: Vec<u8>,
 }
 
 /// One line of a replay file.
@@ -77,7 +86,7 @@ impl Trailer {
 
 /// The replay lines of `rows` (one chunk, one line each); bodies that are not UTF-8 are
 /// counted in `count.skipped` and left out.
-fn lines_of(rows: &[ExportRow], count: &mut ExportCount) -> Vec<u8> {
+fn lines_of<C>(rows: &[ExportRow<C>], count: &mut ExportCount) -> Vec<u8> {
     let mut chunk = Vec::with_capacity(rows.iter().map(|r| r.body.len() + 64).sum());
     for row in rows {
         let Ok(body) = std::str::from_utf8(&row.body) else {
@@ -117,8 +126,8 @@ pub enum Streamed<E> {
 /// Exports by batches: `fetch(after)` reads the batch after a cursor (an empty one ends it),
 /// `send` passes one chunk of lines on and says whether anyone still listens. The trailer is
 /// sent only after the last batch, so any failure leaves a file without it.
-pub async fn by_batches<E>(
-    mut fetch: impl AsyncFnMut(Option<Cursor>) -> Result<Vec<ExportRow>, E>,
+pub async fn by_batches<C: Copy, E>(
+    mut fetch: impl AsyncFnMut(Option<C>) -> Result<Vec<ExportRow<C>>, E>,
     mut send: impl AsyncFnMut(Vec<u8>) -> bool,
 ) -> Streamed<E> {
     let mut count = ExportCount::default();
@@ -194,12 +203,9 @@ pub async fn run(
 mod tests {
     use super::*;
 
-    fn row(id: i64, body: &[u8]) -> ExportRow {
+    fn row(id: i64, body: &[u8]) -> ExportRow<i64> {
         ExportRow {
-            cursor: Cursor {
-                received_at: DateTime::from_timestamp(1_764_489_600 + id, 0).unwrap(),
-                id,
-            },
+            cursor: id,
             provider: "acme".into(),
             event_id: format!("evt_{id}"),
             body: body.to_vec(),
@@ -209,7 +215,7 @@ mod tests {
     /// Runs [`by_batches`] over `batches` (each `Ok` a batch, `Err` a failed read) and returns
     /// how it ended with the text it sent.
     async fn export(
-        batches: Vec<Result<Vec<ExportRow>, &'static str>>,
+        batches: Vec<Result<Vec<ExportRow<i64>>, &'static str>>,
     ) -> (Streamed<&'static str>, String) {
         let mut batches = batches.into_iter();
         let mut out = Vec::new();

@@ -12,6 +12,7 @@ use diesel::sql_types::{BigInt, Bool, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
+use crate::export::ExportRow;
 use crate::refunds::model::RefundAttention;
 use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
 use crate::schema::{orders, payments};
@@ -237,15 +238,6 @@ impl<Q: diesel::query_builder::QueryFragment<diesel::pg::Pg>>
     }
 }
 
-/// One event of an export batch: where it sits in the export's order, and its body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExportRow {
-    pub cursor: Cursor,
-    pub provider: String,
-    pub event_id: String,
-    pub body: Vec<u8>,
-}
-
 /// How large one export batch may be: at most `rows` events and, past its first event,
 /// `bytes` of bodies (a body may be up to the body limit; the first one always fits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,7 +257,7 @@ pub async fn export_batch(
     filter: &EventFilter,
     after: Option<Cursor>,
     limit: BatchLimit,
-) -> QueryResult<Vec<ExportRow>> {
+) -> QueryResult<Vec<ExportRow<Cursor>>> {
     use callback_deliveries as d;
     let mut query = filtered(filter);
     if let Some(after) = after {
