@@ -162,17 +162,7 @@ impl RefundRequest {
         id: i64,
         message: &str,
     ) -> QueryResult<bool> {
-        let updated = diesel::update(refund_requests::table)
-            .filter(refund_requests::id.eq(id))
-            .filter(refund_requests::status.eq(RefundStatus::Pending.as_str()))
-            .set((
-                refund_requests::status.eq(RefundStatus::Failed.as_str()),
-                refund_requests::failure_message.eq(message),
-                refund_requests::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .await?;
-        Ok(updated == 1)
+        Self::fail(conn, id, RefundStatus::Pending, message).await
     }
 
     /// An operator corrects a pending request's refund id: it becomes pending under
@@ -205,9 +195,19 @@ impl RefundRequest {
         id: i64,
         message: &str,
     ) -> QueryResult<bool> {
+        Self::fail(conn, id, RefundStatus::Processing, message).await
+    }
+
+    /// `from` -> failed with `message`; false if the request was not `from`.
+    async fn fail(
+        conn: &mut AsyncPgConnection,
+        id: i64,
+        from: RefundStatus,
+        message: &str,
+    ) -> QueryResult<bool> {
         let updated = diesel::update(refund_requests::table)
             .filter(refund_requests::id.eq(id))
-            .filter(refund_requests::status.eq(RefundStatus::Processing.as_str()))
+            .filter(refund_requests::status.eq(from.as_str()))
             .set((
                 refund_requests::status.eq(RefundStatus::Failed.as_str()),
                 refund_requests::failure_message.eq(message),

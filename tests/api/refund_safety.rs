@@ -33,6 +33,40 @@ async fn recover_once(app: &TestApp) -> (usize, i64) {
     .expect("no other recoverer holds the lock")
 }
 
+/// A merchant's refund request over HTTP: status, replayed, body.
+async fn send(
+    app: &TestApp,
+    token: &str,
+    order_id: i64,
+    key: &str,
+    amount_minor: i64,
+) -> (u16, bool, String) {
+    answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            token,
+            order_id,
+            key,
+            &refund_body(amount_minor),
+        )
+        .await,
+    )
+    .await
+}
+
+/// The same, without the replayed flag.
+async fn send_for_status(
+    app: &TestApp,
+    token: &str,
+    order_id: i64,
+    key: &str,
+    amount_minor: i64,
+) -> (u16, String) {
+    let (status, _, body) = send(app, token, order_id, key, amount_minor).await;
+    (status, body)
+}
+
 async fn cleanup_once(app: &TestApp) -> u64 {
     let mut conn = diesel_async::AsyncPgConnection::establish(&app.database_url)
         .await
@@ -86,18 +120,7 @@ async fn a_refund_that_stayed_processing_past_the_ttl_is_kept_after_it_finishes_
 
     // A provider outage: the request stays processing...
     provider.script(&[Behavior::Fail500]);
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "outage",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "outage", 500).await;
     assert_eq!(status, 503, "{body}");
     // ...for longer than the record's ttl (72 h by default).
     app.db
@@ -111,18 +134,7 @@ async fn a_refund_that_stayed_processing_past_the_ttl_is_kept_after_it_finishes_
 
     // The client retries once the provider is back: it finishes.
     backoff_over(&app.db).await;
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "outage",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "outage", 500).await;
     assert_eq!(status, 202, "{body}");
     let expires_in_hours: f64 = app
         .db
@@ -155,18 +167,7 @@ async fn a_refund_that_stayed_processing_past_the_ttl_is_kept_after_it_finishes_
     );
 
     // The client's next retry is the stored answer, and the provider refunded once.
-    let (status, replayed, again) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "outage",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, replayed, again) = send(&app, &token, order_id, "outage", 500).await;
     assert_eq!(
         (status, replayed, again.as_str()),
         (202, true, body.as_str())
@@ -185,18 +186,7 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
     provider.script(&[Behavior::Fail500]);
-    let (status, _, _) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "old",
-            &refund_body(400),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, _) = send(&app, &token, order_id, "old", 400).await;
     assert_eq!(status, 503);
     // 21 hours later (the default retry age is 20 h; Stripe forgets keys after 24 h).
     app.db
@@ -207,18 +197,7 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
         .await
         .unwrap();
 
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "old",
-            &refund_body(400),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "old", 400).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(json(&body)["error"], "refund_needs_review", "{body}");
     assert_eq!(recover_once(&app).await, (0, 1));
@@ -246,18 +225,7 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["status"], "pending", "{body}");
-    let (status, replayed, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "old",
-            &refund_body(400),
-        )
-        .await,
-    )
-    .await;
+    let (status, replayed, body) = send(&app, &token, order_id, "old", 400).await;
     assert_eq!((status, replayed), (202, true), "{body}");
     assert_eq!(json(&body)["provider_refund_id"], "re_manual");
     assert_eq!(provider.calls().len(), 1);
@@ -284,15 +252,8 @@ async fn a_person_who_finds_no_refund_at_the_provider_releases_the_reserved_amou
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
     provider.script(&[Behavior::Fail500]);
-    post_refund(
-        &app.client,
-        &app.address,
-        &token,
-        order_id,
-        "old",
-        &refund_body(1000),
-    )
-    .await;
+    let (status, _) = send_for_status(&app, &token, order_id, "old", 1000).await;
+    assert_eq!(status, 503);
     app.db
         .execute(
             "UPDATE refund_requests SET created_at = now() - interval '21 hours', \
@@ -311,33 +272,11 @@ async fn a_person_who_finds_no_refund_at_the_provider_releases_the_reserved_amou
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["status"], "failed", "{body}");
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "old",
-            &refund_body(1000),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "old", 1000).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(json(&body)["error"], "provider_declined");
     // The whole amount is refundable again, under a new key.
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "new",
-            &refund_body(1000),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "new", 1000).await;
     assert_eq!(status, 202, "{body}");
 }
 
@@ -485,33 +424,11 @@ async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_leas
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
     provider.script(&[Behavior::AcceptAs("re_\u{0}odd")]);
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "nul",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "nul", 500).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(json(&body)["error"], "refund_needs_review", "{body}");
     // Neither a client retry nor the recoverer calls the provider again.
-    let (status, _, _) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "nul",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, _) = send(&app, &token, order_id, "nul", 500).await;
     assert_eq!(status, 409);
     backoff_over(&app.db).await;
     assert_eq!(recover_once(&app).await, (0, 1));
@@ -524,18 +441,7 @@ async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_leas
         .unwrap_or_else(|| panic!("not in attention: {listed:?}"));
     assert_eq!(item["reason"], "unusable_provider_answer", "{item}");
     // The amount stays reserved: the provider may have refunded it.
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "more",
-            &refund_body(600),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "more", 600).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(json(&body)["error"], "amount_exceeds_refundable");
 }
@@ -546,18 +452,7 @@ async fn a_decline_message_with_a_nul_is_stored_cleaned() {
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
     provider.script(&[Behavior::Decline(400, "charge\u{0} already refunded")]);
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "nul",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "nul", 500).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(json(&body)["error"], "provider_declined");
     assert!(
@@ -566,18 +461,7 @@ async fn a_decline_message_with_a_nul_is_stored_cleaned() {
             .is_some_and(|m| m.contains("charge\u{fffd} already refunded")),
         "{body}"
     );
-    let (status, replayed, again) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "nul",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, replayed, again) = send(&app, &token, order_id, "nul", 500).await;
     assert_eq!((status, replayed, again), (422, true, body));
     assert_eq!(refund_status(&app.db, order_id).await, ["failed"]);
 }
@@ -591,18 +475,7 @@ async fn a_pending_refund_whose_webhook_is_overdue_is_in_attention() {
     let provider = FakeProvider::start().await;
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            &token,
-            order_id,
-            "quiet",
-            &refund_body(500),
-        )
-        .await,
-    )
-    .await;
+    let (status, _, body) = send(&app, &token, order_id, "quiet", 500).await;
     assert_eq!(status, 202, "{body}");
     let request_id = request_id_of(&app, order_id).await;
     assert!(
@@ -634,28 +507,6 @@ async fn a_pending_refund_whose_webhook_is_overdue_is_in_attention() {
 // From the review: refund ids in use, operators' mistakes, credentials, client retries
 // ---------------------------------------------------------------------------------------
 
-async fn refund(
-    app: &TestApp,
-    token: &str,
-    order_id: i64,
-    key: &str,
-    amount: i64,
-) -> (u16, String) {
-    let (status, _, body) = answer(
-        post_refund(
-            &app.client,
-            &app.address,
-            token,
-            order_id,
-            key,
-            &refund_body(amount),
-        )
-        .await,
-    )
-    .await;
-    (status, body)
-}
-
 /// (id, review_reason, attempts, lease live) of the newest refund request.
 async fn last_request(app: &TestApp) -> (i64, Option<String>, i32, bool) {
     let row = app
@@ -678,9 +529,9 @@ async fn a_refund_id_another_request_holds_goes_to_a_person_instead_of_a_503_loo
     let order_id = paid_order(&app, 1000).await;
     // A provider that answers a second refund with the first one's id.
     provider.script(&[Behavior::AcceptAs("re_same"), Behavior::AcceptAs("re_same")]);
-    let (status, body) = refund(&app, &token, order_id, "a", 300).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "a", 300).await;
     assert_eq!(status, 202, "{body}");
-    let (status, body) = refund(&app, &token, order_id, "b", 300).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "b", 300).await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(json(&body)["reason"], "refund_id_in_use", "{body}");
     let (_, reason, _, live) = last_request(&app).await;
@@ -694,14 +545,14 @@ async fn an_operator_who_pastes_another_requests_refund_id_gets_a_422_and_can_co
     let provider = FakeProvider::start().await;
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
-    let (status, body) = refund(&app, &token, order_id, "first", 300).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "first", 300).await;
     assert_eq!(status, 202, "{body}");
     let taken = json(&body)["provider_refund_id"]
         .as_str()
         .unwrap()
         .to_owned();
     provider.script(&[Behavior::Fail500]);
-    let (status, body) = refund(&app, &token, order_id, "second", 300).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "second", 300).await;
     assert_eq!(status, 503, "{body}");
     let (request_id, ..) = last_request(&app).await;
 
@@ -730,7 +581,7 @@ async fn a_mistyped_refund_id_in_a_resolution_is_corrected_and_settles_with_the_
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
     provider.script(&[Behavior::Fail500]);
-    let (status, body) = refund(&app, &token, order_id, "k", 400).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "k", 400).await;
     assert_eq!(status, 503, "{body}");
     let (request_id, ..) = last_request(&app).await;
     let (status, body) = resolve(
@@ -761,7 +612,7 @@ async fn a_mistyped_refund_id_in_a_resolution_is_corrected_and_settles_with_the_
     assert_eq!(status, 200, "{body}");
     assert_eq!(json(&body)["status"], "succeeded", "{body}");
     // The 400 counts once: the remaining 600 are refundable.
-    let (status, body) = refund(&app, &token, order_id, "rest", 600).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "rest", 600).await;
     assert_eq!(status, 202, "{body}");
 }
 
@@ -776,7 +627,7 @@ async fn a_provider_401_is_an_unknown_outcome_not_the_merchants_decline() {
     let app = crate::support::spawn_app_with(&config).await;
     let token = app.token_for(crate::support::MERCHANT).await;
     let order_id = paid_order(&app, 1000).await;
-    let (status, body) = refund(&app, &token, order_id, "k401", 500).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "k401", 500).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(refund_status(&app.db, order_id).await, ["processing"]);
 }
@@ -816,7 +667,7 @@ async fn a_client_retrying_a_rate_limited_refund_waits_for_its_backoff() {
     assert_eq!(attempts, 1, "a refused retry pushed the backoff further");
     // Once the backoff is over, the next retry calls again (and doubles the backoff).
     backoff_over(&app.db).await;
-    refund(&app, &token, order_id, "hammer", 500).await;
+    send_for_status(&app, &token, order_id, "hammer", 500).await;
     assert_eq!(provider.calls().len(), 2);
     assert_eq!(last_request(&app).await.2, 2);
 }
@@ -826,7 +677,7 @@ async fn a_record_is_kept_for_its_ttl_after_its_request_became_final_then_cleane
     let provider = FakeProvider::start().await;
     let (app, token) = refund_app(&provider).await;
     let order_id = paid_order(&app, 1000).await;
-    let (status, body) = refund(&app, &token, order_id, "done", 400).await;
+    let (status, body) = send_for_status(&app, &token, order_id, "done", 400).await;
     assert_eq!(status, 202, "{body}");
     let refund_id = json(&body)["provider_refund_id"]
         .as_str()
