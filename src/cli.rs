@@ -10,6 +10,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
+use crate::ledger::checkpoint;
 use crate::reconcile::{self, ReconcileArgs};
 use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
@@ -232,6 +233,7 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
     );
     let refunds = refunds_of(&settings)?;
     let recover_interval = settings.refunds.recover_interval;
+    let checkpoint_interval = settings.ledger.checkpoint_interval;
     let app = Application::build(settings).await?;
     let cleaner = tokio::spawn(cleanup::run_periodically(
         database_url.clone(),
@@ -245,9 +247,14 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         recover_interval,
         app.metrics(),
     ));
+    let checkpointer = tokio::spawn(checkpoint::run_periodically(
+        database_url.clone(),
+        checkpoint_interval,
+    ));
     tracing::info!(port = app.port(), tls, "callback-gateway listening");
     let result = app.run_until_stopped().await;
     cleaner.abort();
     recoverer.abort();
+    checkpointer.abort();
     result.map_err(|e| CommandError::Runtime(e.into()))
 }

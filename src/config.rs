@@ -29,6 +29,7 @@ pub struct Settings {
     pub server: ServerSettings,
     pub database: DatabaseSettings,
     pub idempotency: IdempotencySettings,
+    pub ledger: LedgerSettings,
     pub admin: AdminSettings,
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
@@ -122,6 +123,13 @@ pub struct DatabaseSettings {
     pub capture_batches_per_worker: u32,
     /// Upper bound of any one SQL statement, so a request never holds a connection forever.
     pub statement_timeout: Duration,
+}
+
+/// The ledger's background work.
+#[derive(Debug, Clone)]
+pub struct LedgerSettings {
+    /// How often the balance checkpoints move forward (a read adds the entries after them).
+    pub checkpoint_interval: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -219,6 +227,14 @@ struct RawSettings {
     refunds: RawRefunds,
     #[serde(default)]
     console: RawConsole,
+    #[serde(default)]
+    ledger: RawLedger,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLedger {
+    checkpoint_interval_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -441,6 +457,16 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     }
 
     let refunds = validate_refunds(raw.refunds)?;
+    let checkpoint_interval_secs = raw.ledger.checkpoint_interval_secs.unwrap_or(60);
+    within(
+        "ledger.checkpoint_interval_secs",
+        checkpoint_interval_secs,
+        1,
+        86_400,
+    )?;
+    let ledger = LedgerSettings {
+        checkpoint_interval: Duration::from_secs(checkpoint_interval_secs),
+    };
     let console = ConsoleSettings {
         secure_cookie: SecureCookie::of(raw.console.secure_cookie, tls.is_some()),
     };
@@ -470,6 +496,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         providers,
         refunds,
         console,
+        ledger,
     })
 }
 

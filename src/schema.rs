@@ -43,6 +43,24 @@ diesel::table! {
 }
 
 diesel::table! {
+    ledger_balance_checkpoints (merchant_id) {
+        merchant_id -> Int8,
+        through_entry_id -> Int8,
+        balances -> Jsonb,
+        taken_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    ledger_checkpoint_state (singleton) {
+        singleton -> Bool,
+        through_entry_id -> Int8,
+        pending_entry_id -> Nullable<Int8>,
+        pending_writers -> Nullable<Array<Text>>,
+    }
+}
+
+diesel::table! {
     ledger_entries (id) {
         id -> Int8,
         transfer_id -> Int8,
@@ -126,6 +144,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     callback_deliveries,
     idempotency_keys,
+    ledger_balance_checkpoints,
+    ledger_checkpoint_state,
     ledger_entries,
     ledger_transfers,
     orders,

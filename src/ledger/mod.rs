@@ -6,6 +6,8 @@ use diesel::sql_types::{BigInt, Bool, Bytea, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
+pub mod checkpoint;
+
 /// The merchant's liability: what the gateway owes the merchant.
 pub const MERCHANT_PAYABLE: &str = "merchant_payable";
 
@@ -93,42 +95,10 @@ pub struct Balance {
     pub balance_minor: i128,
 }
 
-#[derive(diesel::QueryableByName)]
-struct BalanceRow {
-    #[diesel(sql_type = Text)]
-    account: String,
-    #[diesel(sql_type = Text)]
-    currency: String,
-    /// NUMERIC rendered as text: PostgreSQL sums BIGINT exactly into NUMERIC, and a cast back
-    /// to BIGINT would fail once a sum passes 2^63.
-    #[diesel(sql_type = Text)]
-    balance_minor: String,
-}
-
-/// A merchant's balances per account and currency; they sum to zero per currency.
+/// A merchant's balances per account and currency; they sum to zero per currency. Read from
+/// its balance checkpoint plus the entries after it ([`checkpoint`]).
 pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<Vec<Balance>> {
-    let rows: Vec<BalanceRow> = diesel::sql_query(
-        "SELECT account, currency, SUM(amount_minor)::TEXT AS balance_minor \
-         FROM ledger_entries WHERE merchant_id = $1 \
-         GROUP BY account, currency ORDER BY account, currency",
-    )
-    .bind::<BigInt, _>(merchant_id)
-    .load(conn)
-    .await?;
-    rows.into_iter()
-        .map(|row| {
-            let balance_minor = row.balance_minor.parse::<i128>().map_err(|e| {
-                diesel::result::Error::DeserializationError(
-                    format!("balance {:?} is not an integer: {e}", row.balance_minor).into(),
-                )
-            })?;
-            Ok(Balance {
-                account: row.account,
-                currency: row.currency,
-                balance_minor,
-            })
-        })
-        .collect()
+    checkpoint::balances(conn, merchant_id).await
 }
 
 /// What the ledger holds for an event id, seen by a delivery with some body.

@@ -41,6 +41,8 @@ async fn migrations_apply_revert_and_apply_again() {
             "api_tokens",
             "callback_deliveries",
             "idempotency_keys",
+            "ledger_balance_checkpoints",
+            "ledger_checkpoint_state",
             "ledger_entries",
             "ledger_transfers",
             "orders",

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY idx_ledger_entries_merchant_tail;
