@@ -257,8 +257,9 @@ fn add(sums: &mut Sums, account: &str, currency: &str, sum: &str) -> QueryResult
     Ok(())
 }
 
-/// A merchant's balances: its checkpoint plus the entries after it (or every entry when it has
-/// none), per account and currency, in account order. One snapshot for both reads.
+/// A merchant's balances per account and currency, in account order; they sum to zero per
+/// currency. Its checkpoint plus the entries after it (or every entry when it has none), read
+/// in one snapshot.
 pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<Vec<Balance>> {
     conn.build_transaction()
         .read_only()

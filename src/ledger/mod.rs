@@ -95,12 +95,6 @@ pub struct Balance {
     pub balance_minor: i128,
 }
 
-/// A merchant's balances per account and currency; they sum to zero per currency. Read from
-/// its balance checkpoint plus the entries after it ([`checkpoint`]).
-pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<Vec<Balance>> {
-    checkpoint::balances(conn, merchant_id).await
-}
-
 /// What the ledger holds for an event id, seen by a delivery with some body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventPosting {

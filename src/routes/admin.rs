@@ -81,7 +81,7 @@ pub async fn balances(
             what: "merchant",
         })?;
     let mut conn = api_pool.get().await?;
-    let balances = ledger::balances(&mut conn, merchant_id).await?;
+    let balances = ledger::checkpoint::balances(&mut conn, merchant_id).await?;
     Ok(HttpResponse::Ok().json(Balances {
         merchant_id,
         balances,

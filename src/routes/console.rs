@@ -409,7 +409,7 @@ async fn balances(
     for merchant_id in providers.merchant_ids() {
         merchants.push(MerchantBalances {
             merchant_id,
-            balances: ledger::balances(&mut conn, merchant_id).await?,
+            balances: ledger::checkpoint::balances(&mut conn, merchant_id).await?,
         });
     }
     html(
