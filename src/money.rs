@@ -63,9 +63,42 @@ impl fmt::Display for Currency {
     }
 }
 
+/// `amount_minor` in major units with the currency's ISO 4217 exponent, as finance reads it
+/// (1999 USD is "19.99", 1999 JPY is "1999", -5 BHD is "-0.005"); exact, no floating point.
+/// `None` for a code ISO 4217 does not know, or one with no minor unit defined.
+pub fn major_units(amount_minor: i128, currency: &str) -> Option<String> {
+    let exponent = u32::from(iso_currency::Currency::from_code(currency)?.exponent()?);
+    if exponent == 0 {
+        return Some(amount_minor.to_string());
+    }
+    let scale = 10u128.checked_pow(exponent)?;
+    let sign = if amount_minor < 0 { "-" } else { "" };
+    let magnitude = amount_minor.unsigned_abs();
+    Some(format!(
+        "{sign}{}.{:0width$}",
+        magnitude / scale,
+        magnitude % scale,
+        width = exponent as usize
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn major_units_use_the_iso_exponent_exactly() {
+        assert_eq!(major_units(1999, "USD").as_deref(), Some("19.99"));
+        assert_eq!(major_units(5, "EUR").as_deref(), Some("0.05"));
+        assert_eq!(major_units(-1999, "USD").as_deref(), Some("-19.99"));
+        assert_eq!(major_units(1999, "JPY").as_deref(), Some("1999"));
+        assert_eq!(major_units(-5, "BHD").as_deref(), Some("-0.005"));
+        assert_eq!(
+            major_units(i128::from(i64::MAX) * 3, "USD").as_deref(),
+            Some("276701161105643274.21")
+        );
+        assert_eq!(major_units(1999, "XYZ"), None);
+    }
 
     #[test]
     fn zero_and_negative_amounts_are_rejected() {

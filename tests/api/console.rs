@@ -11,7 +11,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::json;
 
-use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, TestApp, spawn_app};
+use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, TestApp, answer, spawn_app};
 
 const PAGES: [&str; 6] = [
     "/console/events",
@@ -364,10 +364,12 @@ async fn story_events(app: &TestApp) {
     }
 }
 
-/// The text of the element whose id is `id`.
+/// The text of the element whose id is `id`, once the page that has it has loaded (a form's
+/// submission navigates after the click returns; a plain `find` could look at the old page).
 async fn text_of(browser: &Client, id: &str) -> String {
     browser
-        .find(Locator::Id(id))
+        .wait()
+        .for_element(Locator::Id(id))
         .await
         .unwrap()
         .text()
@@ -562,6 +564,10 @@ async fn story(app: &TestApp, browser: &Client, shots: &Screenshots) -> Result<(
         "{balances:?}"
     );
     assert!(balances.contains(&"-1999".to_owned()), "{balances:?}");
+    assert!(
+        balances.contains(&"-19.99 USD".to_owned()),
+        "amounts in major units too: {balances:?}"
+    );
     let bars = browser
         .find_all(Locator::Css("#chart svg rect.bar"))
         .await
@@ -693,5 +699,45 @@ async fn measure_console_pages_at_a_million_events() {
             "RENDER {page}: median {:.1} ms (min {:.1}, max {:.1}) over 7 loads, {} bytes",
             times[3].0, times[0].0, times[6].0, times[3].1
         );
+    }
+}
+
+#[tokio::test]
+async fn the_console_shows_amounts_in_major_units_beside_minor_units() {
+    let app = spawn_app().await;
+    let order_id = app.create_order(MERCHANT, 1999, "USD").await;
+    let body = format!(
+        r#"{{"id":"evt_major","type":"payment.succeeded","data":{{"payment_id":"pay_major","order_id":{order_id},"amount_minor":1999,"currency":"USD"}}}}"#
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_major", &body).await).await;
+    assert_eq!(status, 200, "{ack}");
+    let client = no_redirects();
+    let signed_in = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    for (page, expected) in [
+        ("/console/balances", ["1999", "19.99 USD", "-19.99 USD"]),
+        (
+            "/console/events/acme/evt_major",
+            ["1999", "19.99 USD", "-19.99 USD"],
+        ),
+    ] {
+        let html = client
+            .get(app.url(page))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        for text in expected {
+            assert!(html.contains(text), "{page} does not show {text}:\n{html}");
+        }
     }
 }

@@ -93,6 +93,14 @@ impl From<&EventRow> for EventLine {
 }
 
 /// A stored outcome as a class name: one of the four, or `unknown` (never provider text).
+/// An amount as finance reads it, in major units with its currency (1999 USD as "19.99 USD"),
+/// or nothing for a code ISO 4217 does not know; shown beside the minor units.
+pub fn major(amount_minor: impl Into<i128>, currency: &str) -> String {
+    crate::money::major_units(amount_minor.into(), currency)
+        .map(|major| format!("{major} {currency}"))
+        .unwrap_or_default()
+}
+
 pub fn outcome_class(outcome: Option<&str>) -> &'static str {
     outcome
         .and_then(EventOutcome::parse)
@@ -244,6 +252,13 @@ impl Chart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_amount_is_shown_in_major_units_with_its_currency() {
+        assert_eq!(major(1999_i64, "USD"), "19.99 USD");
+        assert_eq!(major(-700_i128, "EUR"), "-7.00 EUR");
+        assert_eq!(major(1999_i64, "XYZ"), "");
+    }
 
     #[test]
     fn a_pretty_body_keeps_its_characters_and_key_order() {
