@@ -524,20 +524,21 @@ pub struct MinuteCount {
     pub count: i64,
 }
 
+/// The chart's statement: one range scan of `idx_callback_deliveries_received` ($1: since).
+pub const PER_MINUTE_SQL: &str = "SELECT (floor(extract(epoch FROM received_at) / 60))::BIGINT AS minute, \
+            COALESCE(outcome, 'unknown') AS outcome, count(*) AS count \
+     FROM callback_deliveries WHERE received_at >= $1 \
+     GROUP BY 1, 2 ORDER BY 1, 2";
+
 /// Callbacks per minute and outcome received since `since` (the last hour: one range scan).
 pub async fn per_minute(
     conn: &mut AsyncPgConnection,
     since: DateTime<Utc>,
 ) -> QueryResult<Vec<MinuteCount>> {
-    diesel::sql_query(
-        "SELECT (floor(extract(epoch FROM received_at) / 60))::BIGINT AS minute, \
-                COALESCE(outcome, 'unknown') AS outcome, count(*) AS count \
-         FROM callback_deliveries WHERE received_at >= $1 \
-         GROUP BY 1, 2 ORDER BY 1, 2",
-    )
-    .bind::<Timestamptz, _>(since)
-    .load(conn)
-    .await
+    diesel::sql_query(PER_MINUTE_SQL)
+        .bind::<Timestamptz, _>(since)
+        .load(conn)
+        .await
 }
 
 #[cfg(test)]

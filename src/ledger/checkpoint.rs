@@ -219,6 +219,13 @@ async fn write(
     Ok(())
 }
 
+/// A merchant's sums per (account, currency) over an id range ($1 merchant, $2 after, $3
+/// through or NULL): an index-only range scan of `idx_ledger_entries_merchant_tail`.
+pub const SUMS_SQL: &str = "SELECT merchant_id, account, currency, sum(amount_minor)::TEXT AS sum \
+     FROM ledger_entries \
+     WHERE merchant_id = $1 AND id > $2 AND ($3::BIGINT IS NULL OR id <= $3) \
+     GROUP BY merchant_id, account, currency";
+
 /// The sums of `merchant_id`'s entries per (account, currency) with `after < id <= through`.
 async fn sums(
     conn: &mut AsyncPgConnection,
@@ -226,17 +233,12 @@ async fn sums(
     after: Option<i64>,
     through: Option<i64>,
 ) -> QueryResult<Sums> {
-    let rows: Vec<SumRow> = diesel::sql_query(
-        "SELECT merchant_id, account, currency, sum(amount_minor)::TEXT AS sum \
-         FROM ledger_entries \
-         WHERE merchant_id = $1 AND id > $2 AND ($3::BIGINT IS NULL OR id <= $3) \
-         GROUP BY merchant_id, account, currency",
-    )
-    .bind::<BigInt, _>(merchant_id)
-    .bind::<BigInt, _>(after.unwrap_or(0))
-    .bind::<Nullable<BigInt>, _>(through)
-    .load(conn)
-    .await?;
+    let rows: Vec<SumRow> = diesel::sql_query(SUMS_SQL)
+        .bind::<BigInt, _>(merchant_id)
+        .bind::<BigInt, _>(after.unwrap_or(0))
+        .bind::<Nullable<BigInt>, _>(through)
+        .load(conn)
+        .await?;
     let mut sums = Sums::new();
     for row in rows {
         add(&mut sums, &row.account, &row.currency, &row.sum)?;

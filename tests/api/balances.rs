@@ -200,3 +200,61 @@ async fn a_checkpoint_waits_for_an_entry_that_commits_after_a_later_one() {
         "the late entry is in the checkpoint"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_and_a_balance_read_after_a_checkpoint_are_index_scans_at_200k_rows() {
+    let app = spawn_app().await;
+    crate::events::load_events(&app, 200_000).await;
+    // 200,000 two-entry transfers over three merchants.
+    app.db
+        .batch_execute(
+            "INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, payment_id) \
+             SELECT g, 42 + g % 3, 'acme', 'evt_' || g, 'payment', 'pay_' || g \
+             FROM generate_series(1, 200000) g; \
+             INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor) \
+             SELECT g, 42 + g % 3, a.account, 'USD', a.sign * (1000 + g % 500) \
+             FROM generate_series(1, 200000) g, \
+                  (VALUES ('psp_clearing:acme', 1), ('merchant_payable', -1)) a(account, sign); \
+             ANALYZE ledger_transfers; ANALYZE ledger_entries;",
+        )
+        .await
+        .unwrap();
+    let explain = async |sql: String| -> String {
+        let plan: Vec<String> = app
+            .db
+            .query(&format!("EXPLAIN {sql}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        plan.join("\n")
+    };
+    let chart = explain(
+        callback_gateway::deliveries::read::PER_MINUTE_SQL
+            .replace("$1", "'2026-11-29T23:00:00Z'::timestamptz"),
+    )
+    .await;
+    println!("-- chart:\n{chart}\n");
+    assert!(
+        chart.contains("idx_callback_deliveries_received") && !chart.contains("Seq Scan"),
+        "{chart}"
+    );
+    let tail = explain(
+        checkpoint::SUMS_SQL
+            .replace("$1", "42")
+            .replace("$2", "399000")
+            .replace("$3::BIGINT", "NULL::BIGINT")
+            .replace("$3", "NULL"),
+    )
+    .await;
+    println!("-- balances after a checkpoint at entry 399,000:\n{tail}\n");
+    // Either the merchant's tail of idx_ledger_entries_merchant_tail or the primary key's range
+    // after the checkpoint: both read only the entries after it.
+    assert!(
+        !tail.contains("Seq Scan")
+            && (tail.contains("idx_ledger_entries_merchant_tail")
+                || tail.contains("ledger_entries_pkey")),
+        "{tail}"
+    );
+}
