@@ -467,6 +467,24 @@ pub struct RefundAttention {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The attention list's statement ($1 limit, $2 overdue seconds): newest first from the partial
+/// index `idx_refund_requests_attention`, never a scan of every request.
+pub const ATTENTION_SQL: &str = "SELECT r.id AS refund_request_id, r.order_id, r.amount_minor, r.currency, r.status, \
+            CASE WHEN r.status = 'failed' THEN 'declined' \
+                 WHEN r.status = 'pending' THEN 'webhook_overdue' \
+                 ELSE coalesce(r.review_reason, 'no_live_lease') END AS reason, \
+            r.updated_at \
+     FROM refund_requests r \
+     LEFT JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
+     WHERE r.status IN ('failed', 'processing', 'pending') \
+       AND (r.status = 'failed' \
+            OR (r.status = 'processing' \
+                AND (k.locked_until IS NULL OR k.locked_until < now())) \
+            OR (r.status = 'pending' \
+                AND r.updated_at < now() - $2 * interval '1 second')) \
+     ORDER BY r.updated_at DESC, r.id DESC \
+     LIMIT $1";
+
 impl RefundAttention {
     /// The newest `limit` requests that failed, that are processing with no live lease (their
     /// holder crashed or gave up, or retries stopped for a person), or that have been pending
@@ -477,26 +495,10 @@ impl RefundAttention {
         limit: i64,
         overdue: std::time::Duration,
     ) -> QueryResult<Vec<Self>> {
-        diesel::sql_query(
-            "SELECT r.id AS refund_request_id, r.order_id, r.amount_minor, r.currency, r.status, \
-                    CASE WHEN r.status = 'failed' THEN 'declined' \
-                         WHEN r.status = 'pending' THEN 'webhook_overdue' \
-                         ELSE coalesce(r.review_reason, 'no_live_lease') END AS reason, \
-                    r.updated_at \
-             FROM refund_requests r \
-             LEFT JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
-             WHERE r.status IN ('failed', 'processing', 'pending') \
-               AND (r.status = 'failed' \
-                    OR (r.status = 'processing' \
-                        AND (k.locked_until IS NULL OR k.locked_until < now())) \
-                    OR (r.status = 'pending' \
-                        AND r.updated_at < now() - $2 * interval '1 second')) \
-             ORDER BY r.updated_at DESC, r.id DESC \
-             LIMIT $1",
-        )
-        .bind::<BigInt, _>(limit)
-        .bind::<BigInt, _>(i64::try_from(overdue.as_secs()).unwrap_or(i64::MAX))
-        .load(conn)
-        .await
+        diesel::sql_query(ATTENTION_SQL)
+            .bind::<BigInt, _>(limit)
+            .bind::<BigInt, _>(i64::try_from(overdue.as_secs()).unwrap_or(i64::MAX))
+            .load(conn)
+            .await
     }
 }

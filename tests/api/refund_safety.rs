@@ -713,3 +713,52 @@ async fn a_record_is_kept_for_its_ttl_after_its_request_became_final_then_cleane
         .unwrap();
     assert_eq!(cleanup_once(&app).await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attention_list_of_refund_requests_reads_its_partial_index_at_200k_requests() {
+    let provider = FakeProvider::start().await;
+    let (app, _token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    // 200,000 requests, nearly all settled; a few failed, pending or processing.
+    app.db
+        .batch_execute(&format!(
+            "INSERT INTO refund_requests (merchant_id, order_id, provider, payment_id, amount_minor, \
+               currency, status, provider_idempotency_key, updated_at) \
+             SELECT 42, {order_id}, 'acme', 'pay_{order_id}', 1, 'USD', \
+                    CASE WHEN g % 1000 = 0 THEN 'failed' WHEN g % 1000 = 1 THEN 'pending' \
+                         WHEN g % 1000 = 2 THEN 'processing' ELSE 'succeeded' END, \
+                    'key-' || g, now() - g * interval '1 minute' \
+             FROM generate_series(1, 200000) g; \
+             ANALYZE refund_requests;"
+        ))
+        .await
+        .unwrap();
+    let sql = callback_gateway::refunds::model::ATTENTION_SQL
+        .replace("$1", "50")
+        .replace("$2", "86400");
+    let plan: Vec<String> = app
+        .db
+        .query(&format!("EXPLAIN {sql}"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    println!("{plan}");
+    assert!(
+        plan.contains("idx_refund_requests_attention")
+            && !plan.contains("Seq Scan on refund_requests"),
+        "{plan}"
+    );
+    // 600 qualify (failed, processing without a lease, pending for over a day): one page.
+    let listed = attention_refunds(&app).await;
+    assert_eq!(
+        listed.len() as i64,
+        callback_gateway::routes::event_log::ATTENTION_LIMIT
+    );
+    assert!(
+        listed.iter().all(|r| r["status"] != "succeeded"),
+        "{listed:?}"
+    );
+}
