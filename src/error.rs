@@ -284,11 +284,8 @@ impl From<RefundError> for ApiError {
         match error {
             RefundError::InFlight => ApiError::IdempotencyKeyInFlight,
             RefundError::KeyReusedWithDifferentBody => ApiError::KeyReusedWithDifferentBody,
-            RefundError::ProviderUnavailable { retry_after, .. } => ApiError::RefundBackingOff {
+            RefundError::ProviderUnavailable { retry_after } => ApiError::RefundBackingOff {
                 retry_after_secs: retry_after.as_secs() + 1,
-            },
-            RefundError::BackingOff(left) => ApiError::RefundBackingOff {
-                retry_after_secs: left.as_secs() + 1,
             },
             RefundError::NeedsReview(review) => ApiError::RefundNeedsReview {
                 refund_request_id: review.refund_request_id,

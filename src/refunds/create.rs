@@ -120,7 +120,9 @@ pub async fn create(
         Started::Takeover(Takeover::Review(review)) => {
             return Err(RefundError::NeedsReview(review));
         }
-        Started::Takeover(Takeover::Wait(left)) => return Err(RefundError::BackingOff(left)),
+        Started::Takeover(Takeover::Wait(retry_after)) => {
+            return Err(RefundError::ProviderUnavailable { retry_after });
+        }
     };
     let answer = call_provider(&refunds.clients, &attempt.request).await;
     let mut conn = pool.get().await?;
@@ -451,20 +453,10 @@ async fn settle(
         ProviderAnswer::Declined { status, message } => Known::Declined(format!(
             "the provider declined the refund ({status}): {message}"
         )),
-        ProviderAnswer::Unavailable(why) => {
-            let Attempt { lease, request } = attempt;
-            let retry_after = conn
-                .transaction(async |conn| {
-                    if !lease::release(conn, &lease).await? {
-                        return Ok::<_, RefundError>(None);
-                    }
-                    Ok(Some(
-                        RefundRequest::retry_later(conn, request.id, refunds.retry_backoff).await?,
-                    ))
-                })
-                .await?;
-            return Err(match retry_after {
-                Some(retry_after) => RefundError::ProviderUnavailable { why, retry_after },
+        ProviderAnswer::Unavailable(_) => {
+            // The provider client logged why.
+            return Err(match give_back(conn, refunds, &attempt).await? {
+                Some(retry_after) => RefundError::ProviderUnavailable { retry_after },
                 // Another attempt took the lease over meanwhile: it answers.
                 None => RefundError::InFlight,
             });
@@ -511,20 +503,30 @@ async fn settle(
         Err(error) => {
             // The answer is known but could not be stored (the database): give the lease back
             // with a backoff rather than leave it held until it expires.
-            let released = conn
-                .transaction(async |conn| {
-                    if lease::release(conn, &attempt.lease).await? {
-                        RefundRequest::retry_later(conn, request_id, refunds.retry_backoff).await?;
-                    }
-                    Ok::<_, RefundError>(())
-                })
-                .await;
-            if let Err(release_error) = released {
+            if let Err(release_error) = give_back(conn, refunds, &attempt).await {
                 tracing::warn!(error = %release_error, "could not give a refund lease back; it expires");
             }
             Err(error)
         }
     }
+}
+
+/// Gives the attempt's lease back and pushes the request's next attempt back by its backoff,
+/// in one transaction; the wait, or `None` when another attempt holds the lease now.
+async fn give_back(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    attempt: &Attempt,
+) -> Result<Option<Duration>, RefundError> {
+    conn.transaction(async |conn| {
+        if !lease::release(conn, &attempt.lease).await? {
+            return Ok(None);
+        }
+        Ok(Some(
+            RefundRequest::retry_later(conn, attempt.request.id, refunds.retry_backoff).await?,
+        ))
+    })
+    .await
 }
 
 /// Stops the automatic retries of a held request and gives its lease back, committed; the

@@ -9,16 +9,11 @@ pub enum RefundError {
     InFlight,
     #[error("this idempotency key was used with a different request")]
     KeyReusedWithDifferentBody,
-    /// The provider's outcome is unknown (409, 429, 5xx, timeout, network): the lease was
-    /// released and the record stays processing for the next attempt, due after `retry_after`.
-    #[error("the provider's refund API is unavailable: {why}")]
-    ProviderUnavailable {
-        why: String,
-        retry_after: std::time::Duration,
-    },
-    /// The provider answered unknown moments ago: no call before its backoff ends.
-    #[error("the provider's outcome is unknown; the next call waits {0:?}")]
-    BackingOff(std::time::Duration),
+    /// The provider's outcome is unknown (409, 429, 5xx, timeout, network: now, or moments
+    /// ago with its backoff still running): the lease was released and the record stays
+    /// processing; the next call waits `retry_after`.
+    #[error("the provider's refund outcome is unknown; the next call waits {retry_after:?}")]
+    ProviderUnavailable { retry_after: std::time::Duration },
     /// The gateway stopped retrying the request on its own; it stays processing (its amount
     /// reserved) until a person resolves it.
     #[error("refund request {} needs a person: {}", .0.refund_request_id, .0.reason.as_str())]
