@@ -155,14 +155,17 @@ impl ResolveRefundRequest {
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 404, description = "refund_request_not_found", body = ErrorBody),
         (status = 409, description = "refund_not_resolvable: final already, or an attempt may be calling the provider now", body = ErrorBody),
+        (status = 413, description = "payload_too_large", body = ErrorBody),
         (status = 422, description = "invalid_resolution (also: the provider_refund_id is another request's, named in the message)", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn resolve_refund_request(
     _admin: AdminAuth,
+    request: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
+    state: web::Data<AppState>,
     api_pool: web::Data<ApiPool>,
     refunds: web::Data<Refunds>,
 ) -> Result<HttpResponse, ApiError> {
@@ -173,6 +176,8 @@ pub async fn resolve_refund_request(
             code: "refund_request_not_found",
             what: "refund request",
         })?;
+    // The server's body limit and read timeout, as for every other body.
+    let body = read_body(&request, payload, &state.settings.server).await?;
     let resolution = serde_json::from_slice::<ResolveRefundRequest>(&body)
         .map_err(|e| ApiError::InvalidResolution(format!("invalid resolution: {e}")))?
         .parse()
