@@ -544,8 +544,8 @@ fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
         recover_interval: Duration::from_secs(recover_interval_secs),
         provider_timeout: Duration::from_millis(timeout_ms),
         provider_connect_timeout: Duration::from_millis(connect_ms),
-        max_retry_age: Duration::from_secs(max_retry_age_hours * 3600),
-        pending_overdue: Duration::from_secs(pending_attention_hours * 3600),
+        max_retry_age: hours(max_retry_age_hours),
+        pending_overdue: hours(pending_attention_hours),
     })
 }
 

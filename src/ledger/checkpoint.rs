@@ -246,13 +246,16 @@ async fn sums(
     Ok(sums)
 }
 
+/// Adds a sum PostgreSQL rendered as text (NUMERIC: exact beyond BIGINT).
 fn add(sums: &mut Sums, account: &str, currency: &str, sum: &str) -> QueryResult<()> {
     let amount = sum
         .parse::<i128>()
         .map_err(|_| corrupt("a sum of entries that is not an integer"))?;
-    let slot = sums
-        .entry((account.to_owned(), currency.to_owned()))
-        .or_insert(0);
+    add_amount(sums, (account.to_owned(), currency.to_owned()), amount)
+}
+
+fn add_amount(sums: &mut Sums, key: (String, String), amount: i128) -> QueryResult<()> {
+    let slot = sums.entry(key).or_insert(0);
     *slot = slot
         .checked_add(amount)
         .ok_or_else(|| corrupt("a balance beyond i128"))?;
@@ -271,8 +274,8 @@ pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryRe
                 Some((through, balances)) => (Some(through), balances),
                 None => (None, Sums::new()),
             };
-            for ((account, currency), amount) in sums(conn, merchant_id, after, None).await? {
-                add(&mut total, &account, &currency, &amount.to_string())?;
+            for (key, amount) in sums(conn, merchant_id, after, None).await? {
+                add_amount(&mut total, key, amount)?;
             }
             Ok(total
                 .into_iter()

@@ -307,10 +307,11 @@ impl RefundRequest {
     ) -> QueryResult<bool> {
         refund_requests::table
             .filter(refund_requests::id.eq(id))
-            .select(diesel::dsl::sql::<diesel::sql_types::Bool>(&format!(
-                "created_at < now() - {} * interval '1 second'",
-                age.as_secs()
-            )))
+            .select(
+                diesel::dsl::sql::<diesel::sql_types::Bool>("created_at < now() - ")
+                    .bind::<diesel::sql_types::Double, _>(age.as_secs_f64())
+                    .sql(" * interval '1 second'"),
+            )
             .first(conn)
             .await
     }
@@ -373,7 +374,13 @@ impl RefundRequest {
     /// attempt that ends unknown moves its request to the back by its backoff.
     pub async fn due(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<DueRequest>> {
         diesel::sql_query(
-            "SELECT k.id AS record_id, k.lease_token              FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id              WHERE r.status = 'processing' AND r.review_reason IS NULL                AND r.next_attempt_at <= now()                AND k.status = 'processing' AND (k.locked_until IS NULL OR k.locked_until <= now())              ORDER BY k.locked_until IS NULL, r.next_attempt_at, r.id              LIMIT $1",
+            "SELECT k.id AS record_id, k.lease_token \
+             FROM refund_requests r JOIN idempotency_keys k ON k.id = r.idempotency_record_id \
+             WHERE r.status = 'processing' AND r.review_reason IS NULL \
+               AND r.next_attempt_at <= now() \
+               AND k.status = 'processing' AND (k.locked_until IS NULL OR k.locked_until <= now()) \
+             ORDER BY k.locked_until IS NULL, r.next_attempt_at, r.id \
+             LIMIT $1",
         )
         .bind::<BigInt, _>(limit)
         .load(conn)
