@@ -219,35 +219,26 @@ async fn the_chart_and_a_balance_read_after_a_checkpoint_are_index_scans_at_200k
         )
         .await
         .unwrap();
-    let explain = async |sql: String| -> String {
-        let plan: Vec<String> = app
-            .db
-            .query(&format!("EXPLAIN {sql}"), &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        plan.join("\n")
-    };
-    let chart = explain(
-        callback_gateway::deliveries::read::PER_MINUTE_SQL
-            .replace("$1", "'2026-11-29T23:00:00Z'::timestamptz"),
-    )
-    .await;
+    let chart = app
+        .explain(
+            &callback_gateway::deliveries::read::PER_MINUTE_SQL
+                .replace("$1", "'2026-11-29T23:00:00Z'::timestamptz"),
+        )
+        .await;
     println!("-- chart:\n{chart}\n");
     assert!(
         chart.contains("idx_callback_deliveries_received") && !chart.contains("Seq Scan"),
         "{chart}"
     );
-    let tail = explain(
-        checkpoint::SUMS_SQL
-            .replace("$1", "42")
-            .replace("$2", "399000")
-            .replace("$3::BIGINT", "NULL::BIGINT")
-            .replace("$3", "NULL"),
-    )
-    .await;
+    let tail = app
+        .explain(
+            &checkpoint::SUMS_SQL
+                .replace("$1", "42")
+                .replace("$2", "399000")
+                .replace("$3::BIGINT", "NULL::BIGINT")
+                .replace("$3", "NULL"),
+        )
+        .await;
     println!("-- balances after a checkpoint at entry 399,000:\n{tail}\n");
     // Either the merchant's tail of idx_ledger_entries_merchant_tail or the primary key's range
     // after the checkpoint: both read only the entries after it.

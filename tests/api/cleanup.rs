@@ -61,18 +61,7 @@ async fn expired_finished_rows_go_in_batches_and_the_rest_stays() {
 async fn the_batch_delete_walks_the_expires_at_index() {
     let app = spawn_app().await;
     seed(&app).await;
-    let plan: Vec<String> = app
-        .db
-        .query(
-            &format!("EXPLAIN {}", DELETE_BATCH_SQL.replace("$1", "5000")),
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = app.explain(&DELETE_BATCH_SQL.replace("$1", "5000")).await;
     assert!(plan.contains("idx_idempotency_keys_expires_at"), "{plan}");
 }
 

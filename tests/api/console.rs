@@ -43,6 +43,18 @@ async fn sign_in(
         .unwrap()
 }
 
+/// Signs in with the admin token; the session cookie as a `Cookie` header value.
+async fn session_cookie(app: &TestApp, client: &reqwest::Client) -> String {
+    let response = sign_in(app, client, Some(ADMIN_TOKEN)).await;
+    response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 #[tokio::test]
 async fn console_pages_without_a_session_redirect_to_sign_in() {
     let app = spawn_app().await;
@@ -304,9 +316,7 @@ async fn the_session_cookie_is_secure_when_the_proxy_says_https_or_the_setting_s
 async fn the_console_jsonl_link_ends_with_the_trailer() {
     let app = spawn_app().await;
     let client = no_redirects();
-    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
-    let set_cookie = response.headers()["set-cookie"].to_str().unwrap();
-    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    let cookie = session_cookie(&app, &client).await;
     let text = client
         .get(app.url("/console/events.jsonl?provider=acme"))
         .header("Cookie", cookie)
@@ -646,14 +656,7 @@ async fn measure_console_pages_at_a_million_events() {
     );
 
     let client = no_redirects();
-    let response = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
-    let cookie = response.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = session_cookie(&app, &client).await;
     let first = client
         .get(app.url("/console/events"))
         .header("Cookie", &cookie)
@@ -712,14 +715,7 @@ async fn the_console_shows_amounts_in_major_units_beside_minor_units() {
     let (status, _, ack) = answer(app.deliver(ACME, "evt_major", &body).await).await;
     assert_eq!(status, 200, "{ack}");
     let client = no_redirects();
-    let signed_in = sign_in(&app, &client, Some(ADMIN_TOKEN)).await;
-    let cookie = signed_in.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = session_cookie(&app, &client).await;
     for (page, expected) in [
         ("/console/balances", ["1999", "19.99 USD", "-19.99 USD"]),
         (

@@ -736,15 +736,7 @@ async fn the_attention_list_of_refund_requests_reads_its_partial_index_at_200k_r
     let sql = callback_gateway::refunds::model::ATTENTION_SQL
         .replace("$1", "50")
         .replace("$2", "86400");
-    let plan: Vec<String> = app
-        .db
-        .query(&format!("EXPLAIN {sql}"), &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = app.explain(&sql).await;
     println!("{plan}");
     assert!(
         plan.contains("idx_refund_requests_attention")

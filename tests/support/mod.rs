@@ -336,6 +336,19 @@ impl TestApp {
         self.db.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
     }
 
+    /// PostgreSQL's plan for `sql` (EXPLAIN, one line a row).
+    pub async fn explain(&self, sql: &str) -> String {
+        let plan: Vec<String> = self
+            .db
+            .query(&format!("EXPLAIN {sql}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        plan.join("\n")
+    }
+
     /// The gateway's `/metrics` page.
     pub async fn metrics(&self) -> String {
         self.client
