@@ -26,4 +26,5 @@ pub mod signature;
 pub mod startup;
 pub mod telemetry;
 pub mod test_event;
+pub mod text;
 pub mod tls;

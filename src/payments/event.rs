@@ -15,6 +15,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::money::{AmountMinor, Currency};
+use crate::text;
 
 /// A body that cannot be used, with the detail the ack carries.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,7 +25,7 @@ pub struct PayloadError(pub String);
 /// The detail is stored in the ack (JSONB): any control character a message might quote from
 /// the body is replaced, so the detail itself can never make the write fail.
 fn invalid(message: impl Into<String>) -> PayloadError {
-    PayloadError(message.into().replace(|c: char| c.is_control(), "\u{fffd}"))
+    PayloadError(text::printable(&message.into()))
 }
 
 /// How much a refund event refunds.
@@ -182,7 +183,7 @@ pub fn event_type(body: &[u8]) -> Option<String> {
 
 /// An event id as a key: 1 to 255 characters, none of them control characters.
 pub fn check_event_id(id: &str) -> Result<(), PayloadError> {
-    if id.is_empty() || id.len() > MAX_EVENT_ID_LEN || id.chars().any(char::is_control) {
+    if !text::storable(id, MAX_EVENT_ID_LEN) {
         return Err(invalid(format!(
             "the event id must be 1 to {MAX_EVENT_ID_LEN} characters without control characters"
         )));
@@ -324,9 +325,7 @@ impl<'a> Object<'a> {
     fn id(&self, name: &str) -> Result<String, PayloadError> {
         self.member(name)
             .and_then(text)
-            .filter(|s| {
-                !s.is_empty() && s.len() <= MAX_EVENT_ID_LEN && !s.chars().any(char::is_control)
-            })
+            .filter(|s| text::storable(s, MAX_EVENT_ID_LEN))
             .ok_or_else(|| {
                 invalid(format!(
                     "{} must be a string of 1 to {MAX_EVENT_ID_LEN} characters without control characters",

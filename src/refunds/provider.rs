@@ -10,6 +10,8 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 
 use crate::config::{PayloadFormat, ProviderSettings, RefundSettings, Secret};
+use crate::payments::event::MAX_EVENT_ID_LEN;
+use crate::text;
 
 /// One refund as the provider is asked for it.
 #[derive(Debug, Clone, Copy)]
@@ -157,7 +159,8 @@ fn classify(status: StatusCode, body: &[u8]) -> ProviderAnswer {
                 .and_then(|id| id.as_str())
         });
         return match refund_id {
-            Some(id) if storable_refund_id(id) => ProviderAnswer::Accepted {
+            // Kept as the provider sent it: the refund webhook's id is checked the same way.
+            Some(id) if text::storable(id, MAX_EVENT_ID_LEN) => ProviderAnswer::Accepted {
                 refund_id: id.to_owned(),
             },
             Some(id) => ProviderAnswer::Unusable(format!(
@@ -203,18 +206,9 @@ fn message_of(json: Option<&serde_json::Value>) -> Option<String> {
         .or_else(|| json.get("message"))
         .or_else(|| json.get("error"))
         .and_then(|m| m.as_str())?;
-    Some(
-        message
-            .chars()
-            .take(500)
-            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-            .collect(),
-    )
-}
-
-/// A refund id is kept as the provider sent it, so it must be storable and matchable as is.
-fn storable_refund_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 255 && !id.chars().any(char::is_control)
+    Some(text::printable(
+        &message.chars().take(500).collect::<String>(),
+    ))
 }
 
 #[cfg(test)]

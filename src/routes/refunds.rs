@@ -9,8 +9,10 @@ use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
+use crate::payments::event::MAX_EVENT_ID_LEN;
 use crate::refunds::create::{self, RefundOutcome, Refunds, Resolution};
 use crate::refunds::request::CreateRefundRequest;
+use crate::text;
 
 /// How a refund request's outcome is stored and answered (the recoverer stores the same).
 pub fn respond(outcome: &RefundOutcome) -> Completion {
@@ -117,12 +119,9 @@ pub enum ResolveRefundRequest {
 impl ResolveRefundRequest {
     /// The resolution, if its strings can be stored and shown as they are.
     fn parse(self) -> Result<Resolution, String> {
-        let storable = |s: &str, max: usize| {
-            !s.is_empty() && s.len() <= max && !s.chars().any(char::is_control)
-        };
         match self {
             ResolveRefundRequest::Accepted { provider_refund_id } => {
-                if !storable(&provider_refund_id, 255) {
+                if !text::storable(&provider_refund_id, MAX_EVENT_ID_LEN) {
                     return Err(
                         "provider_refund_id must be 1 to 255 bytes with no control characters"
                             .into(),
@@ -131,7 +130,7 @@ impl ResolveRefundRequest {
                 Ok(Resolution::Accepted { provider_refund_id })
             }
             ResolveRefundRequest::Declined { message } => {
-                if !storable(&message, 500) {
+                if !text::storable(&message, 500) {
                     return Err("message must be 1 to 500 bytes with no control characters".into());
                 }
                 Ok(Resolution::Declined { message })
