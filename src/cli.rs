@@ -10,7 +10,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
-use crate::ledger::checkpoint;
+use crate::read_caches;
 use crate::reconcile::{self, ReconcileArgs};
 use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
@@ -247,7 +247,7 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         recover_interval,
         app.metrics(),
     ));
-    let checkpointer = tokio::spawn(checkpoint::run_periodically(
+    let checkpointer = tokio::spawn(read_caches::run_periodically(
         database_url.clone(),
         checkpoint_interval,
     ));

@@ -457,7 +457,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     }
 
     let refunds = validate_refunds(raw.refunds)?;
-    let checkpoint_interval_secs = raw.ledger.checkpoint_interval_secs.unwrap_or(60);
+    let checkpoint_interval_secs = raw.ledger.checkpoint_interval_secs.unwrap_or(1);
     within(
         "ledger.checkpoint_interval_secs",
         checkpoint_interval_secs,

@@ -3,6 +3,7 @@
 //! see, export and replay provider events. Its one write is `callback_record_delivery`
 //! (migration 000010), which the one-statement capture calls too.
 
+pub mod minutes;
 pub mod read;
 
 use diesel::QueryResult;

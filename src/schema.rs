@@ -26,6 +26,23 @@ diesel::table! {
 }
 
 diesel::table! {
+    callback_minute_counts (minute, outcome) {
+        minute -> Int8,
+        outcome -> Text,
+        count -> Int8,
+    }
+}
+
+diesel::table! {
+    callback_minute_state (singleton) {
+        singleton -> Bool,
+        through_delivery_id -> Int8,
+        pending_delivery_id -> Nullable<Int8>,
+        pending_writers -> Nullable<Array<Text>>,
+    }
+}
+
+diesel::table! {
     idempotency_keys (id) {
         id -> Int8,
         user_id -> Int8,
@@ -143,6 +160,8 @@ diesel::joinable!(refund_requests -> orders (order_id));
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     callback_deliveries,
+    callback_minute_counts,
+    callback_minute_state,
     idempotency_keys,
     ledger_balance_checkpoints,
     ledger_checkpoint_state,

@@ -512,35 +512,6 @@ pub async fn detail(
     }))
 }
 
-/// Callbacks received in one minute with one outcome.
-#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
-pub struct MinuteCount {
-    /// Minutes since the Unix epoch.
-    #[diesel(sql_type = BigInt)]
-    pub minute: i64,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub outcome: String,
-    #[diesel(sql_type = BigInt)]
-    pub count: i64,
-}
-
-/// The chart's statement: one range scan of `idx_callback_deliveries_received` ($1: since).
-pub const PER_MINUTE_SQL: &str = "SELECT (floor(extract(epoch FROM received_at) / 60))::BIGINT AS minute, \
-            COALESCE(outcome, 'unknown') AS outcome, count(*) AS count \
-     FROM callback_deliveries WHERE received_at >= $1 \
-     GROUP BY 1, 2 ORDER BY 1, 2";
-
-/// Callbacks per minute and outcome received since `since` (the last hour: one range scan).
-pub async fn per_minute(
-    conn: &mut AsyncPgConnection,
-    since: DateTime<Utc>,
-) -> QueryResult<Vec<MinuteCount>> {
-    diesel::sql_query(PER_MINUTE_SQL)
-        .bind::<Timestamptz, _>(since)
-        .load(conn)
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,38 +4,25 @@
 //! callback path writes here; a merchant with no checkpoint is summed from the start, so the
 //! checkpoint is a cache whose deletion changes no answer.
 //!
-//! Entries commit out of id order, so "every entry up to id P" is only final once no
-//! transaction that could still insert an id <= P is running. A pass therefore notes the
-//! highest visible entry id together with the transactions writing `ledger_entries` at that
-//! moment (each holds its row-exclusive lock on the table until it ends); a later pass
-//! finishes the checkpoint at that id once all of them have ended. Ids come from a sequence
-//! without a cache, so an id handed out after the note is above P, and an id at or below P was
-//! handed out by a transaction that was writing (or had ended) when the note was taken.
+//! Entries commit out of id order, so a pass notes a position and a later pass moves the
+//! checkpoints to it once nothing at or below it can still commit (`crate::settled`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use diesel::sql_types::{BigInt, Bool, Jsonb, Nullable, Text};
+use diesel::sql_types::{BigInt, Jsonb, Nullable, Text};
 use diesel::{OptionalExtension, QueryResult};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::Balance;
-use crate::db;
+use crate::settled::Tracker;
 
-/// Arbitrary but fixed: the advisory lock that elects one checkpointer among many gateways.
-pub const CHECKPOINTER_LOCK_KEY: i64 = 0x6367_775f_636b_7074; // "cgw_ckpt"
-
-#[derive(diesel::QueryableByName)]
-struct State {
-    #[diesel(sql_type = BigInt)]
-    through_entry_id: i64,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    pending_entry_id: Option<i64>,
-    /// Whether every transaction that was writing entries when the position was noted has
-    /// ended.
-    #[diesel(sql_type = Bool)]
-    pending_settled: bool,
-}
+/// Where the checkpoints stand (`ledger_checkpoint_state`).
+const POSITION: Tracker = Tracker {
+    state_table: "ledger_checkpoint_state",
+    through: "through_entry_id",
+    pending: "pending_entry_id",
+    source: "ledger_entries",
+};
 
 #[derive(diesel::QueryableByName)]
 struct SumRow {
@@ -69,31 +56,12 @@ pub struct Pass {
 /// One pass in the caller's connection: finish the pending position if it has settled, then
 /// note a new one.
 pub async fn pass(conn: &mut AsyncPgConnection) -> QueryResult<Pass> {
-    let state: State = diesel::sql_query(
-        "SELECT through_entry_id, pending_entry_id, \
-                NOT EXISTS (SELECT 1 FROM pg_locks \
-                            WHERE virtualtransaction = ANY (coalesce(pending_writers, '{}'))) \
-                    AS pending_settled \
-         FROM ledger_checkpoint_state",
-    )
-    .get_result(conn)
-    .await?;
+    let noted = POSITION.read(conn).await?;
     let mut done = Pass::default();
-    if let (Some(position), true) = (state.pending_entry_id, state.pending_settled) {
-        done = finish(conn, state.through_entry_id, position).await?;
+    if let Some(position) = noted.final_position() {
+        done = finish(conn, noted.through, position).await?;
     }
-    // The highest id visible to this statement's snapshot, then (read after that snapshot)
-    // the transactions still holding their write lock on the entries.
-    diesel::sql_query(
-        "UPDATE ledger_checkpoint_state \
-         SET pending_entry_id = (SELECT max(id) FROM ledger_entries), \
-             pending_writers = ARRAY(SELECT virtualtransaction FROM pg_locks \
-                 WHERE locktype = 'relation' AND relation = 'ledger_entries'::regclass \
-                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                   AND mode = 'RowExclusiveLock' AND pid <> pg_backend_pid())",
-    )
-    .execute(conn)
-    .await?;
+    POSITION.note(conn).await?;
     Ok(done)
 }
 
@@ -143,13 +111,7 @@ async fn finish(conn: &mut AsyncPgConnection, from: i64, to: i64) -> QueryResult
         .bind::<BigInt, _>(to)
         .execute(conn)
         .await?;
-        diesel::sql_query(
-            "UPDATE ledger_checkpoint_state \
-             SET through_entry_id = $1, pending_entry_id = NULL, pending_writers = NULL",
-        )
-        .bind::<BigInt, _>(to)
-        .execute(conn)
-        .await?;
+        POSITION.advance(conn, to).await?;
         Ok(Pass {
             finished_at: Some(to),
             merchants,
@@ -287,40 +249,6 @@ pub async fn balances(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryRe
                 .collect())
         })
         .await
-}
-
-/// A pass on a connection of its own if no other gateway holds the checkpointer lock; `None`
-/// when another instance checkpoints. The lock dies with the connection.
-pub async fn run_exclusive_pass(database_url: &str) -> anyhow::Result<Option<Pass>> {
-    let Some(mut conn) = db::connect_holding_lock(database_url, CHECKPOINTER_LOCK_KEY).await?
-    else {
-        return Ok(None);
-    };
-    Ok(Some(pass(&mut conn).await?))
-}
-
-/// The background checkpointer inside `serve`: a pass every `interval`, forever.
-pub async fn run_periodically(database_url: String, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        match run_exclusive_pass(&database_url).await {
-            Ok(Some(pass)) => {
-                if let Some(position) = pass.finished_at {
-                    tracing::debug!(
-                        position,
-                        merchants = pass.merchants,
-                        "balance checkpoints moved"
-                    );
-                }
-            }
-            Ok(None) => tracing::debug!("another gateway holds the checkpointer lock"),
-            Err(error) => {
-                tracing::warn!(error = %error, "balance checkpoint pass failed; will retry")
-            }
-        }
-    }
 }
 
 fn corrupt(what: &'static str) -> diesel::result::Error {

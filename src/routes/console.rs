@@ -20,6 +20,7 @@ use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_e
 use super::extract::{AdminToken, ApiPool};
 use super::state::AppState;
 use crate::auth;
+use crate::deliveries::minutes;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
 use crate::error::ApiError;
 use crate::ledger;
@@ -404,7 +405,7 @@ async fn balances(
 ) -> Result<HttpResponse, ConsoleError> {
     let now = Utc::now();
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-    let counts = read::per_minute(&mut conn, now - Duration::hours(1)).await?;
+    let counts = minutes::per_minute(&mut conn, now - Duration::hours(1)).await?;
     let mut merchants = Vec::new();
     for merchant_id in providers.merchant_ids() {
         merchants.push(MerchantBalances {

@@ -1,9 +1,12 @@
-//! Balances from checkpoints (issue 27): a read adds only the entries after the merchant's
-//! checkpoint, and is exact whatever the checkpoints are: moved while captures commit, taken
-//! while an earlier entry is still uncommitted, or deleted.
+//! The read caches (issue 27). Balances from checkpoints: a read adds only the entries after the
+//! merchant's checkpoint, and is exact whatever the checkpoints are: moved while captures
+//! commit, taken while an earlier entry is still uncommitted, or deleted. The chart's
+//! per-minute counts: a read adds only the deliveries after the counted position, and equals a
+//! count of the deliveries however the passes and the callbacks interleave.
 
 use std::collections::BTreeMap;
 
+use callback_gateway::deliveries::minutes;
 use callback_gateway::ledger::checkpoint;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use serde_json::Value;
@@ -202,7 +205,7 @@ async fn a_checkpoint_waits_for_an_entry_that_commits_after_a_later_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_chart_and_a_balance_read_after_a_checkpoint_are_index_scans_at_200k_rows() {
+async fn the_chart_and_a_balance_read_after_the_caches_are_index_scans_at_200k_rows() {
     let app = spawn_app().await;
     crate::events::load_events(&app, 200_000).await;
     // 200,000 two-entry transfers over three merchants.
@@ -219,15 +222,29 @@ async fn the_chart_and_a_balance_read_after_a_checkpoint_are_index_scans_at_200k
         )
         .await
         .unwrap();
+    // The counts cover every delivery but the 50 with the highest ids, and the hour of minutes
+    // the chart shows.
+    app.db
+        .batch_execute(
+            "UPDATE callback_minute_state SET through_delivery_id = 199950; \
+             INSERT INTO callback_minute_counts (minute, outcome, count) \
+             SELECT m, o, 1 FROM generate_series(29933220, 29933279) m, \
+                  unnest(ARRAY['applied', 'held', 'ignored', 'rejected']) o; \
+             ANALYZE callback_minute_counts;",
+        )
+        .await
+        .unwrap();
     let chart = app
         .explain(
-            &callback_gateway::deliveries::read::PER_MINUTE_SQL
-                .replace("$1", "'2026-11-29T23:00:00Z'::timestamptz"),
+            &minutes::PER_MINUTE_SQL
+                .replace("$1", "(29933280 - 60)")
+                .replace("$2", "199950"),
         )
         .await;
     println!("-- chart:\n{chart}\n");
     assert!(
-        chart.contains("idx_callback_deliveries_received") && !chart.contains("Seq Scan"),
+        !chart.contains("Seq Scan on callback_deliveries")
+            && chart.contains("callback_deliveries_pkey"),
         "{chart}"
     );
     let tail = app
@@ -248,4 +265,110 @@ async fn the_chart_and_a_balance_read_after_a_checkpoint_are_index_scans_at_200k
                 || tail.contains("ledger_entries_pkey")),
         "{tail}"
     );
+}
+
+/// The chart's counts the slow way: every delivery in the minutes from the one holding `since`.
+async fn counted(app: &TestApp, since: chrono::DateTime<chrono::Utc>) -> Vec<(i64, String, i64)> {
+    app.db
+        .query(
+            "SELECT (floor(extract(epoch FROM received_at) / 60))::BIGINT, \
+                    COALESCE(outcome, 'unknown'), count(*) \
+             FROM callback_deliveries WHERE received_at >= to_timestamp($1::BIGINT * 60) \
+             GROUP BY 1, 2 ORDER BY 1, 2",
+            &[&since.timestamp().div_euclid(60)],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect()
+}
+
+async fn charted(
+    conn: &mut AsyncPgConnection,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Vec<(i64, String, i64)> {
+    minutes::per_minute(conn, since)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.minute, c.outcome, c.count))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_counts_equal_the_deliveries_through_passes_concurrent_callbacks_and_a_reset() {
+    let app = spawn_app().await;
+    let mut job = checkpointer(&app).await;
+    let mut reader = checkpointer(&app).await;
+    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    let orders = crate::support::insert_orders(&app.db, 48).await;
+    let app = &app;
+    let mut moved = false;
+    for (round, chunk) in orders.chunks(12).enumerate() {
+        // Applied captures, and an ignored event, commit while passes note and move positions.
+        let deliveries = futures_util::future::join_all(chunk.iter().map(|(id, amount)| {
+            let body = capture(*id, *amount);
+            let event = format!("evt_{id}");
+            async move { answer(app.deliver(ACME, &event, &body).await).await }
+        }));
+        let passes = async {
+            let mut any = false;
+            for _ in 0..3 {
+                any |= minutes::pass(&mut job).await.unwrap().is_some();
+            }
+            any
+        };
+        let (answers, any) = tokio::join!(deliveries, passes);
+        moved |= any;
+        assert!(
+            answers.iter().all(|(status, ..)| *status == 200),
+            "{answers:?}"
+        );
+        let ignored =
+            format!(r#"{{"id":"evt_other_{round}","type":"customer.created","data":{{}}}}"#);
+        answer(
+            app.deliver(ACME, &format!("evt_other_{round}"), &ignored)
+                .await,
+        )
+        .await;
+        minutes::pass(&mut job).await.unwrap();
+        let expected = counted(app, since).await;
+        assert_eq!(charted(&mut reader, since).await, expected, "round {round}");
+        assert_eq!(
+            expected.iter().map(|(_, _, n)| n).sum::<i64>(),
+            12 * (round as i64 + 1) + round as i64 + 1
+        );
+    }
+    assert!(
+        moved || minutes::pass(&mut job).await.unwrap().is_some(),
+        "the counts never moved"
+    );
+    assert!(
+        app.count("SELECT count(*) FROM callback_minute_counts")
+            .await
+            > 0
+    );
+
+    // Rebuilt from nothing: the counts emptied with their position reset (docs/console.md).
+    app.db
+        .batch_execute(
+            "BEGIN; TRUNCATE callback_minute_counts; \
+             UPDATE callback_minute_state \
+             SET through_delivery_id = 0, pending_delivery_id = NULL, pending_writers = NULL; \
+             COMMIT;",
+        )
+        .await
+        .unwrap();
+    let expected = counted(app, since).await;
+    assert_eq!(charted(&mut reader, since).await, expected);
+    for _ in 0..2 {
+        minutes::pass(&mut job).await.unwrap();
+    }
+    assert!(
+        app.count("SELECT count(*) FROM callback_minute_counts")
+            .await
+            > 0
+    );
+    assert_eq!(charted(&mut reader, since).await, expected);
 }

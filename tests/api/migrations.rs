@@ -40,6 +40,8 @@ async fn migrations_apply_revert_and_apply_again() {
         [
             "api_tokens",
             "callback_deliveries",
+            "callback_minute_counts",
+            "callback_minute_state",
             "idempotency_keys",
             "ledger_balance_checkpoints",
             "ledger_checkpoint_state",

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use crate::deliveries::read::{EventFilter, EventOutcome, EventRow, MinuteCount};
+use crate::deliveries::minutes::MinuteCount;
+use crate::deliveries::read::{EventFilter, EventOutcome, EventRow};
 
 /// Percent-encodes `s` for a URL path segment or query value (RFC 3986 unreserved kept).
 pub fn encode(s: &str) -> String {

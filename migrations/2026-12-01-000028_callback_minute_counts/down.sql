@@ -1,0 +1,2 @@
+DROP TABLE callback_minute_state;
+DROP TABLE callback_minute_counts;
