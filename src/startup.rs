@@ -137,6 +137,7 @@ impl Application {
         let limits = SessionLimits {
             lock_timeout: settings.server.acquire_timeout,
             statement_timeout: settings.database.statement_timeout,
+            custom_plans: false,
         };
         let acquire_timeout = settings.server.acquire_timeout;
         let capture_batches_per_worker = settings.database.capture_batches_per_worker as usize;
@@ -155,8 +156,16 @@ impl Application {
         let server = HttpServer::new(move || {
             // Runs once per worker, on that worker's runtime.
             let pool = db::build_pool(&database_url, pool_per_worker, acquire_timeout, limits);
-            let api_pool =
-                db::build_pool(&database_url, api_pool_per_worker, acquire_timeout, limits);
+            let api_limits = SessionLimits {
+                custom_plans: true,
+                ..limits
+            };
+            let api_pool = db::build_pool(
+                &database_url,
+                api_pool_per_worker,
+                acquire_timeout,
+                api_limits,
+            );
             if let Ok(mut pools) = all_pools.lock() {
                 pools.push(pool.clone());
             }

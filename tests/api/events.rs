@@ -580,3 +580,51 @@ async fn an_http_export_that_fails_has_no_trailer() {
     );
     locker.batch_execute("ROLLBACK").await.unwrap();
 }
+
+#[derive(diesel::QueryableByName)]
+struct PlanCounts {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    custom_plans: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    generic_plans: i64,
+}
+
+/// The API pool's connections plan every event-log read for its values: a generic plan of the
+/// event-id search, kept after five runs of its prepared statement, walked the whole history
+/// backwards by time under the benchmark (docs/performance.md).
+#[tokio::test]
+async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
+    use callback_gateway::db::{self, SessionLimits};
+    use diesel_async::RunQueryDsl;
+    use std::time::Duration;
+
+    let app = spawn_app().await;
+    load_events(&app, 20_000).await;
+    let limits = SessionLimits {
+        lock_timeout: Duration::from_secs(3),
+        statement_timeout: Duration::from_secs(5),
+        custom_plans: true,
+    };
+    let pool = db::build_pool(&app.database_url, 1, Duration::from_secs(5), limits);
+    let mut conn = pool.get().await.unwrap();
+    for g in 1..=12 {
+        let filter = EventFilter {
+            event_id: Some(format!("evt_{g}")),
+            ..Default::default()
+        };
+        let page = read::list(&mut conn, &filter, None, 50).await.unwrap();
+        assert_eq!(page.events.len(), 1);
+    }
+    let plans: PlanCounts = diesel::sql_query(
+        "SELECT custom_plans, generic_plans FROM pg_prepared_statements \
+         WHERE statement LIKE '%event_id%' ORDER BY custom_plans DESC LIMIT 1",
+    )
+    .get_result(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        (plans.custom_plans, plans.generic_plans),
+        (12, 0),
+        "each run planned for its own event id"
+    );
+}
