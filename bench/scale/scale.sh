@@ -8,6 +8,11 @@ WARMUP=${WARMUP:-2000}        # first deliveries before each point's measurement
 CHUNK=${CHUNK:-1000000}       # history events per transaction
 TTL_HOURS=${TTL_HOURS:-72}    # the provider's record retention in this config
 EXPIRED_HOURS=${EXPIRED_HOURS:-4}  # how far the history reaches beyond the retention
+READ_LOADS=${READ_LOADS:-40}  # loads of each console page and admin read at each point
+READ_SECONDS=${READ_SECONDS:-45}  # first deliveries that run under the reads
+EXPORT_EVENTS=${EXPORT_EVENTS:-1000000}  # events each export sends (fewer when fewer are stored)
+RECONCILE_LINES=${RECONCILE_LINES:-1000000}  # lines of the provider report reconciled
+admin_token="bench-scale-admin-token-0123456789"
 span_secs=$(( (TTL_HOURS + EXPIRED_HOURS) * 3600 ))
 ttl_secs=$(( TTL_HOURS * 3600 ))
 case "$ROWS" in ''|*[!0-9]*) log "--rows takes a number, got '$ROWS'"; exit 2 ;; esac
@@ -53,7 +58,9 @@ psql "$server/postgres" -qc "CREATE DATABASE $db" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 config=target/bench-scale-gateway.toml
 gateway_config "$config" "$port" "$url" 5 "retry_window_hours = $((TTL_HOURS - 24))
-ttl_hours = $TTL_HOURS"
+ttl_hours = $TTL_HOURS
+[admin]
+token = \"$admin_token\""
 DATABASE_URL="$url" "$bin" --config "$config" migrate >/dev/null
 
 loadgen() { target/release/loadgen --config "$config" --provider acme "$@"; }
@@ -213,6 +220,94 @@ check_replays() {
     log "500 replays of random history events: all answered 200 with Idempotent-Replayed: true; transfers unchanged ($after)"
 }
 
+# The read phase's inputs: stored event ids of acme picked uniformly over the id range (one
+# primary-key probe each, so picking them reads no history), and a one-hour window around the
+# middle of the history for the time filter.
+utc='YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+pick_read_inputs() {
+    local lo hi
+    IFS='|' read -r lo hi < <(q "SELECT min(id), max(id) FROM callback_deliveries")
+    q "SELECT d.event_id FROM generate_series(1, $((READ_LOADS * 3))) AS g,
+       LATERAL (SELECT event_id FROM callback_deliveries
+                WHERE id >= $lo + floor(random() * ($hi - $lo + 1))::bigint + 0 * g AND provider = 'acme'
+                ORDER BY id LIMIT 1) AS d" > target/bench-scale-ids.txt
+    IFS='|' read -r window_since window_until < <(q "
+        SELECT to_char((received_at - interval '30 minutes') AT TIME ZONE 'UTC', '$utc'),
+               to_char((received_at + interval '30 minutes') AT TIME ZONE 'UTC', '$utc')
+        FROM callback_deliveries WHERE id >= ($lo + $hi) / 2 ORDER BY id LIMIT 1")
+}
+
+# Where the newest EXPORT_EVENTS events of acme begin (the oldest event when fewer are stored).
+export_since() {
+    local since
+    since=$(q "SELECT to_char(received_at AT TIME ZONE 'UTC', '$utc') FROM callback_deliveries
+               WHERE provider = 'acme' ORDER BY received_at DESC, id DESC
+               OFFSET $((EXPORT_EVENTS - 1)) LIMIT 1")
+    echo "${since:-1970-01-01T00:00:00Z}"
+}
+
+# GET /admin/events.jsonl from export_since on: events/s, and that the trailer counts every line.
+export_over_http() {
+    python3 - "127.0.0.1:$port" "$admin_token" "$(export_since)" <<'PY'
+import http.client, json, sys, time, urllib.parse
+host, token, since = sys.argv[1:]
+conn = http.client.HTTPConnection(host, timeout=600)
+started = time.perf_counter()
+conn.request("GET", "/admin/events.jsonl?provider=acme&since=" + urllib.parse.quote(since),
+             headers={"Authorization": "Bearer " + token})
+response = conn.getresponse()
+lines, size, tail = 0, 0, b""
+while chunk := response.read(1 << 20):
+    lines, size, tail = lines + chunk.count(b"\n"), size + len(chunk), (tail + chunk)[-4096:]
+seconds = time.perf_counter() - started
+trailer = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])["trailer"]
+if response.status != 200 or trailer["events"] != lines - 1:
+    sys.exit(f"HTTP export: status {response.status}, {lines} lines, trailer {trailer}")
+print(json.dumps({"events": trailer["events"], "seconds": round(seconds, 2),
+                  "eps": round(trailer["events"] / seconds), "mib": round(size / 2**20)}))
+PY
+}
+
+# `callback-gateway export` of the same events: events/s and the process's peak RSS.
+export_with_cli() {
+    local out
+    out=$(DATABASE_URL="$url" python3 bench/scale/timed.py "$bin" --config "$config" export \
+        --provider acme --since "$(export_since)")
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1])
+print(json.dumps({"events": r["lines"], "seconds": r["seconds"], "eps": round(r["lines"] / r["seconds"]),
+                  "rss_mib": r["rss_mib"]}))' "$out"
+}
+
+# `callback-gateway reconcile` of a report of the newest RECONCILE_LINES movements of acme, as
+# the provider would send it (every line matches: exit 0), against the whole ledger.
+reconcile_report() {
+    local report=target/bench-scale-report.jsonl since until out lines
+    psql "$url" -X -Atq -v ON_ERROR_STOP=1 -c "COPY (
+        SELECT json_build_object('payment_id', t.payment_id, 'kind', t.kind,
+                                 'amount_minor', abs(e.amount_minor), 'currency', e.currency,
+                                 'at', to_char(t.created_at AT TIME ZONE 'UTC', '$utc'),
+                                 'reference', t.event_id)::text
+        FROM (SELECT id, kind, payment_id, event_id, created_at FROM ledger_transfers
+              WHERE merchant_id = 42 AND provider = 'acme'
+              ORDER BY created_at DESC LIMIT $RECONCILE_LINES) AS t
+        JOIN ledger_entries e ON e.transfer_id = t.id AND e.account = 'psp_clearing:acme'
+        ORDER BY t.created_at) TO STDOUT" > "$report"
+    IFS='|' read -r since until < <(q "
+        SELECT to_char(min(created_at) AT TIME ZONE 'UTC', '$utc'),
+               to_char((max(created_at) + interval '1 second') AT TIME ZONE 'UTC', '$utc')
+        FROM (SELECT created_at FROM ledger_transfers WHERE merchant_id = 42 AND provider = 'acme'
+              ORDER BY created_at DESC LIMIT $RECONCILE_LINES) AS t")
+    out=$(DATABASE_URL="$url" python3 bench/scale/timed.py "$bin" --config "$config" reconcile \
+        --provider acme "$report" --since "$since" --until "$until")
+    lines=$(wc -l < "$report")
+    rm -f "$report"
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); lines = int(sys.argv[2])
+if r["code"] != 0:
+    sys.exit("reconcile found differences in a report of the ledger itself:\n" + r["head"])
+print(json.dumps({"lines": lines, "seconds": r["seconds"], "lps": round(lines / r["seconds"]),
+                  "rss_mib": r["rss_mib"]}))' "$out" "$lines"
+}
+
 cleaned() { curl -fs "http://127.0.0.1:$port/metrics" | awk '/^gateway_cleanup_deleted_total/ {print $2}'; }
 
 next=1          # the next unused event number, which is also its order's id
@@ -297,18 +392,57 @@ for target_rows in 0 $((ROWS / 10)) "$ROWS"; do
     measured="$measured,$next-$((new_next - 1))"
     next=$new_next
 
+    # d. Reads: every console page and admin read, READ_LOADS times each, while first
+    # deliveries run (bench/scale/reads.py).
+    reads_end=$((next + RATE_CAP * READ_SECONDS))
+    make_orders "$mix_end" $((reads_end - 1))
+    [ "$reads_end" -ge "$mix_end" ] || reads_end=$mix_end
+    pick_read_inputs
+    load --mode first --body realistic --duration "$READ_SECONDS" --first-order "$next" \
+        --orders $((reads_end - next)) > target/bench-scale-read-load.json &
+    read_load=$!
+    reads=$(python3 bench/scale/reads.py "127.0.0.1:$port" "$admin_token" 42 acme "$READ_LOADS" \
+        target/bench-scale-ids.txt "$window_since" "$window_until")
+    kill -0 "$read_load" 2>/dev/null || log "WARNING: the reads outlasted the first deliveries under them (raise READ_SECONDS)"
+    wait "$read_load"
+    under=$(cat target/bench-scale-read-load.json)
+    log "point $rows, reads: $reads"
+    log "point $rows, first deliveries under the reads: $under"
+    new_next=$(field "$under" next_order)
+    measured="$measured,$next-$((new_next - 1))"
+    next=$new_next
+
+    # e. The same export over HTTP (/admin/events.jsonl), with nothing else running: the
+    # gateway's peak RSS before and after says whether it streams at bounded memory.
+    hwm_before=$(awk '/VmHWM/ {print $2}' "/proc/$gateway/status")
+    http_export=$(export_over_http)
+    hwm_after=$(awk '/VmHWM/ {print $2}' "/proc/$gateway/status")
+    log "point $rows, HTTP export: $http_export; gateway peak RSS $((hwm_before / 1024)) -> $((hwm_after / 1024)) MiB"
+
     deleted=$(cleaned)
     rss_kib=$(awk '/VmHWM/ {print $2}' "/proc/$gateway/status")
     stop_gateway
+
+    # f. `export` of EXPORT_EVENTS events and `reconcile` of a RECONCILE_LINES-line report,
+    # as finance runs them (the gateway stopped: they are separate processes).
+    cli_export=$(export_with_cli)
+    log "point $rows, export: $cli_export"
+    reconcile=$(reconcile_report)
+    log "point $rows, reconcile: $reconcile"
     # The orders nobody paid go, so the next history continues the numbering without a gap.
     q "DELETE FROM orders WHERE id >= $next AND status = 'pending_payment'" >/dev/null
     q "VACUUM orders"
     python3 - "$target_rows" "$rows" "$first" "$cold" "$mix" "$total_bytes" "$body_raw" "$body_stored" \
-        "$rss_kib" "$deleted" "$load_s" "$table_bytes" "$index_bytes" >> "$points" <<'PY'
+        "$rss_kib" "$deleted" "$load_s" "$table_bytes" "$index_bytes" "$reads" "$under" \
+        "$http_export" "$hwm_before" "$hwm_after" "$cli_export" "$reconcile" >> "$points" <<'PY'
 import json, sys
 (target, rows, first, cold, mix, total_bytes, body_raw, body_stored, rss_kib, deleted, load_s,
- table_bytes, index_bytes) = sys.argv[1:]
+ table_bytes, index_bytes, reads, under, http_export, hwm_before, hwm_after, cli_export,
+ reconcile) = sys.argv[1:]
 first, cold, mix = json.loads(first), json.loads(cold), json.loads(mix)
+reads, under = json.loads(reads), json.loads(under)
+http_export, cli_export, reconcile = json.loads(http_export), json.loads(cli_export), json.loads(reconcile)
+slowest = lambda key: max(reads["reads"].items(), key=lambda kv: kv[1][key])
 rows = int(rows)
 print(json.dumps({
     "target_rows": int(target), "rows": rows,
@@ -328,6 +462,15 @@ print(json.dumps({
     "rss_mib": round(int(rss_kib) / 1024, 1),
     "load_seconds": round(float(load_s), 1),
     "table_bytes": json.loads(table_bytes), "index_bytes": json.loads(index_bytes),
+    "reads": reads["reads"], "reads_seconds": reads["seconds"],
+    "read_p50_ms": slowest("p50_ms")[1]["p50_ms"], "read_p50_slowest": slowest("p50_ms")[0],
+    "read_p99_ms": slowest("p99_ms")[1]["p99_ms"], "read_p99_slowest": slowest("p99_ms")[0],
+    "balances_p50_ms": reads["reads"]["admin_balances"]["p50_ms"],
+    "first_rps_under_reads": round(under["rps"], 1),
+    "http_export": http_export,
+    "http_export_rss_growth_mib": round((int(hwm_after) - int(hwm_before)) / 1024, 1),
+    "export": cli_export, "export_eps": cli_export["eps"], "export_rss_mib": cli_export["rss_mib"],
+    "reconcile": reconcile, "reconcile_lps": reconcile["lps"],
 }))
 PY
 done
@@ -351,8 +494,22 @@ r = {
     "rss_mib": top["rss_mib"], "load_seconds": round(load_total, 1), "load_rows": loaded_rows,
     "load_rows_per_s": round(loaded_rows / load_total) if load_total else None,
     "duration_s": int(duration), "clients": int(clients), "fsync": fsync, "shared_buffers": shared_buffers,
+    "scale_read_p50_ms": top["read_p50_ms"], "scale_read_p99_ms": top["read_p99_ms"],
+    "scale_read_p50_slowest": top["read_p50_slowest"], "scale_read_p99_slowest": top["read_p99_slowest"],
+    "scale_balances_p50_ms": top["balances_p50_ms"],
+    # The most any read's median grew from the previous point (N/10) to N.
+    "scale_read_growth": round(max(top["reads"][k]["p50_ms"] / max(curve[-2]["reads"][k]["p50_ms"], 0.01)
+                                   for k in top["reads"]), 2) if len(curve) > 1 else None,
+    "scale_first_rps_under_reads": top["first_rps_under_reads"],
+    "export_eps": top["export_eps"], "export_rss_mib": top["export_rss_mib"],
+    "export_events": top["export"]["events"], "export_http_eps": top["http_export"]["eps"],
+    "export_http_rss_growth_mib": top["http_export_rss_growth_mib"],
+    "reconcile_lps": top["reconcile_lps"], "reconcile_lines": top["reconcile"]["lines"],
+    "reconcile_rss_mib": top["reconcile"]["rss_mib"],
     "curve": [{k: p[k] for k in ("rows", "first_rps", "cold_replay_rps", "mix_rps", "first_p99_ms",
-                                  "cold_replay_p99_ms", "mix_p99_ms", "bytes_per_event")} for p in curve],
+                                  "cold_replay_p99_ms", "mix_p99_ms", "bytes_per_event", "read_p50_ms",
+                                  "read_p99_ms", "balances_p50_ms", "export_eps", "reconcile_lps")}
+              for p in curve],
 }
 with open("target/bench-scale.json", "w") as out:
     json.dump({**r, "points": curve}, out, indent=2)
@@ -361,6 +518,14 @@ print(f"{'stored events':>14}{'first/s':>10}{'p99':>8}{'cold replay/s':>15}{'p99
 for p in curve:
     print(f"{p['rows']:>14,}{p['first_rps']:>10,.0f}{p['first_p99_ms']:>8.1f}{p['cold_replay_rps']:>15,.0f}"
           f"{p['cold_replay_p99_ms']:>8.1f}{p['mix_rps']:>10,.0f}{p['mix_p99_ms']:>8.1f}{p['bytes_per_event'] or 0:>13,}")
+print(f"{'read (median / p99 ms)':<32}" + "".join(f"{p['rows']:>20,}" for p in curve))
+for name in top["reads"]:
+    print(f"{name:<32}" + "".join(f"{p['reads'][name]['p50_ms']:>11.1f} /{p['reads'][name]['p99_ms']:>7.1f}" for p in curve))
+for p in curve:
+    print(f"at {p['rows']:,}: export {p['export']['events']:,} events at {p['export_eps']:,}/s (peak RSS "
+          f"{p['export_rss_mib']} MiB; over HTTP {p['http_export']['eps']:,}/s, gateway peak RSS "
+          f"+{p['http_export_rss_growth_mib']} MiB), reconcile {p['reconcile']['lines']:,} lines at "
+          f"{p['reconcile_lps']:,}/s")
 print(f"at {top['rows']:,} vs 0: first {r['scale_first_ratio']}, cold replay {r['scale_cold_replay_ratio']}, mix {r['scale_mix_ratio']}")
 if loaded_rows:
     print(f"history: {loaded_rows:,} events loaded in {load_total:.0f} s ({r['load_rows_per_s']:,}/s)")
