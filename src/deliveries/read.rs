@@ -424,6 +424,83 @@ pub struct EventDetail {
     pub order: Option<OrderView>,
 }
 
+/// The statements of an event's detail, each one lookup of a unique key (or of
+/// `idx_callback_deliveries_event_id`, which an event id matches at most once per merchant), so
+/// the page costs the same at any size of the history. Built in one place for [`detail`] and
+/// for [`explain_detail`], so the plans shown are those of the statements run.
+mod detail_sql {
+    use super::*;
+    use diesel::dsl::AsSelect as SelectBy;
+    use diesel::pg::Pg;
+    use diesel::sql_types::{Binary, Jsonb, Nullable};
+
+    pub type Delivery<'a> =
+        callback_deliveries::BoxedQuery<'a, Pg, (SelectBy<EventRow, Pg>, Binary)>;
+    pub type Ack<'a> = idempotency_keys::BoxedQuery<'a, Pg, Nullable<Jsonb>>;
+    pub type Transfer<'a> = ledger_transfers::BoxedQuery<'a, Pg, SelectBy<TransferView, Pg>>;
+    pub type Entries<'a> = ledger_entries::BoxedQuery<'a, Pg, SelectBy<EntryView, Pg>>;
+    pub type Payment<'a> = payments::BoxedQuery<'a, Pg, SelectBy<PaymentView, Pg>>;
+    pub type Order<'a> = orders::BoxedQuery<'a, Pg, SelectBy<OrderView, Pg>>;
+
+    pub fn delivery<'a>(provider: &'a str, event_id: &'a str) -> Delivery<'a> {
+        use callback_deliveries as d;
+        d::table
+            .filter(d::provider.eq(provider))
+            .filter(d::event_id.eq(event_id))
+            .order(d::id.desc())
+            .select((EventRow::as_select(), d::body))
+            .limit(1)
+            .into_boxed()
+    }
+
+    pub fn ack<'a>(merchant_id: i64, key: String) -> Ack<'a> {
+        idempotency_keys::table
+            .filter(idempotency_keys::user_id.eq(merchant_id))
+            .filter(idempotency_keys::op.eq("payment.callback"))
+            .filter(idempotency_keys::idem_key.eq(key))
+            .select(idempotency_keys::response_body)
+            .limit(1)
+            .into_boxed()
+    }
+
+    pub fn transfer<'a>(merchant_id: i64, provider: &'a str, event_id: &'a str) -> Transfer<'a> {
+        ledger_transfers::table
+            .filter(ledger_transfers::merchant_id.eq(merchant_id))
+            .filter(ledger_transfers::provider.eq(provider))
+            .filter(ledger_transfers::event_id.eq(event_id))
+            .select(TransferView::as_select())
+            .limit(1)
+            .into_boxed()
+    }
+
+    pub fn entries<'a>(transfer_id: i64) -> Entries<'a> {
+        ledger_entries::table
+            .filter(ledger_entries::transfer_id.eq(transfer_id))
+            .order(ledger_entries::id.asc())
+            .select(EntryView::as_select())
+            .into_boxed()
+    }
+
+    pub fn payment<'a>(merchant_id: i64, provider: &'a str, payment_id: String) -> Payment<'a> {
+        payments::table
+            .filter(payments::merchant_id.eq(merchant_id))
+            .filter(payments::provider.eq(provider))
+            .filter(payments::payment_id.eq(payment_id))
+            .select(PaymentView::as_select())
+            .limit(1)
+            .into_boxed()
+    }
+
+    pub fn order<'a>(order_id: i64, merchant_id: i64) -> Order<'a> {
+        orders::table
+            .filter(orders::id.eq(order_id))
+            .filter(orders::user_id.eq(merchant_id))
+            .select(OrderView::as_select())
+            .limit(1)
+            .into_boxed()
+    }
+}
+
 /// The event `event_id` of `provider`; `payment_id_of` reads the payment id from a body (in
 /// the provider's format) when the event posted no transfer that names it.
 pub async fn detail(
@@ -432,43 +509,27 @@ pub async fn detail(
     event_id: &str,
     payment_id_of: impl FnOnce(&[u8]) -> Option<String>,
 ) -> QueryResult<Option<EventDetail>> {
-    use callback_deliveries as d;
-    let found: Option<(EventRow, Vec<u8>)> = d::table
-        .filter(d::provider.eq(provider))
-        .filter(d::event_id.eq(event_id))
-        .order(d::id.desc())
-        .select((EventRow::as_select(), d::body))
+    let found: Option<(EventRow, Vec<u8>)> = detail_sql::delivery(provider, event_id)
         .first(conn)
         .await
         .optional()?;
     let Some((event, body)) = found else {
         return Ok(None);
     };
-    let ack: Option<serde_json::Value> = idempotency_keys::table
-        .filter(idempotency_keys::user_id.eq(event.merchant_id))
-        .filter(idempotency_keys::op.eq("payment.callback"))
-        .filter(idempotency_keys::idem_key.eq(format!("{provider}:{event_id}")))
-        .select(idempotency_keys::response_body)
-        .first::<Option<serde_json::Value>>(conn)
-        .await
-        .optional()?
-        .flatten();
-    let transfer: Option<TransferView> = ledger_transfers::table
-        .filter(ledger_transfers::merchant_id.eq(event.merchant_id))
-        .filter(ledger_transfers::provider.eq(provider))
-        .filter(ledger_transfers::event_id.eq(event_id))
-        .select(TransferView::as_select())
+    let merchant_id = event.merchant_id;
+    let ack: Option<serde_json::Value> =
+        detail_sql::ack(merchant_id, format!("{provider}:{event_id}"))
+            .first::<Option<serde_json::Value>>(conn)
+            .await
+            .optional()?
+            .flatten();
+    let transfer: Option<TransferView> = detail_sql::transfer(merchant_id, provider, event_id)
         .first(conn)
         .await
         .optional()?;
     let transfer = match transfer {
         Some(transfer) => {
-            let entries = ledger_entries::table
-                .filter(ledger_entries::transfer_id.eq(transfer.id))
-                .order(ledger_entries::id.asc())
-                .select(EntryView::as_select())
-                .load(conn)
-                .await?;
+            let entries = detail_sql::entries(transfer.id).load(conn).await?;
             Some(TransferWithEntries { transfer, entries })
         }
         None => None,
@@ -478,11 +539,7 @@ pub async fn detail(
         None => payment_id_of(&body),
     };
     let payment: Option<PaymentView> = match payment_id {
-        Some(payment_id) => payments::table
-            .filter(payments::merchant_id.eq(event.merchant_id))
-            .filter(payments::provider.eq(provider))
-            .filter(payments::payment_id.eq(payment_id))
-            .select(PaymentView::as_select())
+        Some(payment_id) => detail_sql::payment(merchant_id, provider, payment_id)
             .first(conn)
             .await
             .optional()?,
@@ -493,10 +550,7 @@ pub async fn detail(
         .and_then(|p| p.order_id)
         .or_else(|| transfer.as_ref().and_then(|t| t.transfer.order_id));
     let order: Option<OrderView> = match order_id {
-        Some(order_id) => orders::table
-            .filter(orders::id.eq(order_id))
-            .filter(orders::user_id.eq(event.merchant_id))
-            .select(OrderView::as_select())
+        Some(order_id) => detail_sql::order(order_id, merchant_id)
             .first(conn)
             .await
             .optional()?,
@@ -510,6 +564,43 @@ pub async fn detail(
         payment,
         order,
     }))
+}
+
+/// The plans of the statements [`detail`] runs for an event of `merchant_id` with
+/// `transfer_id`, `payment_id` and `order_id` (EXPLAIN, one line a row; statements apart by a
+/// line `--`), so tests show that each is an index lookup.
+pub async fn explain_detail(
+    conn: &mut AsyncPgConnection,
+    (provider, event_id): (&str, &str),
+    merchant_id: i64,
+    (transfer_id, payment_id, order_id): (i64, &str, i64),
+) -> QueryResult<String> {
+    let plans = [
+        Explain(detail_sql::delivery(provider, event_id))
+            .load::<String>(conn)
+            .await?,
+        Explain(detail_sql::ack(
+            merchant_id,
+            format!("{provider}:{event_id}"),
+        ))
+        .load(conn)
+        .await?,
+        Explain(detail_sql::transfer(merchant_id, provider, event_id))
+            .load(conn)
+            .await?,
+        Explain(detail_sql::entries(transfer_id)).load(conn).await?,
+        Explain(detail_sql::payment(
+            merchant_id,
+            provider,
+            payment_id.to_owned(),
+        ))
+        .load(conn)
+        .await?,
+        Explain(detail_sql::order(order_id, merchant_id))
+            .load(conn)
+            .await?,
+    ];
+    Ok(plans.map(|lines| lines.join("\n")).join("\n--\n"))
 }
 
 #[cfg(test)]

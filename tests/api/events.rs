@@ -628,3 +628,56 @@ async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
         "each run planned for its own event id"
     );
 }
+
+/// The event detail's six statements (the delivery, its ack, its transfer, the transfer's
+/// entries, the payment, the order) are index lookups at 200,000 rows in every table.
+#[tokio::test]
+async fn an_events_detail_is_index_lookups_at_200k_rows() {
+    use diesel_async::AsyncConnection;
+
+    let app = spawn_app().await;
+    load_events(&app, 200_000).await;
+    app.db
+        .batch_execute(
+            "INSERT INTO orders (id, user_id, amount_minor, currency, reference, status) \
+             SELECT g, 42, 1000 + g % 5000, 'USD', 'ref_' || g, 'paid' FROM generate_series(1, 200000) g; \
+             INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency) \
+             SELECT 42, 'acme', 'pay_' || g, g, 'succeeded', 1000 + g % 5000, 'USD' FROM generate_series(1, 200000) g; \
+             INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id) \
+             SELECT g, 42, 'acme', 'evt_' || g, 'payment', g, 'pay_' || g FROM generate_series(1, 200000) g; \
+             INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor) \
+             SELECT g, 42, a.account, 'USD', a.sign * (1000 + g % 5000) \
+             FROM generate_series(1, 200000) g, \
+                  (VALUES ('psp_clearing:acme', 1), ('merchant_payable', -1)) a(account, sign); \
+             INSERT INTO idempotency_keys (user_id, op, idem_key, request_hash, status, response_status, \
+                                           response_body, expires_at) \
+             SELECT 42, 'payment.callback', 'acme:evt_' || g, 'h', 'succeeded', 200, '{}'::jsonb, \
+                    now() + interval '1 day' FROM generate_series(1, 200000) g; \
+             ANALYZE;",
+        )
+        .await
+        .unwrap();
+    let mut conn = AsyncPgConnection::establish(&app.database_url)
+        .await
+        .unwrap();
+    let plans = read::explain_detail(
+        &mut conn,
+        ("acme", "evt_123456"),
+        42,
+        (123_456, "pay_123456", 123_456),
+    )
+    .await
+    .unwrap();
+    println!("-- event detail:\n{plans}\n");
+    let statements: Vec<&str> = plans.split("\n--\n").collect();
+    assert_eq!(statements.len(), 6, "{plans}");
+    for (statement, plan) in ["delivery", "ack", "transfer", "entries", "payment", "order"]
+        .iter()
+        .zip(statements)
+    {
+        assert!(
+            !plan.contains("Seq Scan") && plan.contains("Index"),
+            "{statement}: not an index lookup\n{plan}"
+        );
+    }
+}
