@@ -3,8 +3,10 @@
 # kept-alive connection, the whole body read. Prints one JSON object:
 #   {"reads": {name: {"p50_ms", "p99_ms", "max_ms", "n", "bytes"}}, "seconds": ...}
 #
-#   python3 bench/scale/reads.py HOST:PORT ADMIN_TOKEN MERCHANT PROVIDER LOADS IDS_FILE SINCE UNTIL
+#   python3 bench/scale/reads.py HOST:PORT ADMIN_TOKEN MERCHANT PROVIDER LOADS IDS_FILE SINCE UNTIL [SPREAD]
 #
+# SPREAD (seconds, default 0): the rounds are spaced evenly over it, so the reads sample the
+# whole load under them rather than its first second.
 # IDS_FILE: stored event ids of PROVIDER, one a line; the detail reads and the event-id search
 # take a different one at every load (cold rows at random places of the history, as finance
 # looks events up). SINCE/UNTIL: an RFC 3339 window inside the history for the time filter.
@@ -15,7 +17,8 @@ import sys
 import time
 import urllib.parse
 
-host, token, merchant, provider, loads, ids_file, since, until = sys.argv[1:]
+host, token, merchant, provider, loads, ids_file, since, until = sys.argv[1:9]
+spread = float(sys.argv[9]) if len(sys.argv) > 9 else 0.0
 loads = int(loads)
 ids = [line.strip() for line in open(ids_file) if line.strip()]
 if not ids:
@@ -90,6 +93,9 @@ for i in range(loads):
         body = get(path, headers)
         samples[name].append((time.perf_counter() - t) * 1000)
         size[name] = len(body)
+    pause = started + (i + 1) * spread / loads - time.perf_counter()
+    if pause > 0:
+        time.sleep(pause)
 
 
 def rank(values, q):

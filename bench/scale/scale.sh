@@ -278,25 +278,25 @@ print(json.dumps({"events": r["lines"], "seconds": r["seconds"], "eps": round(r[
                   "rss_mib": r["rss_mib"]}))' "$out"
 }
 
-# `callback-gateway reconcile` of a report of the newest RECONCILE_LINES movements of acme, as
-# the provider would send it (every line matches: exit 0), against the whole ledger.
+# `callback-gateway reconcile` of a report of the newest RECONCILE_LINES movements of acme (and
+# those at the same time as the oldest of them: a capture batch's transfers share their time),
+# as the provider would send it, so every line matches (exit 0), against the whole ledger.
 reconcile_report() {
     local report=target/bench-scale-report.jsonl since until out lines
-    psql "$url" -X -Atq -v ON_ERROR_STOP=1 -c "COPY (
-        SELECT json_build_object('payment_id', t.payment_id, 'kind', t.kind,
-                                 'amount_minor', abs(e.amount_minor), 'currency', e.currency,
-                                 'at', to_char(t.created_at AT TIME ZONE 'UTC', '$utc'),
-                                 'reference', t.event_id)::text
-        FROM (SELECT id, kind, payment_id, event_id, created_at FROM ledger_transfers
-              WHERE merchant_id = 42 AND provider = 'acme'
-              ORDER BY created_at DESC LIMIT $RECONCILE_LINES) AS t
-        JOIN ledger_entries e ON e.transfer_id = t.id AND e.account = 'psp_clearing:acme'
-        ORDER BY t.created_at) TO STDOUT" > "$report"
     IFS='|' read -r since until < <(q "
         SELECT to_char(min(created_at) AT TIME ZONE 'UTC', '$utc'),
                to_char((max(created_at) + interval '1 second') AT TIME ZONE 'UTC', '$utc')
         FROM (SELECT created_at FROM ledger_transfers WHERE merchant_id = 42 AND provider = 'acme'
               ORDER BY created_at DESC LIMIT $RECONCILE_LINES) AS t")
+    psql "$url" -X -Atq -v ON_ERROR_STOP=1 -c "COPY (
+        SELECT json_build_object('payment_id', t.payment_id, 'kind', t.kind,
+                                 'amount_minor', abs(e.amount_minor), 'currency', e.currency,
+                                 'at', to_char(t.created_at AT TIME ZONE 'UTC', '$utc'),
+                                 'reference', t.event_id)::text
+        FROM ledger_transfers t
+        JOIN ledger_entries e ON e.transfer_id = t.id AND e.account = 'psp_clearing:acme'
+        WHERE t.merchant_id = 42 AND t.provider = 'acme' AND t.created_at >= '$since'
+        ORDER BY t.created_at) TO STDOUT" > "$report"
     out=$(DATABASE_URL="$url" python3 bench/scale/timed.py "$bin" --config "$config" reconcile \
         --provider acme "$report" --since "$since" --until "$until")
     lines=$(wc -l < "$report")
@@ -401,8 +401,11 @@ for target_rows in 0 $((ROWS / 10)) "$ROWS"; do
     load --mode first --body realistic --duration "$READ_SECONDS" --first-order "$next" \
         --orders $((reads_end - next)) > target/bench-scale-read-load.json &
     read_load=$!
+    # The load's first seconds are its ramp-up (connections, the pool's first batches): reads
+    # start once it runs at its rate.
+    sleep 5
     reads=$(python3 bench/scale/reads.py "127.0.0.1:$port" "$admin_token" 42 acme "$READ_LOADS" \
-        target/bench-scale-ids.txt "$window_since" "$window_until")
+        target/bench-scale-ids.txt "$window_since" "$window_until" $((READ_SECONDS - 15)))
     kill -0 "$read_load" 2>/dev/null || log "WARNING: the reads outlasted the first deliveries under them (raise READ_SECONDS)"
     wait "$read_load"
     under=$(cat target/bench-scale-read-load.json)
