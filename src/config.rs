@@ -128,7 +128,8 @@ pub struct DatabaseSettings {
 /// The ledger's background work.
 #[derive(Debug, Clone)]
 pub struct LedgerSettings {
-    /// How often the balance checkpoints move forward (a read adds the entries after them).
+    /// How often the read caches move forward: balance checkpoints and the chart's per-minute
+    /// counts (a read adds what came after them).
     pub checkpoint_interval: Duration,
 }
 

@@ -39,16 +39,26 @@ pub async fn run_exclusive_pass(database_url: &str) -> anyhow::Result<Option<Mov
     Ok(Some(pass(&mut conn).await?))
 }
 
+/// How often a gateway that lost the election tries again: each try is a new connection, and
+/// a slower takeover after the elected gateway stops only makes reads add a longer tail.
+const ELECTION_RETRY: Duration = Duration::from_secs(30);
+
 /// A pass every `interval`, forever. The elected gateway keeps its connection (and with it the
 /// lock) between passes, so a short interval costs no new connection a pass; a failed pass
-/// drops it, and the next tick runs the election again.
+/// drops it, and the next tick runs the election again. The others try every
+/// [`ELECTION_RETRY`] (or every interval, if that is longer).
 pub async fn run_periodically(database_url: String, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut elected: Option<AsyncPgConnection> = None;
+    let mut next_election = tokio::time::Instant::now();
     loop {
         ticker.tick().await;
         if elected.is_none() {
+            if tokio::time::Instant::now() < next_election {
+                continue;
+            }
+            next_election = tokio::time::Instant::now() + ELECTION_RETRY;
             match db::connect_holding_lock(&database_url, LOCK_KEY).await {
                 Ok(conn) => elected = conn,
                 Err(error) => {
@@ -71,6 +81,7 @@ pub async fn run_periodically(database_url: String, interval: Duration) {
             Err(error) => {
                 tracing::warn!(error = %error, "read caches pass failed; will retry");
                 elected = None;
+                next_election = tokio::time::Instant::now();
             }
         }
     }
