@@ -34,6 +34,85 @@ pub struct Settings {
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
     pub console: ConsoleSettings,
+    /// `[[merchants]]`: the merchants that hear of their orders' changes.
+    pub merchants: Vec<MerchantSettings>,
+    pub notifications: NotificationSettings,
+}
+
+/// A merchant of `[[merchants]]`: its notification endpoint, if it has one.
+#[derive(Debug, Clone)]
+pub struct MerchantSettings {
+    pub id: i64,
+    /// `None`: the merchant gets no notifications.
+    pub endpoint: Option<NotifyEndpoint>,
+}
+
+/// Where a merchant's notifications go and the Standard Webhooks secret that signs them.
+#[derive(Debug, Clone)]
+pub struct NotifyEndpoint {
+    /// `https://`, or `http://` on a loopback address; never printed whole (its query may hold
+    /// a token): see [`NotifyEndpoint::shown`].
+    pub url: reqwest::Url,
+    /// `whsec_` + base64, at least 16 bytes of key.
+    pub secret: Secret,
+}
+
+impl NotifyEndpoint {
+    /// The URL as it may be printed: scheme, host, port and path, without the query.
+    pub fn shown(&self) -> String {
+        let mut url = self.url.clone();
+        let had_query = url.query().is_some();
+        url.set_query(None);
+        if had_query {
+            format!("{url}?(query hidden)")
+        } else {
+            url.to_string()
+        }
+    }
+}
+
+/// Merchant notifications: how the sender in `serve` delivers them, and how long delivered
+/// ones are kept.
+#[derive(Debug, Clone)]
+pub struct NotificationSettings {
+    /// Delivered notifications are deleted this long after their delivery.
+    pub retention: Duration,
+    /// Attempts one gateway has in flight at once, over all merchants.
+    pub concurrency: usize,
+    /// Attempts one gateway has in flight at once for one merchant, so a slow endpoint holds
+    /// at most this many of the others' slots.
+    pub per_merchant_concurrency: usize,
+    /// Upper bound of one attempt (connect, request, answer); the contract's 15 s by default.
+    pub attempt_timeout: Duration,
+    /// The waits before the second, third... attempt (each +-20% jitter); after the last
+    /// attempt a notification is failed. Tests shorten it.
+    pub retry_delays: Vec<Duration>,
+    /// How often a sender looks for due notifications it was not woken for (those staged by
+    /// another gateway, retries coming due).
+    pub poll_interval: Duration,
+}
+
+impl NotificationSettings {
+    /// The contract's schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+    pub const DEFAULT_RETRY_DELAYS_MS: [u64; 7] = [
+        5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000,
+    ];
+
+    /// How long a claimed notification is kept from other senders: twice the attempt's bound,
+    /// so a live attempt has finished and stored its result long before, and one of a sender
+    /// that died is sent again within it (30 s by default, within the contract's 60 s).
+    pub fn claim_lease(&self) -> Duration {
+        self.attempt_timeout.saturating_mul(2)
+    }
+
+    /// The merchants whose notifications this gateway sends, with their endpoints.
+    pub fn endpoints(
+        merchants: &[MerchantSettings],
+    ) -> impl Iterator<Item = (i64, &NotifyEndpoint)> {
+        merchants
+            .iter()
+            .filter_map(|m| m.endpoint.as_ref().map(|e| (m.id, e)))
+    }
 }
 
 /// The web console.
@@ -164,6 +243,9 @@ pub struct ProviderSettings {
     /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
     /// provider may be live, and a sample capture would move a real merchant's books.
     pub test: bool,
+    /// Whether this provider's merchant has a notification endpoint (`[[merchants]]`): its
+    /// changes then stage notifications.
+    pub notifies: bool,
 }
 
 /// Where and how the gateway calls a provider's refund API.
@@ -230,6 +312,29 @@ struct RawSettings {
     console: RawConsole,
     #[serde(default)]
     ledger: RawLedger,
+    #[serde(default)]
+    merchants: Vec<RawMerchant>,
+    #[serde(default)]
+    notifications: RawNotifications,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMerchant {
+    id: Option<i64>,
+    notify_url: Option<String>,
+    notify_secret: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotifications {
+    retention_hours: Option<u64>,
+    concurrency: Option<u64>,
+    per_merchant_concurrency: Option<u64>,
+    attempt_timeout_ms: Option<u64>,
+    retry_delays_ms: Option<Vec<u64>>,
+    poll_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -457,6 +562,12 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         providers.push(provider);
     }
 
+    let merchants = validate_merchants(raw.merchants, env)?;
+    for provider in &mut providers {
+        provider.notifies =
+            NotificationSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
+    }
+    let notifications = validate_notifications(raw.notifications)?;
     let refunds = validate_refunds(raw.refunds)?;
     let checkpoint_interval_secs = raw.ledger.checkpoint_interval_secs.unwrap_or(1);
     within(
@@ -498,7 +609,167 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         refunds,
         console,
         ledger,
+        merchants,
+        notifications,
     })
+}
+
+/// `[[merchants]]`: ids unique and positive; `notify_url` and `notify_secret` both or neither.
+fn validate_merchants(
+    raw: Vec<RawMerchant>,
+    env: &dyn Environment,
+) -> Result<Vec<MerchantSettings>, ConfigError> {
+    let mut merchants: Vec<MerchantSettings> = Vec::with_capacity(raw.len());
+    for (index, merchant) in raw.into_iter().enumerate() {
+        let field = |name: &str| format!("merchants[{index}].{name}");
+        let id = merchant
+            .id
+            .ok_or_else(|| ConfigError(format!("{} is required", field("id"))))?;
+        if id <= 0 {
+            return Err(ConfigError(format!(
+                "{} must be greater than 0",
+                field("id")
+            )));
+        }
+        if merchants.iter().any(|m| m.id == id) {
+            return Err(ConfigError(format!(
+                "{}: merchant {id} is listed twice",
+                field("id")
+            )));
+        }
+        let endpoint = match (merchant.notify_url, merchant.notify_secret) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError(format!(
+                    "{} is required when notify_url is set",
+                    field("notify_secret")
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError(format!(
+                    "{} is required when notify_secret is set",
+                    field("notify_url")
+                )));
+            }
+            (Some(url), Some(secret)) => {
+                let url = outbound_url(&field("notify_url"), &url, true)?;
+                let name = field("notify_secret");
+                let secret = resolve_secret(&name, &secret, env)?;
+                let key = secret.standard_webhooks_key().ok_or_else(|| {
+                    ConfigError(format!(
+                        "{name}: a Standard Webhooks secret is whsec_ followed by base64"
+                    ))
+                })?;
+                long_enough(&name, key.len())?;
+                Some(NotifyEndpoint { url, secret })
+            }
+        };
+        merchants.push(MerchantSettings { id, endpoint });
+    }
+    Ok(merchants)
+}
+
+fn validate_notifications(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
+    let retention_hours = raw.retention_hours.unwrap_or(168);
+    within(
+        "notifications.retention_hours",
+        retention_hours,
+        1,
+        MAX_HOURS,
+    )?;
+    let concurrency = raw.concurrency.unwrap_or(64);
+    within("notifications.concurrency", concurrency, 1, 1000)?;
+    let per_merchant = raw.per_merchant_concurrency.unwrap_or(8);
+    within(
+        "notifications.per_merchant_concurrency",
+        per_merchant,
+        1,
+        concurrency,
+    )?;
+    // The contract bounds an attempt by 15 s; the setting may only shorten it (tests do).
+    let attempt_timeout_ms = raw.attempt_timeout_ms.unwrap_or(15_000);
+    within(
+        "notifications.attempt_timeout_ms",
+        attempt_timeout_ms,
+        100,
+        15_000,
+    )?;
+    let delays = raw
+        .retry_delays_ms
+        .unwrap_or_else(|| NotificationSettings::DEFAULT_RETRY_DELAYS_MS.to_vec());
+    within(
+        "notifications.retry_delays_ms (its length)",
+        delays.len() as u64,
+        1,
+        20,
+    )?;
+    for (i, delay) in delays.iter().enumerate() {
+        // A week at most: beyond it the endpoint is disabled long before (5 days).
+        within(
+            &format!("notifications.retry_delays_ms[{i}]"),
+            *delay,
+            1,
+            7 * 24 * 3_600_000,
+        )?;
+    }
+    // A dead sender's claim passes after twice the attempt timeout; with this poll the row is
+    // sent again within the contract's 60 s.
+    let poll_interval_ms = raw.poll_interval_ms.unwrap_or(1000);
+    within(
+        "notifications.poll_interval_ms",
+        poll_interval_ms,
+        10,
+        30_000,
+    )?;
+    Ok(NotificationSettings {
+        retention: hours(retention_hours),
+        concurrency: concurrency as usize,
+        per_merchant_concurrency: per_merchant as usize,
+        attempt_timeout: Duration::from_millis(attempt_timeout_ms),
+        retry_delays: delays.into_iter().map(Duration::from_millis).collect(),
+        poll_interval: Duration::from_millis(poll_interval_ms),
+    })
+}
+
+/// A URL the gateway calls out to: `https://`, or `http://` only on a loopback address; no
+/// `user:password@`, no fragment, and a query only when `query_allowed`. Errors never repeat
+/// the value (until it is known to carry no userinfo, it may hold a password).
+fn outbound_url(
+    field: &str,
+    value: &str,
+    query_allowed: bool,
+) -> Result<reqwest::Url, ConfigError> {
+    let parsed =
+        reqwest::Url::parse(value).map_err(|e| ConfigError(format!("{field}: not a URL: {e}")))?;
+    // A password in the URL would reach every log line that names it (reqwest's errors quote
+    // the URL); credentials belong in secrets, which are never logged.
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ConfigError(format!(
+            "{field}: must not carry user:password@"
+        )));
+    }
+    if value.len() > 2048 {
+        return Err(ConfigError(format!("{field}: longer than 2048 characters")));
+    }
+    let host = parsed.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let allowed = match parsed.scheme() {
+        "https" => parsed.host().is_some(),
+        "http" => loopback,
+        _ => false,
+    };
+    let query_ok = query_allowed || parsed.query().is_none();
+    if !allowed || !query_ok || parsed.fragment().is_some() {
+        let query = if query_allowed { "" } else { " without query" };
+        return Err(ConfigError(format!(
+            "{field}: must be an https:// URL{query} (http:// only on 127.0.0.0/8, ::1 or localhost)"
+        )));
+    }
+    Ok(parsed)
 }
 
 fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
@@ -573,35 +844,7 @@ fn validate_refund_api(
             )));
         }
     };
-    // Neither error below repeats the value: until it is known to carry no userinfo, it may
-    // hold a password.
-    let parsed = reqwest::Url::parse(&base_url)
-        .map_err(|e| ConfigError(format!("{}: not a URL: {e}", field("api_base_url"))))?;
-    // A password in the URL would reach every log line that names it (reqwest's errors quote
-    // the URL); the provider's credential is `api_key`, a secret that is never logged.
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(ConfigError(format!(
-            "{}: must not carry user:password@ (put the credential in api_key)",
-            field("api_base_url")
-        )));
-    }
-    let host = parsed.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    let allowed = match parsed.scheme() {
-        "https" => parsed.host().is_some(),
-        "http" => loopback,
-        _ => false,
-    };
-    if !allowed || parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(ConfigError(format!(
-            "{}: {base_url:?} must be an https:// URL without query (http:// only on 127.0.0.0/8, ::1 or localhost)",
-            field("api_base_url")
-        )));
-    }
+    outbound_url(&field("api_base_url"), &base_url, false)?;
     let api_key = resolve_secret(&field("api_key"), &api_key, env)?;
     Ok(Some(RefundApi {
         base_url: base_url.trim_end_matches('/').to_owned(),
@@ -714,6 +957,7 @@ fn validate_provider(
         ttl: hours(ttl_hours),
         refund_api,
         test: raw.test.unwrap_or(false),
+        notifies: false,
     })
 }
 

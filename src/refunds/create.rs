@@ -26,6 +26,7 @@ use crate::db::PgPool;
 use crate::idempotency::Executed;
 use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
+use crate::notifications::Notifying;
 use crate::orders::model::{Order, OrderStatus};
 use crate::payments::model::OrderPayment;
 
@@ -58,6 +59,8 @@ pub struct Refunds {
     /// recoverer or a client's retry; it doubles with each unknown outcome, up to 15 minutes.
     pub retry_backoff: Duration,
     pub render: RenderRefund,
+    /// Whose refund requests' ends stage notifications, and the sender to wake after them.
+    pub notifying: Notifying,
 }
 
 /// A refund request held by this attempt, to be sent to the provider.
@@ -199,68 +202,83 @@ pub async fn resolve(
     request_id: i64,
     resolution: Resolution,
 ) -> Result<RefundStatus, ResolveError> {
-    conn.transaction(async |conn| {
-        let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
-            .await?
-            .ok_or(ResolveError::NotFound)?;
-        match RefundStatus::parse(&found.status) {
-            Some(RefundStatus::Processing) if found.idle => {
-                let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
-                let lease =
-                    lease::take_over(conn, record_id, found.lease_token.as_deref(), refunds.lease)
-                        .await?
-                        .ok_or(ResolveError::NotResolvable)?;
-                let request = request_of(conn, &lease).await?;
-                let known = match resolution {
-                    Resolution::Accepted { provider_refund_id } => {
-                        Known::Accepted(provider_refund_id)
-                    }
-                    Resolution::Declined { message } => {
-                        Known::Declined(format!("resolved by an operator: {message}"))
-                    }
-                };
-                match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
-                    Some(Stored::Done(Executed::First {
-                        output: RefundOutcome::Accepted { status, .. },
-                        ..
-                    })) => Ok(status),
-                    Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
-                    Some(Stored::RefundIdInUse { held_by }) => {
-                        Err(ResolveError::RefundIdInUse { held_by })
-                    }
-                    None => Err(ResolveError::NotResolvable),
-                }
-            }
-            Some(RefundStatus::Pending) => {
-                // The order's row lock first, as the refund webhook takes it before it settles.
-                Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
-                match resolution {
-                    Resolution::Accepted { provider_refund_id } => {
-                        let request = RefundRequest::for_id(conn, request_id).await?;
-                        if let Some(held_by) =
-                            RefundRequest::holder_of_refund_id(conn, &request, &provider_refund_id)
-                                .await?
-                        {
-                            return Err(ResolveError::RefundIdInUse { held_by });
+    let resolved = conn
+        .transaction(async |conn| {
+            let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
+                .await?
+                .ok_or(ResolveError::NotFound)?;
+            match RefundStatus::parse(&found.status) {
+                Some(RefundStatus::Processing) if found.idle => {
+                    let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
+                    let lease = lease::take_over(
+                        conn,
+                        record_id,
+                        found.lease_token.as_deref(),
+                        refunds.lease,
+                    )
+                    .await?
+                    .ok_or(ResolveError::NotResolvable)?;
+                    let request = request_of(conn, &lease).await?;
+                    let known = match resolution {
+                        Resolution::Accepted { provider_refund_id } => {
+                            Known::Accepted(provider_refund_id)
                         }
-                        RefundRequest::corrected(conn, request_id, &provider_refund_id)
+                        Resolution::Declined { message } => {
+                            Known::Declined(format!("resolved by an operator: {message}"))
+                        }
+                    };
+                    match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
+                        Some(Stored::Done(Executed::First {
+                            output: RefundOutcome::Accepted { status, .. },
+                            ..
+                        })) => Ok(status),
+                        Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
+                        Some(Stored::RefundIdInUse { held_by }) => {
+                            Err(ResolveError::RefundIdInUse { held_by })
+                        }
+                        None => Err(ResolveError::NotResolvable),
+                    }
+                }
+                Some(RefundStatus::Pending) => {
+                    // The order's row lock first, as the refund webhook takes it before it settles.
+                    Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
+                    match resolution {
+                        Resolution::Accepted { provider_refund_id } => {
+                            let request = RefundRequest::for_id(conn, request_id).await?;
+                            if let Some(held_by) = RefundRequest::holder_of_refund_id(
+                                conn,
+                                &request,
+                                &provider_refund_id,
+                            )
                             .await?
-                            .ok_or(ResolveError::NotResolvable)
-                    }
-                    Resolution::Declined { message } => {
-                        let message = format!("withdrawn by an operator: {message}");
-                        if RefundRequest::withdrawn(conn, request_id, &message).await? {
-                            Ok(RefundStatus::Failed)
-                        } else {
-                            Err(ResolveError::NotResolvable)
+                            {
+                                return Err(ResolveError::RefundIdInUse { held_by });
+                            }
+                            let notify = refunds.notifying.wants(found.merchant_id);
+                            RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
+                                .await?
+                                .ok_or(ResolveError::NotResolvable)
+                        }
+                        Resolution::Declined { message } => {
+                            let message = format!("withdrawn by an operator: {message}");
+                            let notify = refunds.notifying.wants(found.merchant_id);
+                            if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
+                                Ok(RefundStatus::Failed)
+                            } else {
+                                Err(ResolveError::NotResolvable)
+                            }
                         }
                     }
                 }
+                _ => Err(ResolveError::NotResolvable),
             }
-            _ => Err(ResolveError::NotResolvable),
-        }
-    })
-    .await
+        })
+        .await;
+    if resolved.is_ok() {
+        // The resolution may have ended the request: its notification goes out now.
+        refunds.notifying.wake_handle().wake();
+    }
+    resolved
 }
 
 /// What the holder of a takeover may do: call the provider; or nothing, because the request's
@@ -479,7 +497,10 @@ async fn settle(
         .transaction(async |conn| store_known(conn, refunds, &attempt, &known).await)
         .await;
     match stored {
-        Ok(Some(Stored::Done(executed))) => Ok(executed),
+        Ok(Some(Stored::Done(executed))) => {
+            refunds.notifying.committed(attempt.request.merchant_id);
+            Ok(executed)
+        }
         Ok(Some(Stored::RefundIdInUse { held_by })) => {
             tracing::error!(
                 refund_request_id = request_id,
@@ -580,7 +601,8 @@ async fn store_known(
             {
                 return Ok(Some(Stored::RefundIdInUse { held_by }));
             }
-            let status = RefundRequest::accepted(conn, request.id, refund_id)
+            let notify = refunds.notifying.wants(request.merchant_id);
+            let status = RefundRequest::accepted(conn, request.id, refund_id, notify)
                 .await?
                 .ok_or_else(|| corrupt("a held refund request was not processing"))?;
             RefundOutcome::Accepted {
@@ -590,7 +612,8 @@ async fn store_known(
             }
         }
         Known::Declined(message) => {
-            RefundRequest::declined(conn, request.id, message).await?;
+            let notify = refunds.notifying.wants(request.merchant_id);
+            RefundRequest::declined(conn, request.id, message, notify).await?;
             RefundOutcome::Refused(RefundRefusal {
                 kind: RefusalKind::ProviderDeclined,
                 message: message.clone(),

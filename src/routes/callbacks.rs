@@ -7,9 +7,9 @@ use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::Completion;
-use crate::idempotency::{self};
+use crate::idempotency::{self, Executed};
 use crate::metrics::Metrics;
-use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome};
+use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
 use crate::payments::callback::ProcessCallback;
 use crate::payments::effect::Source;
 use crate::providers::Providers;
@@ -72,6 +72,7 @@ pub async fn receive_callback(
         Source {
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
+            notify: provider.settings().notifies,
         },
         provider.read_event(&body),
         &state.capture_batcher,
@@ -81,6 +82,12 @@ pub async fn receive_callback(
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event_id));
     let executed = idempotency::execute(&state.pool, &idempotent, &work, &respond).await?;
+    if let Executed::First { output, .. } = &executed
+        && matches!(output.outcome, Outcome::Applied | Outcome::Held)
+    {
+        // Committed: the sender finds what the change staged now rather than at its next poll.
+        state.notifying.committed(provider.merchant_id());
+    }
     Ok(idempotent_response(executed, |outcome| {
         outcome.outcome.as_str()
     }))

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::Settings;
 use crate::db::PgPool;
+use crate::notifications::Notifying;
 use crate::payments::batcher::Batcher;
 use crate::payments::capture::Capture;
 
@@ -17,4 +18,6 @@ pub struct AppState {
     pub all_pools: Arc<Mutex<Vec<PgPool>>>,
     pub settings: Arc<Settings>,
     pub latest_migration: String,
+    /// The merchants whose changes stage notifications, and this process's sender to wake.
+    pub notifying: Notifying,
 }
