@@ -19,6 +19,7 @@ mod hardening;
 mod health;
 mod migrations;
 mod money;
+mod notifications;
 mod operability;
 mod orders;
 mod reconcile;

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cluster;
 pub mod provider;
+pub mod receiver;
 pub mod sign;
 pub mod simulator;
 
