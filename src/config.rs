@@ -1302,6 +1302,113 @@ mod tests {
         assert!(!SecureCookie::WhenHttps.applies(false));
     }
 
+    const WHSEC: &str = "whsec_bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA==";
+
+    fn merchant(extra: &str) -> String {
+        format!(
+            "{}[[merchants]]\nid = 42\nnotify_url = \"https://merchant.example/hooks\"\nnotify_secret = \"{WHSEC}\"\n{extra}",
+            provider("")
+        )
+    }
+
+    #[test]
+    fn notifications_default_to_the_contract_schedule_and_a_168_hour_retention() {
+        let settings = Settings::from_toml("", &env()).unwrap();
+        let n = &settings.notifications;
+        assert_eq!(n.retention, Duration::from_secs(168 * 3600));
+        assert_eq!(n.attempt_timeout, Duration::from_secs(15));
+        assert_eq!(n.claim_lease(), Duration::from_secs(30));
+        assert_eq!(
+            n.retry_delays,
+            [5, 300, 1800, 7200, 18_000, 36_000, 36_000].map(Duration::from_secs)
+        );
+        assert_eq!((n.concurrency, n.per_merchant_concurrency), (64, 8));
+        assert!(settings.merchants.is_empty());
+    }
+
+    #[test]
+    fn a_merchant_with_an_endpoint_makes_its_providers_notify_and_reads_env_secrets() {
+        let env = FakeEnv(HashMap::from([
+            ("DATABASE_URL", "postgres://u@localhost/db"),
+            ("MERCHANT_42_WHSEC", WHSEC),
+        ]));
+        let text = format!(
+            "{}[[merchants]]\nid = 42\nnotify_url = \"http://127.0.0.1:9000/h?k=v\"\nnotify_secret = \"env:MERCHANT_42_WHSEC\"\n[[merchants]]\nid = 43\n",
+            provider("")
+        );
+        let settings = Settings::from_toml(&text, &env).unwrap();
+        assert!(settings.providers[0].notifies);
+        let endpoint = settings.merchants[0].endpoint.as_ref().unwrap();
+        assert_eq!(endpoint.secret.expose(), WHSEC);
+        assert_eq!(endpoint.shown(), "http://127.0.0.1:9000/h?(query hidden)");
+        assert!(settings.merchants[1].endpoint.is_none());
+        assert!(!format!("{settings:?}").contains("bWVyY2hhbnQ"));
+        let settings = Settings::from_toml(&provider(""), &env).unwrap();
+        assert!(!settings.providers[0].notifies);
+    }
+
+    #[test]
+    fn merchants_and_notification_settings_out_of_their_bounds_name_the_field() {
+        let cases = [
+            (
+                merchant("[[merchants]]\nid = 42\n"),
+                "merchants[1].id: merchant 42 is listed twice",
+            ),
+            (
+                "[[merchants]]\nid = 0\n".to_owned(),
+                "merchants[0].id must be greater than 0",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\n".to_owned(),
+                "merchants[0].notify_secret is required",
+            ),
+            (
+                format!("[[merchants]]\nid = 1\nnotify_url = \"http://m.example/h\"\nnotify_secret = \"{WHSEC}\"\n"),
+                "merchants[0].notify_url: must be an https:// URL",
+            ),
+            (
+                format!("[[merchants]]\nid = 1\nnotify_url = \"https://u:p@m.example/h\"\nnotify_secret = \"{WHSEC}\"\n"),
+                "merchants[0].notify_url: must not carry user:password@",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\nnotify_secret = \"not-a-whsec!\"\n".to_owned(),
+                "merchants[0].notify_secret: a Standard Webhooks secret",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\nnotify_secret = \"whsec_AAAAAAAAAAAAAAAA\"\n".to_owned(),
+                "merchants[0].notify_secret must be at least 16 bytes",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify = true\n".to_owned(),
+                "unknown field `notify`",
+            ),
+            (
+                "[notifications]\nattempt_timeout_ms = 15001\n".to_owned(),
+                "notifications.attempt_timeout_ms",
+            ),
+            (
+                "[notifications]\nconcurrency = 4\nper_merchant_concurrency = 5\n".to_owned(),
+                "notifications.per_merchant_concurrency",
+            ),
+            (
+                "[notifications]\nretry_delays_ms = []\n".to_owned(),
+                "notifications.retry_delays_ms",
+            ),
+            (
+                "[notifications]\nretention_hours = 0\n".to_owned(),
+                "notifications.retention_hours",
+            ),
+            (
+                "[notifications]\npoll_interval_ms = 60000\n".to_owned(),
+                "notifications.poll_interval_ms",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = error_of(&text);
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+    }
+
     #[test]
     fn the_api_pool_defaults_to_four() {
         let settings = Settings::from_toml("", &env()).unwrap();
