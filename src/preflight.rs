@@ -154,16 +154,13 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     let notifications = &settings.notifications;
     let _ = writeln!(
         out,
-        "{:<14}{}",
+        "{:<14}{} in flight ({} per merchant), attempt timeout {}, {} retries, delivered kept {}h",
         "notifications",
-        format!(
-            "{} in flight ({} per merchant), attempt timeout {}, {} retries, delivered kept {}h",
-            notifications.concurrency,
-            notifications.per_merchant_concurrency,
-            millis(notifications.attempt_timeout),
-            notifications.retry_delays.len(),
-            notifications.retention.as_secs() / 3600
-        ),
+        notifications.concurrency,
+        notifications.per_merchant_concurrency,
+        millis(notifications.attempt_timeout),
+        notifications.retry_delays.len(),
+        notifications.retention.as_secs() / 3600
     );
     let _ = writeln!(out, "{:<14}{}", "merchants", settings.merchants.len());
     for m in &settings.merchants {
