@@ -11,7 +11,7 @@
 //! and one stores many results; a commit that staged a notification in this process wakes the
 //! sender at once, others are found by the poll.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +34,10 @@ pub const LINGER: Duration = Duration::from_millis(10);
 
 /// How often the backlog gauges are read from the database.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+
+/// A merchant may hold this many times its attempts' bound in claimed rows waiting for a slot,
+/// so a fast endpoint is kept busy between two claims.
+const QUEUE_FACTOR: usize = 3;
 
 /// At most this much of an endpoint's answer is read (so the connection can be reused); the
 /// status alone decides.
@@ -112,10 +116,8 @@ impl Sender {
 
     /// Sends forever (until the task is aborted).
     pub async fn run(mut self) {
-        let concurrency = self.settings.concurrency;
-        let (done_tx, mut done_rx) = mpsc::channel::<Done>(concurrency);
-        let mut in_flight: HashMap<i64, usize> = HashMap::new();
-        let mut total = 0usize;
+        let (done_tx, mut done_rx) = mpsc::channel::<Done>(self.settings.concurrency);
+        let mut work = Work::new(&self.settings, done_tx);
         let mut results: Vec<Recorded> = Vec::new();
         let mut conn: Option<AsyncPgConnection> = None;
         let mut last_round = Instant::now();
@@ -123,20 +125,20 @@ impl Sender {
         // The last claim filled some merchant's room: more may be due, so claim again soon.
         let mut more_due = true;
         loop {
-            if !more_due || total >= concurrency {
+            if !more_due || work.claimable() == 0 {
                 tokio::select! {
                     () = self.wake.woken() => {}
                     () = tokio::time::sleep(self.settings.poll_interval) => {}
                     Some(done) = done_rx.recv() => {
-                        total -= 1;
-                        results.push(self.finished(done, &mut in_flight));
+                        results.push(self.finished(&done));
+                        work.finished(&done, &self.targets, &self.http);
                     }
                 }
             }
             tokio::time::sleep_until(last_round + LINGER).await;
             while let Ok(done) = done_rx.try_recv() {
-                total -= 1;
-                results.push(self.finished(done, &mut in_flight));
+                results.push(self.finished(&done));
+                work.finished(&done, &self.targets, &self.http);
             }
             last_round = Instant::now();
             self.metrics.record_notification_sender_round();
@@ -159,7 +161,7 @@ impl Sender {
                     }
                     Err(error) => {
                         // Kept for the next round: at most one per attempt, and no claim happens
-                        // without a connection, so this stays bounded by the concurrency.
+                        // without a connection, so this stays bounded.
                         tracing::warn!(%error, results = results.len(), "storing notification attempts failed; will retry");
                         conn = None;
                         more_due = false;
@@ -180,17 +182,18 @@ impl Sender {
                     }
                 }
             }
-            let free = concurrency.saturating_sub(total);
-            let (merchants, rooms) = self.rooms(&in_flight, free);
+            self.merchants.rotate_left(1);
+            let (merchants, rooms) = work.rooms(&self.merchants);
             if merchants.is_empty() {
                 more_due = false;
                 continue;
             }
+            let limit = work.claimable();
             let claimed = match model::claim(
                 db,
                 &merchants,
                 &rooms,
-                i64::try_from(free).unwrap_or(i64::MAX),
+                i64::try_from(limit).unwrap_or(i64::MAX),
                 self.settings.claim_lease(),
             )
             .await
@@ -203,46 +206,13 @@ impl Sender {
                     continue;
                 }
             };
-            more_due = claimed.len() >= free || filled_a_room(&claimed, &merchants, &rooms);
-            for notification in claimed {
-                let Some(target) = self.targets.get(&notification.merchant_id).cloned() else {
-                    continue;
-                };
-                *in_flight.entry(notification.merchant_id).or_default() += 1;
-                total += 1;
-                tokio::spawn(attempt(
-                    self.http.clone(),
-                    target,
-                    notification,
-                    done_tx.clone(),
-                ));
-            }
+            more_due = claimed.len() >= limit || filled_a_room(&claimed, &merchants, &rooms);
+            work.claimed(claimed, &self.targets, &self.http);
         }
-    }
-
-    /// The merchants to ask and the room of each: free per-merchant slots, starting one further
-    /// along the list each claim.
-    fn rooms(&mut self, in_flight: &HashMap<i64, usize>, free: usize) -> (Vec<i64>, Vec<i32>) {
-        if free == 0 {
-            return (Vec::new(), Vec::new());
-        }
-        self.merchants.rotate_left(1);
-        let per_merchant = self.settings.per_merchant_concurrency;
-        self.merchants
-            .iter()
-            .filter_map(|m| {
-                let busy = in_flight.get(m).copied().unwrap_or(0);
-                let room = per_merchant.saturating_sub(busy).min(free);
-                (room > 0).then(|| (*m, i32::try_from(room).unwrap_or(i32::MAX)))
-            })
-            .unzip()
     }
 
     /// Counts an attempt's end and turns its answer into the result to store.
-    fn finished(&self, done: Done, in_flight: &mut HashMap<i64, usize>) -> Recorded {
-        if let Some(count) = in_flight.get_mut(&done.merchant_id) {
-            *count = count.saturating_sub(1);
-        }
+    fn finished(&self, done: &Done) -> Recorded {
         self.metrics
             .record_notification_attempt(done.answer.label());
         let next = schedule::next(
@@ -292,6 +262,145 @@ impl Sender {
             }
         }
         conn.as_mut()
+    }
+}
+
+/// What the sender holds: per merchant, the attempts in flight and the claimed rows waiting for
+/// a slot. A merchant's next row goes out the moment one of its attempts ends, without waiting
+/// for a round; a claim asks each merchant for what its slots and its queue have room for.
+struct Work {
+    concurrency: usize,
+    per_merchant: usize,
+    /// Claimed rows a merchant may hold beyond its attempts in flight.
+    queue_depth: usize,
+    attempt_timeout: Duration,
+    lease: Duration,
+    in_flight: HashMap<i64, usize>,
+    total_in_flight: usize,
+    queued: HashMap<i64, VecDeque<(Notification, Instant)>>,
+    total_queued: usize,
+    done: mpsc::Sender<Done>,
+}
+
+impl Work {
+    fn new(settings: &NotificationSettings, done: mpsc::Sender<Done>) -> Self {
+        Self {
+            concurrency: settings.concurrency,
+            per_merchant: settings.per_merchant_concurrency,
+            queue_depth: settings.per_merchant_concurrency * QUEUE_FACTOR,
+            attempt_timeout: settings.attempt_timeout,
+            lease: settings.claim_lease(),
+            in_flight: HashMap::new(),
+            total_in_flight: 0,
+            queued: HashMap::new(),
+            total_queued: 0,
+            done,
+        }
+    }
+
+    /// How many more rows the sender may claim now: its in-flight bound, plus as many queued.
+    fn claimable(&self) -> usize {
+        (self.concurrency * (1 + QUEUE_FACTOR))
+            .saturating_sub(self.total_in_flight + self.total_queued)
+    }
+
+    /// The merchants to ask, in `order`, and the room of each.
+    fn rooms(&self, order: &[i64]) -> (Vec<i64>, Vec<i32>) {
+        let free = self.claimable();
+        if free == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        order
+            .iter()
+            .filter_map(|m| {
+                let held = self.in_flight.get(m).copied().unwrap_or(0)
+                    + self.queued.get(m).map_or(0, VecDeque::len);
+                let room = (self.per_merchant + self.queue_depth)
+                    .saturating_sub(held)
+                    .min(free);
+                (room > 0).then(|| (*m, i32::try_from(room).unwrap_or(i32::MAX)))
+            })
+            .unzip()
+    }
+
+    /// Queues freshly claimed rows and starts what the slots allow.
+    fn claimed(
+        &mut self,
+        rows: Vec<Notification>,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        let now = Instant::now();
+        let mut merchants = Vec::new();
+        for row in rows {
+            merchants.push(row.merchant_id);
+            self.queued
+                .entry(row.merchant_id)
+                .or_default()
+                .push_back((row, now));
+            self.total_queued += 1;
+        }
+        merchants.sort_unstable();
+        merchants.dedup();
+        for merchant in merchants {
+            self.start(merchant, targets, http);
+        }
+    }
+
+    /// An attempt of `done`'s merchant ended: its next row may go.
+    fn finished(
+        &mut self,
+        done: &Done,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        if let Some(count) = self.in_flight.get_mut(&done.merchant_id) {
+            *count = count.saturating_sub(1);
+        }
+        self.total_in_flight = self.total_in_flight.saturating_sub(1);
+        self.start(done.merchant_id, targets, http);
+        // A global slot freed: another merchant's queue may be waiting for one.
+        if self.total_in_flight + 1 == self.concurrency {
+            let waiting: Vec<i64> = self
+                .queued
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(m, _)| *m)
+                .collect();
+            for merchant in waiting {
+                self.start(merchant, targets, http);
+            }
+        }
+    }
+
+    /// Starts `merchant`'s queued rows while it and the sender have slots. A row claimed so long
+    /// ago that its lease could pass during its attempt is left to the next claim (by any
+    /// sender) instead, so a row is only ever sent under a live claim.
+    fn start(
+        &mut self,
+        merchant: i64,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        let Some(queue) = self.queued.get_mut(&merchant) else {
+            return;
+        };
+        let busy = self.in_flight.entry(merchant).or_default();
+        while *busy < self.per_merchant && self.total_in_flight < self.concurrency {
+            let Some((row, claimed_at)) = queue.pop_front() else {
+                break;
+            };
+            self.total_queued -= 1;
+            if claimed_at.elapsed() + self.attempt_timeout > self.lease {
+                continue;
+            }
+            let Some(target) = targets.get(&merchant).cloned() else {
+                continue;
+            };
+            *busy += 1;
+            self.total_in_flight += 1;
+            tokio::spawn(attempt(http.clone(), target, row, self.done.clone()));
+        }
     }
 }
 
@@ -384,22 +493,28 @@ pub fn spawn(
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_merchant_at_its_bound_is_not_asked_and_rooms_never_exceed_the_free_slots() {
-        let settings = Settings::from_toml(
-            "[database]\nurl = \"postgres://u@h/db\"\n\
-             [notifications]\nconcurrency = 10\nper_merchant_concurrency = 4\n\
-             [[merchants]]\nid = 1\nnotify_url = \"https://a.example/h\"\nnotify_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n\
-             [[merchants]]\nid = 2\nnotify_url = \"https://b.example/h\"\nnotify_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\n",
-            &crate::config::ProcessEnv,
-        )
-        .unwrap();
-        let mut sender = Sender::new(&settings, Metrics::new(), Wake::default())
-            .unwrap()
-            .unwrap();
-        let busy = HashMap::from([(1, 4), (2, 1)]);
-        assert_eq!(sender.rooms(&busy, 5), (vec![2], vec![3]));
-        assert_eq!(sender.rooms(&HashMap::new(), 2).1, vec![2, 2]);
-        assert_eq!(sender.rooms(&HashMap::new(), 0), (vec![], vec![]));
+    #[tokio::test]
+    async fn a_merchant_holding_its_slots_and_queue_is_not_asked_and_rooms_never_exceed_the_free_slots()
+     {
+        let settings = NotificationSettings {
+            concurrency: 10,
+            per_merchant_concurrency: 4,
+            ..Settings::from_toml("", &crate::config::ProcessEnv)
+                .unwrap()
+                .notifications
+        };
+        let (done, _receiver) = mpsc::channel(10);
+        let mut work = Work::new(&settings, done);
+        assert_eq!(work.claimable(), 40);
+        // Each merchant may hold 4 in flight and 12 queued.
+        work.in_flight.insert(1, 4);
+        work.in_flight.insert(2, 1);
+        work.total_in_flight = 5;
+        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![12, 15]));
+        // The sender's own bound caps every room.
+        work.total_queued = 30;
+        assert_eq!(work.rooms(&[2, 1]), (vec![2, 1], vec![5, 5]));
+        work.total_queued = 35;
+        assert_eq!(work.rooms(&[1, 2]), (vec![], vec![]));
     }
 }
