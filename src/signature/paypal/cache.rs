@@ -107,12 +107,13 @@ impl CertCache {
     }
 
     /// Keeps `chain`, verified, for `url` (in place of its fetch), dropping the least recently
-    /// used chain beyond the capacity.
-    pub(super) fn store(&self, url: &str, chain: Chain) {
+    /// used chain beyond the capacity. True when `url` had no verified chain yet (the first of
+    /// the deliveries that shared a fetch).
+    pub(super) fn store(&self, url: &str, chain: Chain) -> bool {
         let mut state = self.lock();
         state.clock += 1;
         let last_used = state.clock;
-        state
+        let previous = state
             .slots
             .insert(url.to_owned(), Slot::Ready { chain, last_used });
         while state.ready() > self.capacity {
@@ -129,6 +130,7 @@ impl CertCache {
                 None => break,
             };
         }
+        !matches!(previous, Some(Slot::Ready { .. }))
     }
 
     /// Forgets fetch `id` of `url` (it failed, or gave a chain that did not verify).

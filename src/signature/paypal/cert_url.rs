@@ -14,8 +14,9 @@
 //!
 //! The URL is parsed once (WHATWG rules, as browsers): numeric host tricks (`0x7f.1`,
 //! `2130706433`) become the IPv4 address they mean and then need an IP entry, `user@host`
-//! forms are refused, a trailing-dot host is refused. The same parsed URL is what gets fetched,
-//! so the check and the request cannot read the string differently.
+//! forms are refused, a trailing-dot host is refused, a query is refused (PayPal's URLs have
+//! none, and each query would be one more cache key for the same certificate). The same parsed
+//! URL is what gets fetched, so the check and the request cannot read the string differently.
 
 use std::net::IpAddr;
 
@@ -72,6 +73,11 @@ impl CertUrlPolicy {
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err("carries user information (user@host)");
+        }
+        // PayPal's certificate URLs have none; allowing one would let a sender name the same
+        // certificate under endless cache keys and push the real ones out.
+        if url.query().is_some() {
+            return Err("has a query");
         }
         let port = url.port_or_known_default().unwrap_or(HTTPS_PORT);
         let allowed = match url.host() {
@@ -281,6 +287,8 @@ mod tests {
             Err("host or port not in cert_url_hosts")
         );
         assert_eq!(p.check("not a url"), Err("not a URL"));
+        assert_eq!(p.check("https://api.paypal.com/c?v=1"), Err("has a query"));
+        assert_eq!(p.check("https://api.paypal.com/c?"), Err("has a query"));
         let long = format!("https://api.paypal.com/{}", "a".repeat(3000));
         assert_eq!(p.check(&long), Err("longer than 2048 bytes"));
     }

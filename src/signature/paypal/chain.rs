@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, TrustAnchor, UnixTime};
+use rustls::pki_types::{
+    CertificateDer, ServerName, SignatureVerificationAlgorithm, TrustAnchor, UnixTime,
+};
 use webpki::{EndEntityCert, KeyUsage};
 
 use super::cert_url::CertUrlPolicy;
@@ -65,11 +67,23 @@ pub(super) fn parse_pem(pem: &[u8]) -> Result<Chain, Refusal> {
 
 /// What a signing certificate is checked against: the trusted roots and the allowed names.
 pub(super) struct Trust {
-    pub(super) anchors: Vec<TrustAnchor<'static>>,
+    anchors: Vec<TrustAnchor<'static>>,
     pub(super) names: CertUrlPolicy,
+    /// ring's, as rustls uses them for TLS.
+    algorithms: &'static [&'static dyn SignatureVerificationAlgorithm],
 }
 
 impl Trust {
+    pub(super) fn new(anchors: Vec<TrustAnchor<'static>>, names: CertUrlPolicy) -> Self {
+        Self {
+            anchors,
+            names,
+            algorithms: rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .all,
+        }
+    }
+
     /// The chain leads from its leaf to a trusted root, every certificate on that path is
     /// valid at `now`, the leaf may serve TLS (EKU serverAuth when it lists EKUs, as PayPal's
     /// does) and it names a host of `cert_url_hosts`.
@@ -78,11 +92,8 @@ impl Trust {
             .split_first()
             .ok_or_else(|| Refusal::new(NOT_PEM, "no certificate"))?;
         let leaf = EndEntityCert::try_from(leaf).map_err(|e| Refusal::new(NOT_PEM, e))?;
-        let algorithms = rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .all;
         leaf.verify_for_usage(
-            algorithms,
+            self.algorithms,
             &self.anchors,
             intermediates,
             now,

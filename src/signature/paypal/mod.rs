@@ -13,16 +13,16 @@
 //!    expired and post twice. With `max_age` = `retry_window` and `ttl` > `retry_window` +
 //!    `tolerance` (the configuration guarantees `ttl_hours` > `retry_window_hours`, and
 //!    `tolerance_secs` is at most an hour), every accepted replay still finds its record.
-//! 3. Certificate URL, before any lookup or connection ([`cert_url`]): https, a host of
+//! 3. Certificate URL, before any lookup or connection (`cert_url.rs`): https, a host of
 //!    `cert_url_hosts` (exact host or dot-suffix), its port (443 unless the entry names one), no
 //!    user information.
-//! 4. Certificate, from the cache or fetched ([`fetch`], [`cache`]): one GET, no redirect, a
+//! 4. Certificate, from the cache or fetched (`fetch.rs`, `cache.rs`): one GET, no redirect, a
 //!    bounded body and time; the chain is verified with rustls-webpki against webpki-roots plus
 //!    `ca_file`'s roots at the delivery's `now` (each use, cached or not, so dates are exact and a
 //!    test's clock is honoured), and the leaf must name a host of `cert_url_hosts` (as PayPal's
 //!    SDKs require `messageverificationcerts.*paypal.com`).
-//! 5. Signature: ring's `RSA_PKCS1_2048_8192_SHA256` with the leaf's key over
-//!    [`signed_string`].
+//! 5. Signature: ring's `RSA_PKCS1_2048_8192_SHA256` with the leaf's key over the signed
+//!    string (`signed_string`).
 //!
 //! The TLS connection to the certificate host is checked by rustls at the system clock with the
 //! same roots; only the signing chain uses the delivery's `now`.
@@ -78,7 +78,8 @@ const MAX_SIGNATURE_B64_LEN: usize = 1400;
 pub struct PaypalSettings {
     /// `webhook_id`: the receiving webhook's id at PayPal, part of what PayPal signs.
     pub webhook_id: String,
-    /// `cert_url_hosts`: where certificates may come from ([`cert_url`]'s rules);
+    /// `cert_url_hosts`: where certificates may come from (exact host or dot-suffix, port 443
+    /// unless an entry names one; `cert_url.rs` has the rules);
     /// [`DEFAULT_CERT_URL_HOSTS`] when the configuration says nothing. Empty is refused.
     pub cert_url_hosts: Vec<String>,
     /// The contents of `ca_file`: PEM certificates trusted in addition to webpki-roots, both for
@@ -174,10 +175,7 @@ impl PaypalVerifier {
         let urls = CertUrlPolicy::new(&settings.cert_url_hosts)
             .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
         let roots = roots(settings.extra_roots_pem.as_deref())?;
-        let trust = Trust {
-            anchors: roots.roots.clone(),
-            names: urls.clone(),
-        };
+        let trust = Trust::new(roots.roots.clone(), urls.clone());
         let fetcher = Fetcher::new(roots, &limits).map_err(|m| SettingsError::new("ca_file", m))?;
         Ok(Self {
             webhook_id: settings.webhook_id,
@@ -286,7 +284,15 @@ impl PaypalVerifier {
                         }
                     };
                     match &outcome {
-                        Ok(chain) => self.cache.store(&key, chain.clone()),
+                        Ok(chain) => {
+                            // Rare (a certificate lasts about a year): worth a line, once.
+                            if self.cache.store(&key, chain.clone()) {
+                                tracing::info!(
+                                    host = url.host_str(),
+                                    "PayPal certificate fetched and verified"
+                                );
+                            }
+                        }
                         Err(_) => self.cache.forget_flight(&key, id),
                     }
                     return outcome;

@@ -256,10 +256,10 @@ fn the_vector_signature_verifies_with_its_certificates_key_dates_aside() {
 
 fn trust(extra_roots: Option<&str>) -> Trust {
     let roots = roots(extra_roots.map(str::as_bytes)).unwrap();
-    Trust {
-        anchors: roots.roots,
-        names: CertUrlPolicy::new(&["paypal.com".to_owned()]).unwrap(),
-    }
+    Trust::new(
+        roots.roots,
+        CertUrlPolicy::new(&["paypal.com".to_owned()]).unwrap(),
+    )
 }
 
 #[test]
