@@ -307,6 +307,28 @@ impl PaypalVerifier {
     }
 }
 
+/// Checks a delivery's headers over `body` with the key of `cert_pem`'s first certificate
+/// only: no allowlist, no fetch, no chain, no dates, no transmission-time window. For
+/// known-answer tests of PayPal's published vectors, whose certificates have long expired;
+/// deliveries go through [`PaypalVerifier::verify`].
+pub fn check_vector(
+    cert_pem: &[u8],
+    webhook_id: &str,
+    headers: &dyn HeaderSource,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let delivery = Delivery::read(headers)?;
+    let chain = chain::parse_pem(cert_pem)?;
+    let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
+    let message = signed_string(
+        &delivery.transmission_id,
+        &delivery.transmission_time,
+        webhook_id,
+        body,
+    );
+    chain::check_signature(leaf, message.as_bytes(), &delivery.signature)
+}
+
 /// The string PayPal signs: `{transmission id}|{transmission time}|{webhook id}|{crc32}`, the
 /// time exactly as the header gives it and the CRC-32 (IEEE) of the raw body as an unsigned
 /// decimal. Only PayPal can sign it (with its private key); `send-test-event` cannot.

@@ -254,6 +254,38 @@ fn the_vector_signature_verifies_with_its_certificates_key_dates_aside() {
     );
 }
 
+#[test]
+fn the_vector_passes_the_known_answer_check_and_a_changed_one_does_not() {
+    let pem = VECTOR_CERT_PEM.as_bytes();
+    assert_eq!(
+        check_vector(pem, WEBHOOK_ID, &vector_headers(), BODY.as_bytes()),
+        Ok(())
+    );
+    assert_eq!(
+        check_vector(pem, WEBHOOK_ID, &vector_headers(), b"{}"),
+        Err(SignatureError::NoMatch)
+    );
+    assert_eq!(
+        check_vector(pem, "96605875FF6516634", &vector_headers(), BODY.as_bytes()),
+        Err(SignatureError::NoMatch)
+    );
+    let later = with_header("PAYPAL-TRANSMISSION-TIME", Some("2017-03-30T20:04:06Z"));
+    assert_eq!(
+        check_vector(pem, WEBHOOK_ID, &later, BODY.as_bytes()),
+        Err(SignatureError::NoMatch)
+    );
+    // The DigiCert intermediate's key did not sign it either.
+    assert_eq!(
+        check_vector(
+            DIGICERT_EV_INTERMEDIATE_PEM.as_bytes(),
+            WEBHOOK_ID,
+            &vector_headers(),
+            BODY.as_bytes()
+        ),
+        Err(SignatureError::NoMatch)
+    );
+}
+
 fn trust(extra_roots: Option<&str>) -> Trust {
     let roots = roots(extra_roots.map(str::as_bytes)).unwrap();
     Trust::new(
