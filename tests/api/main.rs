@@ -22,6 +22,7 @@ mod money;
 mod notifications;
 mod operability;
 mod orders;
+mod paypal_verify;
 mod reconcile;
 mod refund_safety;
 mod refunds;
