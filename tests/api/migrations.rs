@@ -47,6 +47,8 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_checkpoint_state",
             "ledger_entries",
             "ledger_transfers",
+            "merchant_notifications",
+            "notification_endpoints",
             "orders",
             "payments",
             "refund_requests"
