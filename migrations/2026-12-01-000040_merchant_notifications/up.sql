@@ -82,8 +82,12 @@ CREATE FUNCTION notifications_stage(
     p_transfer_id BIGINT[], p_payment_id TEXT[], p_refund_request_id BIGINT[], p_detail TEXT[]
 ) RETURNS INT LANGUAGE plpgsql
 -- The reference is read by the order's key; no plan may scan orders for it (a plpgsql plan
--- made while the table was young would keep the scan for the session).
+-- made while the table was young would keep the scan for the session). One generic plan: left
+-- to choose, PostgreSQL planned this statement again on every call (its estimate of a
+-- parameter array's length makes the generic plan look dearer than a custom one), about
+-- 490,000 instructions a staged capture (callgrind, docs/notifications.md).
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_count INT;
@@ -258,8 +262,13 @@ CREATE FUNCTION payment_apply_all(
 ) RETURNS BIGINT[] LANGUAGE plpgsql
 -- Each update names its rows by key (`= ANY` on the key's index as well as the join), and no
 -- plan may scan a whole table for them: the planner would otherwise pick a scan from the stale
--- size estimate of a young table, and a plpgsql plan keeps it for the session.
+-- size estimate of a young table, and a plpgsql plan keeps it for the session. Generic plans
+-- only: with plan_cache_mode left to choose, its statements were planned again on every call
+-- (a parameter array's default length estimate makes the generic plan look dearer), about
+-- 340,000 of a lone capture's 2,250,000 PostgreSQL instructions (callgrind,
+-- docs/notifications.md); the generic plans are the same index plans.
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_transfer_id BIGINT[];
