@@ -164,6 +164,21 @@ pub struct ProviderSettings {
     /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
     /// provider may be live, and a sample capture would move a real merchant's books.
     pub test: bool,
+    /// Square: the notification URL exactly as registered at Square (part of what it signs).
+    pub notification_url: Option<String>,
+    /// PayPal: the receiving webhook's id and where its certificates may come from.
+    pub paypal: Option<PaypalProviderSettings>,
+}
+
+/// What a PayPal provider verifies with (it has no secrets: PayPal signs with its certificate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaypalProviderSettings {
+    /// The receiving endpoint's own webhook id at PayPal, part of the signed string.
+    pub webhook_id: String,
+    /// Hosts a `PAYPAL-CERT-URL` may name: each one itself or any host under it.
+    pub cert_url_hosts: Vec<String>,
+    /// Extra trusted roots (PEM), from `ca_file`: tests and private setups.
+    pub extra_roots_pem: Option<String>,
 }
 
 /// Where and how the gateway calls a provider's refund API.
@@ -174,39 +189,137 @@ pub struct RefundApi {
     pub api_key: Secret,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The signature schemes (one file each under `providers/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemeName {
     StandardWebhooks,
     Stripe,
     HmacSha256,
+    Adyen,
+    Square,
+    Razorpay,
+    Checkout,
+    Paddle,
+    Paypal,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The payload formats: how a body maps onto the gateway's payment events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadFormat {
     Canonical,
     Stripe,
+    Adyen,
+    Square,
+    Razorpay,
+    Checkout,
+    Paddle,
+    Paypal,
 }
 
 impl SchemeName {
+    /// Every scheme, in the order the configuration's error messages list them.
+    pub const ALL: [SchemeName; 9] = [
+        SchemeName::StandardWebhooks,
+        SchemeName::Stripe,
+        SchemeName::HmacSha256,
+        SchemeName::Adyen,
+        SchemeName::Square,
+        SchemeName::Razorpay,
+        SchemeName::Checkout,
+        SchemeName::Paddle,
+        SchemeName::Paypal,
+    ];
+
     /// The name as the configuration file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             SchemeName::StandardWebhooks => "standard-webhooks",
             SchemeName::Stripe => "stripe",
             SchemeName::HmacSha256 => "hmac-sha256",
+            SchemeName::Adyen => "adyen",
+            SchemeName::Square => "square",
+            SchemeName::Razorpay => "razorpay",
+            SchemeName::Checkout => "checkout",
+            SchemeName::Paddle => "paddle",
+            SchemeName::Paypal => "paypal",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The format `payload` defaults to: the provider's own where it has one, else canonical.
+    pub fn own_payload(self) -> PayloadFormat {
+        match self {
+            SchemeName::StandardWebhooks | SchemeName::HmacSha256 => PayloadFormat::Canonical,
+            SchemeName::Stripe => PayloadFormat::Stripe,
+            SchemeName::Adyen => PayloadFormat::Adyen,
+            SchemeName::Square => PayloadFormat::Square,
+            SchemeName::Razorpay => PayloadFormat::Razorpay,
+            SchemeName::Checkout => PayloadFormat::Checkout,
+            SchemeName::Paddle => PayloadFormat::Paddle,
+            SchemeName::Paypal => PayloadFormat::Paypal,
+        }
+    }
+
+    /// Whether the scheme signs any payload (the three generic ones: canonical or Stripe), or
+    /// only its provider's own, whose fields the signature or the event id is part of.
+    fn takes_any_payload(self) -> bool {
+        matches!(
+            self,
+            SchemeName::StandardWebhooks | SchemeName::Stripe | SchemeName::HmacSha256
+        )
+    }
+
+    /// The provider's published retry window, `retry_window_hours`' default (the fixtures'
+    /// README lists them): Adyen retries for 30 days, Stripe, PayPal and Paddle for 3,
+    /// Razorpay for 24 hours, Checkout.com for about 30. Square's current pages say 24 hours
+    /// and older ones 72: the longer is taken, since a record that outlives the window costs
+    /// only storage, and one that does not lets a late retry be processed as new.
+    pub fn default_retry_window_hours(self) -> u64 {
+        match self {
+            SchemeName::Adyen => 720,
+            SchemeName::Razorpay => 24,
+            SchemeName::Checkout => 30,
+            SchemeName::StandardWebhooks
+            | SchemeName::Stripe
+            | SchemeName::HmacSha256
+            | SchemeName::Square
+            | SchemeName::Paddle
+            | SchemeName::Paypal => 72,
         }
     }
 }
 
 impl PayloadFormat {
+    const ALL: [PayloadFormat; 8] = [
+        PayloadFormat::Canonical,
+        PayloadFormat::Stripe,
+        PayloadFormat::Adyen,
+        PayloadFormat::Square,
+        PayloadFormat::Razorpay,
+        PayloadFormat::Checkout,
+        PayloadFormat::Paddle,
+        PayloadFormat::Paypal,
+    ];
+
     /// The name as the configuration file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             PayloadFormat::Canonical => "canonical",
             PayloadFormat::Stripe => "stripe",
+            PayloadFormat::Adyen => "adyen",
+            PayloadFormat::Square => "square",
+            PayloadFormat::Razorpay => "razorpay",
+            PayloadFormat::Checkout => "checkout",
+            PayloadFormat::Paddle => "paddle",
+            PayloadFormat::Paypal => "paypal",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
     }
 }
 
@@ -306,6 +419,10 @@ struct RawProvider {
     api_base_url: Option<String>,
     api_key: Option<String>,
     test: Option<bool>,
+    notification_url: Option<String>,
+    webhook_id: Option<String>,
+    cert_url_hosts: Option<Vec<String>>,
+    ca_file: Option<PathBuf>,
 }
 
 /// Reads the environment; a seam so tests can load settings without touching the process env.
@@ -630,27 +747,44 @@ fn validate_provider(
         )));
     }
     let scheme = match raw.scheme.as_deref() {
-        Some("standard-webhooks") => SchemeName::StandardWebhooks,
-        Some("stripe") => SchemeName::Stripe,
-        Some("hmac-sha256") => SchemeName::HmacSha256,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "{}: unknown scheme {other:?} (standard-webhooks, stripe or hmac-sha256)",
-                field("scheme")
-            )));
-        }
+        Some(name) => SchemeName::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = SchemeName::ALL.iter().map(|s| s.as_str()).collect();
+            ConfigError(format!(
+                "{}: unknown scheme {name:?} ({})",
+                field("scheme"),
+                known.join(", ")
+            ))
+        })?,
         None => return Err(ConfigError(format!("{} is required", field("scheme")))),
     };
     let payload = match raw.payload.as_deref() {
-        Some("canonical") | None => PayloadFormat::Canonical,
-        Some("stripe") => PayloadFormat::Stripe,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "{}: unknown payload format {other:?} (canonical or stripe)",
-                field("payload")
-            )));
-        }
+        None => scheme.own_payload(),
+        Some(name) => PayloadFormat::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = PayloadFormat::ALL.iter().map(|f| f.as_str()).collect();
+            ConfigError(format!(
+                "{}: unknown payload format {name:?} ({})",
+                field("payload"),
+                known.join(", ")
+            ))
+        })?,
     };
+    let generic = matches!(payload, PayloadFormat::Canonical | PayloadFormat::Stripe);
+    if scheme.takes_any_payload() != generic || (!generic && payload != scheme.own_payload()) {
+        return Err(ConfigError(format!(
+            "{}: scheme {} reads {}, not {}",
+            field("payload"),
+            scheme.as_str(),
+            if scheme.takes_any_payload() {
+                "canonical or stripe payloads".to_owned()
+            } else {
+                format!(
+                    "only its own payload ({}): its signature or event id is part of it",
+                    scheme.own_payload().as_str()
+                )
+            },
+            payload.as_str()
+        )));
+    }
     let merchant_id = raw
         .merchant_id
         .ok_or_else(|| ConfigError(format!("{} is required", field("merchant_id"))))?;
@@ -660,7 +794,13 @@ fn validate_provider(
             field("merchant_id")
         )));
     }
-    if raw.secrets.is_empty() {
+    if scheme == SchemeName::Paypal && !raw.secrets.is_empty() {
+        return Err(ConfigError(format!(
+            "{}: scheme paypal takes no secrets (PayPal signs with its certificate; set webhook_id)",
+            field("secrets")
+        )));
+    }
+    if scheme != SchemeName::Paypal && raw.secrets.is_empty() {
         return Err(ConfigError(format!(
             "{} needs at least one secret",
             field("secrets")
@@ -679,21 +819,43 @@ fn validate_provider(
                     ))
                 })?
                 .len(),
-            SchemeName::Stripe | SchemeName::HmacSha256 => secret.expose().len(),
+            // Adyen's HMAC key is 64 hex characters, used hex-decoded (32 bytes).
+            SchemeName::Adyen => {
+                let text = secret.expose();
+                if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(ConfigError(format!(
+                        "{name}: an adyen secret is the HMAC key of 64 hex characters"
+                    )));
+                }
+                32
+            }
+            SchemeName::Stripe
+            | SchemeName::HmacSha256
+            | SchemeName::Square
+            | SchemeName::Razorpay
+            | SchemeName::Checkout
+            | SchemeName::Paddle
+            | SchemeName::Paypal => secret.expose().len(),
         };
         long_enough(&name, key_len)?;
         secrets.push(secret);
     }
     let tolerance_secs = raw.tolerance_secs.unwrap_or(300);
     within(&field("tolerance_secs"), tolerance_secs, 1, 3600)?;
-    let retry_window_hours = raw.retry_window_hours.unwrap_or(72);
+    let retry_window_hours = raw
+        .retry_window_hours
+        .unwrap_or_else(|| scheme.default_retry_window_hours());
     within(
         &field("retry_window_hours"),
         retry_window_hours,
         1,
         MAX_HOURS,
     )?;
-    let ttl_hours = raw.ttl_hours.unwrap_or(168);
+    // A week, or two days past a longer retry window (Adyen's 30 days): the record outlives
+    // every retry.
+    let ttl_hours = raw
+        .ttl_hours
+        .unwrap_or_else(|| (retry_window_hours + 48).max(168));
     within(&field("ttl_hours"), ttl_hours, 1, MAX_HOURS)?;
     if ttl_hours <= retry_window_hours {
         return Err(ConfigError(format!(
@@ -702,7 +864,46 @@ fn validate_provider(
             field("ttl_hours")
         )));
     }
+    if !generic && raw.api_base_url.is_some() {
+        return Err(ConfigError(format!(
+            "{}: merchant refunds call canonical or Stripe refund APIs only; scheme {} has none here",
+            field("api_base_url"),
+            scheme.as_str()
+        )));
+    }
     let refund_api = validate_refund_api(&field, raw.api_base_url, raw.api_key, env)?;
+    let notification_url = match (scheme, raw.notification_url) {
+        (SchemeName::Square, Some(url)) => {
+            // Used byte for byte in the signed content, so it is not normalised in any way.
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ConfigError(format!(
+                    "{}: must be the URL registered at Square, exactly as registered (https://...)",
+                    field("notification_url")
+                )));
+            }
+            Some(url)
+        }
+        (SchemeName::Square, None) => {
+            return Err(ConfigError(format!(
+                "{} is required for scheme square: Square signs it with the body",
+                field("notification_url")
+            )));
+        }
+        (_, Some(_)) => {
+            return Err(ConfigError(format!(
+                "{} is only for scheme square",
+                field("notification_url")
+            )));
+        }
+        (_, None) => None,
+    };
+    let paypal = validate_paypal(
+        &field,
+        scheme,
+        raw.webhook_id,
+        raw.cert_url_hosts,
+        raw.ca_file,
+    )?;
     Ok(ProviderSettings {
         name,
         scheme,
@@ -714,7 +915,85 @@ fn validate_provider(
         ttl: hours(ttl_hours),
         refund_api,
         test: raw.test.unwrap_or(false),
+        notification_url,
+        paypal,
     })
+}
+
+/// PayPal's settings: `webhook_id` (required), `cert_url_hosts` (default: hosts under
+/// paypal.com), `ca_file` (optional PEM of extra trusted roots); none of them elsewhere.
+fn validate_paypal(
+    field: &dyn Fn(&str) -> String,
+    scheme: SchemeName,
+    webhook_id: Option<String>,
+    cert_url_hosts: Option<Vec<String>>,
+    ca_file: Option<PathBuf>,
+) -> Result<Option<PaypalProviderSettings>, ConfigError> {
+    if scheme != SchemeName::Paypal {
+        for (name, set) in [
+            ("webhook_id", webhook_id.is_some()),
+            ("cert_url_hosts", cert_url_hosts.is_some()),
+            ("ca_file", ca_file.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError(format!(
+                    "{} is only for scheme paypal",
+                    field(name)
+                )));
+            }
+        }
+        return Ok(None);
+    }
+    let webhook_id = webhook_id
+        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "{} is required for scheme paypal: the receiving webhook's id at PayPal",
+                field("webhook_id")
+            ))
+        })?;
+    let cert_url_hosts = cert_url_hosts.unwrap_or_else(|| vec!["paypal.com".to_owned()]);
+    let valid_host = |h: &String| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            && !h.starts_with('.')
+            && !h.ends_with('.')
+    };
+    if cert_url_hosts.is_empty() || !cert_url_hosts.iter().all(valid_host) {
+        return Err(ConfigError(format!(
+            "{}: a list of host names such as [\"paypal.com\"]",
+            field("cert_url_hosts")
+        )));
+    }
+    let extra_roots_pem = match ca_file {
+        Some(path) => {
+            let pem = std::fs::read_to_string(&path).map_err(|e| {
+                ConfigError(format!(
+                    "{}: cannot read {}: {e}",
+                    field("ca_file"),
+                    path.display()
+                ))
+            })?;
+            if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                return Err(ConfigError(format!(
+                    "{}: {} holds no PEM certificate",
+                    field("ca_file"),
+                    path.display()
+                )));
+            }
+            Some(pem)
+        }
+        None => None,
+    };
+    Ok(Some(PaypalProviderSettings {
+        webhook_id,
+        cert_url_hosts: cert_url_hosts
+            .into_iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        extra_roots_pem,
+    }))
 }
 
 /// `env:NAME` reads the variable NAME; any other value is the secret itself.

@@ -94,12 +94,12 @@ impl Simulator {
         let mut backoff = Duration::from_millis(5);
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
-            let headers = sign::sign_now(event.provider, &event.id, &event.body);
+            let (headers, body) = sign::signed_now(event.provider, &event.id, &event.body);
             let mut request = self
                 .client
                 .post(&url)
                 .header("Content-Type", "application/json")
-                .body(event.body.clone());
+                .body(body);
             for (name, value) in &headers {
                 request = request.header(name, value);
             }
