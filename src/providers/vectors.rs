@@ -92,20 +92,30 @@ fn check_all(file: &str) -> usize {
             let mut other = body.to_vec();
             other.push(b' ');
             if field(vector, "provider") != "adyen" {
-                assert!(!verifies(vector, &other), "{file}: vector {name} verified another body");
+                assert!(
+                    !verifies(vector, &other),
+                    "{file}: vector {name} verified another body"
+                );
             }
         }
         if let Some(signed) = vector["signed_string"].as_str()
             && field(vector, "provider") == "adyen"
         {
-            assert_eq!(adyen::signed_string(body).as_deref(), Some(signed), "{name}");
+            assert_eq!(
+                adyen::signed_string(body).as_deref(),
+                Some(signed),
+                "{name}"
+            );
         }
         if let Some(url) = vector["notification_url"].as_str() {
             // A one-character change of the notification URL fails.
             let mut off = vector.clone();
             let changed = format!("{}x", &url[..url.len() - 1]);
             off["notification_url"] = Value::from(changed);
-            assert!(!verifies(&off, body), "{name}: URL one character off verified");
+            assert!(
+                !verifies(&off, body),
+                "{name}: URL one character off verified"
+            );
         }
     }
     all.len()

@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod cluster;
+pub mod payloads;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
@@ -49,6 +50,7 @@ pub const CHECKOUT: &str = "checkout";
 pub const CHECKOUT_KEY: &str = "checkout-signature-key-tests";
 pub const PADDLE: &str = "paddle";
 pub const PADDLE_SECRET: &str = "pdl_ntfset_01test_secret_for_tests";
+pub const PAYPAL: &str = "paypal";
 
 /// The configuration every test app starts from; tests may append to or replace parts.
 pub fn base_config(database_url: &str) -> String {
