@@ -944,28 +944,18 @@ fn validate_paypal(
         }
         return Ok(None);
     }
-    let webhook_id = webhook_id
-        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_graphic()))
-        .ok_or_else(|| {
-            ConfigError(format!(
-                "{} is required for scheme paypal: the receiving webhook's id at PayPal",
-                field("webhook_id")
-            ))
-        })?;
-    let cert_url_hosts = cert_url_hosts.unwrap_or_else(|| vec!["paypal.com".to_owned()]);
-    let valid_host = |h: &String| {
-        !h.is_empty()
-            && h.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-            && !h.starts_with('.')
-            && !h.ends_with('.')
-    };
-    if cert_url_hosts.is_empty() || !cert_url_hosts.iter().all(valid_host) {
-        return Err(ConfigError(format!(
-            "{}: a list of host names such as [\"paypal.com\"]",
-            field("cert_url_hosts")
-        )));
-    }
+    let webhook_id = webhook_id.filter(|id| !id.is_empty()).ok_or_else(|| {
+        ConfigError(format!(
+            "{} is required for scheme paypal: the receiving webhook's id at PayPal",
+            field("webhook_id")
+        ))
+    })?;
+    let cert_url_hosts = cert_url_hosts.unwrap_or_else(|| {
+        crate::signature::paypal::DEFAULT_CERT_URL_HOSTS
+            .iter()
+            .map(|h| (*h).to_owned())
+            .collect()
+    });
     let extra_roots_pem = match ca_file {
         Some(path) => {
             let pem = std::fs::read_to_string(&path).map_err(|e| {
@@ -986,12 +976,17 @@ fn validate_paypal(
         }
         None => None,
     };
+    // The verifier's own rules (hosts and ports, the PEM's certificates), checked here so that
+    // serve and check-config refuse what it could not build.
+    let mut check = crate::signature::paypal::PaypalSettings::new(webhook_id.clone());
+    check.cert_url_hosts = cert_url_hosts.clone();
+    check.extra_roots_pem = extra_roots_pem.as_ref().map(|pem| pem.as_bytes().to_vec());
+    check
+        .validate()
+        .map_err(|e| ConfigError(format!("{}: {}", field(e.field), e.message)))?;
     Ok(Some(PaypalProviderSettings {
         webhook_id,
-        cert_url_hosts: cert_url_hosts
-            .into_iter()
-            .map(|h| h.to_ascii_lowercase())
-            .collect(),
+        cert_url_hosts,
         extra_roots_pem,
     }))
 }

@@ -58,7 +58,7 @@ pub fn connector_for(settings: &ProviderSettings) -> Box<dyn Connector> {
         SchemeName::Razorpay => Box::new(razorpay::RazorpayScheme::new(secrets)),
         SchemeName::Checkout => Box::new(checkout::CheckoutScheme::new(secrets)),
         SchemeName::Paddle => Box::new(paddle::PaddleScheme::new(secrets, tolerance_secs)),
-        SchemeName::Paypal => Box::new(paypal::PaypalScheme::new(settings.paypal.as_ref())),
+        SchemeName::Paypal => Box::new(paypal::PaypalScheme::new(settings)),
     }
 }
 

@@ -15,35 +15,66 @@ use serde_json::json;
 
 use super::body::{self, IdField, Object, Unusable, invalid};
 use super::connector::{Connector, Format, Rejection, Sample, Signed, Unsignable, Verification};
-use crate::config::PaypalProviderSettings;
+use crate::config::{PaypalProviderSettings, ProviderSettings};
 use crate::money::{self, AmountMinor, Currency};
 use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::signature::paypal::{PaypalError, PaypalSettings, PaypalVerifier};
 use crate::signature::scheme::HeaderSource;
 
 pub struct PaypalScheme {
-    settings: Option<PaypalProviderSettings>,
+    /// `None` only if the settings the configuration validated could not be built after all:
+    /// every delivery is then a 503 (logged), never a 401 a provider would not retry.
+    verifier: Option<PaypalVerifier>,
 }
 
 impl PaypalScheme {
-    pub fn new(settings: Option<&PaypalProviderSettings>) -> Self {
-        Self {
-            settings: settings.cloned(),
-        }
+    pub fn new(settings: &ProviderSettings) -> Self {
+        let verifier = settings.paypal.as_ref().and_then(|paypal| {
+            PaypalVerifier::new(verifier_settings(paypal, settings))
+                .inspect_err(|error| tracing::error!(%error, provider = %settings.name, "PayPal verifier not built"))
+                .ok()
+        });
+        Self { verifier }
+    }
+}
+
+/// The verifier's settings from the provider's: PayPal's own, with the transmission time
+/// allowed to be as old as the retry window and `tolerance_secs` ahead.
+pub fn verifier_settings(
+    paypal: &PaypalProviderSettings,
+    provider: &ProviderSettings,
+) -> PaypalSettings {
+    PaypalSettings {
+        webhook_id: paypal.webhook_id.clone(),
+        cert_url_hosts: paypal.cert_url_hosts.clone(),
+        extra_roots_pem: paypal
+            .extra_roots_pem
+            .as_ref()
+            .map(|pem| pem.as_bytes().to_vec()),
+        max_age: provider.retry_window,
+        tolerance: provider.tolerance,
     }
 }
 
 impl Connector for PaypalScheme {
     fn verify<'a>(
         &'a self,
-        _headers: &'a dyn HeaderSource,
-        _body: &'a [u8],
-        _now: DateTime<Utc>,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
     ) -> Verification<'a> {
-        // Placeholder until the certificate verifier (signature::paypal) is merged.
-        let _ = &self.settings;
-        Verification::Done(Err(Rejection::Unavailable(
-            "the PayPal verifier is not built in".into(),
-        )))
+        let Some(verifier) = &self.verifier else {
+            return Verification::Done(Err(Rejection::Unavailable(
+                "the PayPal verifier could not be built from its settings".into(),
+            )));
+        };
+        let check = verifier.verify(headers, body, now);
+        Verification::Pending(Box::pin(async move {
+            check.await.map_err(|error| match error {
+                PaypalError::Refused(error) => Rejection::Refused(error),
+                PaypalError::CertificateUnavailable(why) => Rejection::Unavailable(why),
+            })
+        }))
     }
 
     fn sign(&self, _event_id: &str, _body: &[u8], _timestamp: i64) -> Result<Signed, Unsignable> {
@@ -170,8 +201,17 @@ fn refunded_capture(refund: &Object<'_>) -> Result<String, PayloadError> {
 /// Whether a vector of the shared fixtures verifies (its certificate's dates aside).
 #[cfg(test)]
 pub(crate) fn verifies_vector(vector: &serde_json::Value, body: &[u8]) -> bool {
-    // Placeholder until the certificate verifier (signature::paypal) is merged.
-    vector["body"].as_str().map(str::as_bytes) == Some(body)
+    let headers: Vec<(String, String)> = vector["headers"]
+        .as_object()
+        .map(|h| {
+            h.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pem = vector["cert_pem"].as_str().unwrap_or_default();
+    let webhook_id = vector["webhook_id"].as_str().unwrap_or_default();
+    crate::signature::paypal::check_vector(pem.as_bytes(), webhook_id, &headers, body).is_ok()
 }
 
 #[cfg(test)]
@@ -260,6 +300,7 @@ mod tests {
 
     #[test]
     fn the_gateway_cannot_sign_for_paypal() {
-        assert!(PaypalScheme::new(None).sign("WH-1", b"{}", 0).is_err());
+        let scheme = PaypalScheme { verifier: None };
+        assert!(scheme.sign("WH-1", b"{}", 0).is_err());
     }
 }

@@ -2,4 +2,5 @@
 //! share: header access, the refusals, timestamp rules and HMAC keys compared in constant time
 //! (`hmac`'s `verify_slice`), where every configured secret and every listed signature may match.
 
+pub mod paypal;
 pub mod scheme;

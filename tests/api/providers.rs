@@ -7,9 +7,11 @@ use callback_gateway::config::{SchemeName, Settings};
 use callback_gateway::providers::Provider;
 
 use crate::support::payloads::{Kind, Payload, payload};
+use crate::support::paypal::OTHER_SIGNING_KEY_PEM;
+use crate::support::paypal_host;
 use crate::support::sign::{provider_with, scheme_of, signed_at, signed_now};
 use crate::support::{
-    ADMIN_TOKEN, ADYEN, CHECKOUT, MERCHANT, PADDLE, RAZORPAY, SQUARE, SQUARE_URL, TestApp,
+    ADMIN_TOKEN, ADYEN, CHECKOUT, MERCHANT, PADDLE, PAYPAL, RAZORPAY, SQUARE, SQUARE_URL, TestApp,
     all_providers, answer, spawn_app_with,
 };
 
@@ -229,10 +231,14 @@ async fn a_tampered_body_and_a_wrong_key_are_401_and_write_nothing(provider: &st
     let app = app().await;
     let order = app.create_order(MERCHANT, 2500, "USD").await;
     let event = payload(provider, "1", "pay_1", &capture(order, 2500));
-    let (scheme, _) = scheme_of(provider);
+    let scheme = if provider == PAYPAL {
+        SchemeName::Paypal
+    } else {
+        scheme_of(provider).0
+    };
 
     let (headers, body) = signed_now(provider, &event.event_id, &event.body);
-    let tampered = body.replacen("2500", "2501", 1);
+    let tampered = body.replacen("pay_1", "pay_2", 1);
     assert_ne!(tampered, body);
     let (status, _, text) = answer(app.post_callback(provider, &headers, &tampered).await).await;
     assert_eq!(
@@ -241,15 +247,27 @@ async fn a_tampered_body_and_a_wrong_key_are_401_and_write_nothing(provider: &st
         "{provider} tampered: {text}"
     );
 
-    let signed = provider_with(scheme, &[wrong_key(scheme)])
-        .sign(
-            &event.event_id,
-            event.body.as_bytes(),
-            chrono::Utc::now().timestamp(),
-        )
-        .unwrap();
-    let body = String::from_utf8(signed.body_or(event.body.as_bytes()).to_vec()).unwrap();
-    let (status, _, text) = answer(app.post_callback(provider, &signed.headers, &body).await).await;
+    let (wrong_headers, body) = if provider == PAYPAL {
+        // A signature by another key, naming the certificate the allowed host serves.
+        let headers = paypal_host::headers(
+            OTHER_SIGNING_KEY_PEM,
+            &paypal_host::host().cert_url(),
+            &event.body,
+            chrono::Utc::now(),
+        );
+        (headers, event.body.clone())
+    } else {
+        let signed = provider_with(scheme, &[wrong_key(scheme)])
+            .sign(
+                &event.event_id,
+                event.body.as_bytes(),
+                chrono::Utc::now().timestamp(),
+            )
+            .unwrap();
+        let body = String::from_utf8(signed.body_or(event.body.as_bytes()).to_vec()).unwrap();
+        (signed.headers, body)
+    };
+    let (status, _, text) = answer(app.post_callback(provider, &wrong_headers, &body).await).await;
     assert_eq!(
         (status, json(&text)["error"].as_str()),
         (401, Some("invalid_signature")),
@@ -289,6 +307,7 @@ macro_rules! every_provider {
 }
 
 every_provider! {
+    paypal => crate::support::PAYPAL,
     adyen => crate::support::ADYEN,
     square => crate::support::SQUARE,
     razorpay => crate::support::RAZORPAY,
@@ -756,4 +775,99 @@ async fn the_admin_replay_re_runs_a_stored_body_and_answers_its_stored_ack() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+}
+
+// ---------------------------------------------------------------------------------------
+// PayPal: the certificate a delivery names
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_paypal_certificate_url_off_the_allowlist_is_401_and_never_fetched() {
+    use crate::support::paypal::{CertServer, Route, SIGNING_KEY_PEM, TestCa, rsa_key};
+    let app = app().await;
+    let order = app.create_order(MERCHANT, 2500, "USD").await;
+    let event = payload(PAYPAL, "1", "pay_1", &capture(order, 2500));
+    // Another host serving a certificate of the right key, from a CA the gateway would trust
+    // there too: only the allowlist keeps it out.
+    let other_ca = TestCa::root("Attacker CA");
+    let attacker = CertServer::start(other_ca.server_identity(&["localhost"])).await;
+    attacker.route(
+        "/cert",
+        Route::Pem(other_ca.leaf(&rsa_key(SIGNING_KEY_PEM), &["localhost"], None)),
+    );
+    let port = attacker.port();
+    for url in [
+        format!("https://localhost:{port}/cert"),
+        format!("https://127.0.0.1:{port}/cert"),
+        format!(
+            "http://localhost:{}{}",
+            paypal_host::host().port,
+            paypal_host::CERT_PATH
+        ),
+        "https://paypal.com.evil.example/cert".to_owned(),
+    ] {
+        let headers = paypal_host::headers(SIGNING_KEY_PEM, &url, &event.body, chrono::Utc::now());
+        let (status, _, text) =
+            answer(app.post_callback(PAYPAL, &headers, &event.body).await).await;
+        assert_eq!(
+            (status, json(&text)["error"].as_str()),
+            (401, Some("invalid_signature")),
+            "{url}: {text}"
+        );
+    }
+    assert_eq!(
+        attacker.connections(),
+        0,
+        "a URL off the allowlist is never fetched"
+    );
+    assert_nothing_written(&app, "paypal").await;
+}
+
+#[tokio::test]
+async fn a_paypal_decimal_amount_with_more_decimals_than_its_currency_is_rejected_invalid_amount() {
+    let app = app().await;
+    let order = app.create_order(MERCHANT, 2500, "USD").await;
+    let event = payload(PAYPAL, "1", "pay_1", &capture(order, 2500));
+    let body = event
+        .body
+        .replace(r#""value":"25.00""#, r#""value":"25.001""#);
+    assert_ne!(body, event.body);
+    let headers = paypal_host::signed_now(&body);
+    let (status, _, text) = answer(app.post_callback(PAYPAL, &headers, &body).await).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(
+        (
+            json(&text)["outcome"].as_str(),
+            json(&text)["reason"].as_str()
+        ),
+        (Some("rejected"), Some("invalid_amount")),
+        "{text}"
+    );
+    assert_eq!(app.order_status(order).await, "pending_payment");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM ledger_transfers").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_stored_paypal_event_is_replayed_by_the_admin_action() {
+    let app = app().await;
+    let order = app.create_order(MERCHANT, 2500, "USD").await;
+    let event = payload(PAYPAL, "1", "pay_1", &capture(order, 2500));
+    let (status, _, first, _, _) = deliver(&app, PAYPAL, &event).await;
+    assert_eq!(status, 200, "{first}");
+    let response = app
+        .client
+        .post(app.url(&format!("/admin/events/{PAYPAL}/{}/replay", event.event_id)))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let (status, replayed, text) = answer(response).await;
+    assert_eq!((status, replayed, text), (200, true, first));
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM ledger_transfers").await,
+        1
+    );
 }

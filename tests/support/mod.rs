@@ -6,6 +6,8 @@
 pub mod batch;
 pub mod cluster;
 pub mod payloads;
+pub mod paypal;
+pub mod paypal_host;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
@@ -99,8 +101,9 @@ secrets = ["{THIRD_SECRET}"]
     )
 }
 
-/// The base providers and the six of issue 24 (merchant 42), for `spawn_app_with` (the providers
-/// array is replaced as a whole); `extra` is appended (e.g. a PayPal provider).
+/// The base providers and the six of issue 24 (merchant 42; PayPal's certificates from the test
+/// binary's own certificate host), for `spawn_app_with` (the providers array is replaced as a
+/// whole); `extra` is appended.
 pub fn all_providers(extra: &str) -> String {
     format!(
         r#"
@@ -162,7 +165,9 @@ name = "{PADDLE}"
 scheme = "paddle"
 merchant_id = {MERCHANT}
 secrets = ["{PADDLE_SECRET}"]
-{extra}"#
+{paypal}
+{extra}"#,
+        paypal = paypal_host::host().provider_toml(PAYPAL, MERCHANT)
     )
 }
 

@@ -6,9 +6,9 @@ use callback_gateway::config::{ProcessEnv, SchemeName, Settings};
 use callback_gateway::providers::Provider;
 
 use super::{
-    ACME, ACME_SECRET, ADYEN, ADYEN_KEY, CHECKOUT, CHECKOUT_KEY, PADDLE, PADDLE_SECRET, PLAIN,
-    PLAIN_SECRET, RAZORPAY, RAZORPAY_SECRET, SQUARE, SQUARE_KEY, SQUARE_URL, STRIPE, STRIPE_SECRET,
-    THIRD, THIRD_SECRET,
+    ACME, ACME_SECRET, ADYEN, ADYEN_KEY, CHECKOUT, CHECKOUT_KEY, PADDLE, PADDLE_SECRET, PAYPAL,
+    PLAIN, PLAIN_SECRET, RAZORPAY, RAZORPAY_SECRET, SQUARE, SQUARE_KEY, SQUARE_URL, STRIPE,
+    STRIPE_SECRET, THIRD, THIRD_SECRET,
 };
 
 /// The scheme and first secret of a test provider.
@@ -72,12 +72,20 @@ pub fn sign_with(
 }
 
 /// What `provider`'s first configured secret signs at `timestamp`: headers and the body to send.
+/// PayPal's deliveries are signed as PayPal signs them, with the test certificate host's key.
 pub fn signed_at(
     provider: &str,
     event_id: &str,
     body: &str,
     timestamp: i64,
 ) -> (Vec<(String, String)>, String) {
+    if provider == PAYPAL {
+        let at = chrono::DateTime::from_timestamp(timestamp, 0).unwrap();
+        let host = super::paypal_host::host();
+        let headers =
+            super::paypal_host::headers(super::paypal::SIGNING_KEY_PEM, &host.cert_url(), body, at);
+        return (headers, body.to_owned());
+    }
     let (scheme, secret) = scheme_of(provider);
     signed_with(scheme, secret, event_id, body, timestamp)
 }
