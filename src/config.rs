@@ -1332,6 +1332,139 @@ mod tests {
         assert!(!SecureCookie::WhenHttps.applies(false));
     }
 
+    fn one(text: &str) -> ProviderSettings {
+        Settings::from_toml(text, &env())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .providers
+            .remove(0)
+    }
+
+    const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+
+    #[test]
+    fn the_payload_defaults_to_the_schemes_own_format() {
+        let adyen = one(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\n"
+        ));
+        assert_eq!(adyen.payload, PayloadFormat::Adyen);
+        let stripe = one(
+            "[[providers]]\nname = \"s\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"whsec_a_long_enough_secret\"]\n",
+        );
+        assert_eq!(stripe.payload, PayloadFormat::Stripe);
+        assert_eq!(one(&provider("")).payload, PayloadFormat::Canonical);
+    }
+
+    #[test]
+    fn a_new_scheme_reads_only_its_own_payload() {
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\npayload = \"canonical\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].payload"), "{err}");
+        let err = error_of(&provider("payload = \"adyen\"\n"));
+        assert!(err.starts_with("providers[0].payload"), "{err}");
+    }
+
+    #[test]
+    fn retry_windows_default_to_the_providers_published_ones_and_the_ttl_stays_above() {
+        let secret = |scheme: &str| match scheme {
+            "adyen" => format!("secrets = [\"{ADYEN_KEY}\"]"),
+            "paypal" => "webhook_id = \"WH1\"".to_owned(),
+            _ => "secrets = [\"a-long-enough-signing-secret\"]".to_owned(),
+        };
+        for (scheme, window) in [
+            ("adyen", 720),
+            ("square", 72),
+            ("razorpay", 24),
+            ("checkout", 30),
+            ("paddle", 72),
+            ("paypal", 72),
+            ("stripe", 72),
+        ] {
+            let url = if scheme == "square" {
+                "notification_url = \"https://gw.example/v1/callbacks/p\"\n"
+            } else {
+                ""
+            };
+            let p = one(&format!(
+                "[[providers]]\nname = \"p\"\nscheme = \"{scheme}\"\nmerchant_id = 1\n{}\n{url}",
+                secret(scheme)
+            ));
+            assert_eq!(p.retry_window, hours(window), "{scheme}");
+            assert!(p.ttl > p.retry_window, "{scheme}");
+        }
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\nttl_hours = 168\n"
+        ));
+        assert!(err.starts_with("providers[0].ttl_hours"), "{err}");
+    }
+
+    #[test]
+    fn an_adyen_secret_is_64_hex_characters() {
+        for bad in [
+            "zz".repeat(32),
+            "ab".repeat(31),
+            "a-long-enough-signing-secret".to_owned(),
+        ] {
+            let err = error_of(&format!(
+                "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{bad}\"]\n"
+            ));
+            assert!(err.starts_with("providers[0].secrets[0]"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn square_needs_its_notification_url_and_nobody_else_takes_one() {
+        let square = "[[providers]]\nname = \"q\"\nscheme = \"square\"\nmerchant_id = 1\nsecrets = [\"a-long-enough-signing-secret\"]\n";
+        assert!(error_of(square).starts_with("providers[0].notification_url is required"));
+        let p = one(&format!(
+            "{square}notification_url = \"https://gw.example/cb/q?x=1\"\n"
+        ));
+        assert_eq!(
+            p.notification_url.as_deref(),
+            Some("https://gw.example/cb/q?x=1")
+        );
+        let err = error_of(&provider("notification_url = \"https://x.example\"\n"));
+        assert!(
+            err.starts_with("providers[0].notification_url is only for"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn paypal_takes_a_webhook_id_no_secrets_and_checks_its_hosts() {
+        let paypal = "[[providers]]\nname = \"pp\"\nscheme = \"paypal\"\nmerchant_id = 1\n";
+        assert!(error_of(paypal).starts_with("providers[0].webhook_id is required"));
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\nsecrets = [\"a-long-enough-signing-secret\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].secrets"), "{err}");
+        let p = one(&format!("{paypal}webhook_id = \"WH1\"\n"));
+        let settings = p.paypal.unwrap();
+        assert_eq!(settings.cert_url_hosts, ["paypal.com"]);
+        assert_eq!(settings.extra_roots_pem, None);
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\ncert_url_hosts = [\"com\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].cert_url_hosts"), "{err}");
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\nca_file = \"/nonexistent/ca.pem\"\n"
+        ));
+        assert!(err.starts_with("providers[0].ca_file"), "{err}");
+        let err = error_of(&provider("webhook_id = \"WH1\"\n"));
+        assert!(
+            err.starts_with("providers[0].webhook_id is only for"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_refund_api_is_only_for_canonical_and_stripe_payloads() {
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\napi_base_url = \"https://x.example\"\napi_key = \"k\"\n"
+        ));
+        assert!(err.starts_with("providers[0].api_base_url"), "{err}");
+    }
+
     #[test]
     fn the_api_pool_defaults_to_four() {
         let settings = Settings::from_toml("", &env()).unwrap();
