@@ -871,3 +871,31 @@ async fn a_stored_paypal_event_is_replayed_by_the_admin_action() {
         1
     );
 }
+
+/// The first delivery of a capture is the hot path: every provider's goes through the
+/// one-statement capture (a batch of the capture queue), not the general path.
+#[tokio::test]
+async fn every_providers_first_capture_takes_the_one_statement_path() {
+    for provider in [
+        ADYEN,
+        SQUARE,
+        RAZORPAY,
+        CHECKOUT,
+        PADDLE,
+        PAYPAL,
+        crate::support::ACME,
+    ] {
+        let app = app().await;
+        let order = app.create_order(MERCHANT, 2500, "USD").await;
+        let event = payload(provider, "1", "pay_1", &capture(order, 2500));
+        let (status, _, text, _, _) = deliver(&app, provider, &event).await;
+        assert_eq!(status, 200, "{provider}: {text}");
+        let batches = crate::support::metric_sample(
+            &app.metrics().await,
+            "gateway_capture_batch_size_count",
+            &[],
+        );
+        assert_eq!(batches, Some(1.0), "{provider}: one capture batch");
+        assert_eq!(app.order_status(order).await, "paid", "{provider}");
+    }
+}
