@@ -29,7 +29,9 @@ use super::connector::{
     Verified,
 };
 use crate::money::{self, AmountMinor, Currency};
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::payments::event::{
+    Parsed, PayloadError, PaymentEvent, Reading, RefundAmount, check_event_id,
+};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
 
@@ -113,6 +115,15 @@ struct AdditionalData<'a> {
     hmac_signature: Option<Text<'a>>,
 }
 
+/// The signed fields of an item, which must be a JSON object (a derived struct would also read
+/// an array, by position).
+fn signed_fields(item: &RawValue) -> Option<SignedItem<'_>> {
+    if !item.get().trim_start().starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(item.get()).ok()
+}
+
 fn text<'s>(field: &'s Option<Text<'_>>) -> &'s str {
     field.as_ref().map_or("", |t| t.0.as_ref())
 }
@@ -188,8 +199,8 @@ impl AdyenScheme {
         let start = body.as_ptr() as usize;
         let mut items = Vec::with_capacity(notification.items.len());
         for Wrapped { item } in notification.items {
-            let fields: SignedItem<'_> = serde_json::from_str(item.get())
-                .map_err(|_| SignatureError::MalformedHeader("NotificationRequestItem"))?;
+            let fields = signed_fields(item)
+                .ok_or(SignatureError::MalformedHeader("NotificationRequestItem"))?;
             let signature = fields.signature().ok_or(missing.clone())?;
             let candidate = STANDARD
                 .decode(signature)
@@ -251,7 +262,8 @@ impl Connector for AdyenScheme {
         let mut changed = wrapped;
         let mut items: Vec<Cow<'_, str>> = Vec::with_capacity(raw_items.len());
         for raw in raw_items {
-            let fields: SignedItem<'_> = serde_json::from_str(raw.get()).map_err(unreadable)?;
+            let fields = signed_fields(raw)
+                .ok_or_else(|| Unsignable("an Adyen item must be a JSON object".into()))?;
             match fields.signature() {
                 Some(signature) => {
                     let candidate = STANDARD.decode(signature).unwrap_or_default();
@@ -311,8 +323,7 @@ impl Connector for AdyenScheme {
 /// The signed string of a notification's first item (its eight fields joined by `:`).
 pub fn signed_string(body: &[u8]) -> Option<String> {
     let notification: Notification<'_> = serde_json::from_slice(body).ok()?;
-    let fields: SignedItem<'_> =
-        serde_json::from_str(notification.items.first()?.item.get()).ok()?;
+    let fields = signed_fields(notification.items.first()?.item)?;
     let joined: Vec<u8> = fields.signed_parts().concat();
     String::from_utf8(joined).ok()
 }
@@ -338,9 +349,11 @@ impl Format for AdyenFormat {
             Err(_) => serde_json::from_slice(body)
                 .map_err(|_| invalid("not an Adyen notification item"))?,
         };
-        serde_json::from_str::<SignedItem<'_>>(item.get())
+        let id = signed_fields(item)
             .map(|fields| fields.event_id())
-            .map_err(|_| invalid("not an Adyen notification item"))
+            .ok_or_else(|| invalid("not an Adyen notification item"))?;
+        check_event_id(&id)?;
+        Ok(id)
     }
 
     /// A notification of one unsigned item; signing adds its `hmacSignature`.
@@ -525,6 +538,21 @@ mod tests {
             ))
         );
         assert!(scheme().check(br#"{"notificationItems":[]}"#).is_err());
+    }
+
+    #[test]
+    fn an_item_must_be_an_object_and_its_id_usable() {
+        assert!(AdyenFormat.event_id(b"[\"\x7f\"]").is_err());
+        assert!(
+            AdyenFormat
+                .event_id(br#"{"pspReference":"P\u0000","eventCode":"X","success":"true"}"#)
+                .is_err()
+        );
+        let array = r#"{"notificationItems":[{"NotificationRequestItem":["P","","","","1","EUR","AUTHORISATION","true"]}]}"#;
+        assert_eq!(
+            scheme().check(array.as_bytes()),
+            Err(SignatureError::MalformedHeader("NotificationRequestItem"))
+        );
     }
 
     #[test]

@@ -799,11 +799,11 @@ mod simulated {
         assert!(world.events.len() > 250, "{} events", world.events.len());
 
         let simulator = Simulator::new(gateways.iter().map(|g| g.address.clone()).collect());
-        // Every event at once, each to both gateways at the same time; a refund waits (409) for
-        // its capture and is retried until then.
-        simulator
-            .deliver_all_twice(&world.events, world.events.len())
-            .await;
+        // 64 events at a time, each to both gateways at once; a refund waits (409) for its
+        // capture and is retried until then. (Not every event at once, as the three-merchant
+        // simulation does: this one runs beside it in the suite, and a thousand connections
+        // on two cores would test the machine instead.)
+        simulator.deliver_all_twice(&world.events, 64).await;
 
         assert_eq!(simulator.failures(), Vec::<String>::new());
         let acks = simulator.acks();
