@@ -899,3 +899,67 @@ async fn every_providers_first_capture_takes_the_one_statement_path() {
         assert_eq!(app.order_status(order).await, "paid", "{provider}");
     }
 }
+
+/// An item another delivery holds (in its transaction) makes the request a 409 once the wait
+/// runs out, while the request's other items are stored; the provider's retry replays those and
+/// applies the held one. A transient failure of an item is answered the same way, with 503.
+#[tokio::test]
+async fn adyen_an_item_in_flight_elsewhere_is_409_the_others_are_stored_and_the_retry_completes() {
+    let app = spawn_app_with(&format!(
+        "[server]\nacquire_timeout_ms = 300\n{}",
+        all_providers("")
+    ))
+    .await;
+    let orders = [
+        app.create_order(MERCHANT, 1000, "EUR").await,
+        app.create_order(MERCHANT, 2000, "EUR").await,
+    ];
+    let items: Vec<Payload> = orders
+        .iter()
+        .enumerate()
+        .map(|(i, order)| {
+            payload(
+                ADYEN,
+                &i.to_string(),
+                &format!("PSPF{i}"),
+                &Kind::Capture {
+                    order: Some(*order),
+                    amount: 1000 * (i as i64 + 1),
+                    currency: "EUR",
+                },
+            )
+        })
+        .collect();
+    let holder = crate::support::hold_key(
+        &app,
+        MERCHANT,
+        "payment.callback",
+        &format!("{ADYEN}:{}", items[0].event_id),
+        "x",
+    )
+    .await;
+    let (headers, body) = adyen_request(&items.iter().map(adyen_item).collect::<Vec<_>>());
+    let (status, _, text) = answer(app.post_callback(ADYEN, &headers, &body).await).await;
+    assert_eq!(
+        (status, json(&text)["error"].as_str()),
+        (409, Some("idempotency_key_in_flight")),
+        "{text}"
+    );
+    assert_eq!(
+        app.order_status(orders[1]).await,
+        "paid",
+        "the other item is stored"
+    );
+    assert_eq!(app.order_status(orders[0]).await, "pending_payment");
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    let (status, replayed, text) = answer(app.post_callback(ADYEN, &headers, &body).await).await;
+    assert_eq!(
+        (status, replayed, text.as_str()),
+        (200, false, "[accepted]")
+    );
+    assert_eq!(app.order_status(orders[0]).await, "paid");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM ledger_transfers").await,
+        2
+    );
+}
