@@ -12,13 +12,14 @@ use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
 
 use crate::config::Settings;
-use crate::db::{self, SessionLimits};
+use crate::db::replication::Replication;
+use crate::db::{self, ConnectSpec, SessionLimits};
 use crate::metrics::Metrics;
 use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
 use crate::refunds::create::Refunds;
 use crate::refunds::provider::RefundClients;
-use crate::routes::extract::{AdminToken, ApiPool};
+use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
@@ -140,7 +141,40 @@ impl Application {
             custom_plans: false,
         };
         let acquire_timeout = settings.server.acquire_timeout;
+        let api_limits = SessionLimits {
+            custom_plans: true,
+            ..limits
+        };
+        // Callbacks and the API write: their connections go to the primary only. The read
+        // pool goes where `replica_url` says (or shares the API pool's spec).
+        let spec = |url: &str, writes: bool, name: &str, limits: SessionLimits| {
+            ConnectSpec::new(url, writes, acquire_timeout, name, limits.sql())
+                .map_err(|e| anyhow::anyhow!("database url: {e}"))
+        };
+        let callback_spec = spec(&database_url, true, "callback-gateway", limits)?;
+        let api_spec = spec(&database_url, true, "callback-gateway/api", api_limits)?;
+        let read_spec = match &settings.database.replica_url {
+            Some(replica) => Some(spec(
+                replica.expose(),
+                false,
+                "callback-gateway/read",
+                api_limits,
+            )?),
+            None => None,
+        };
+        let replication = Replication::spawn(
+            spec(
+                &database_url,
+                true,
+                "callback-gateway/replay-barrier",
+                limits,
+            )?,
+            settings.database.commit_timeout,
+        );
         let capture_batches_per_worker = settings.database.capture_batches_per_worker as usize;
+        // A capture's statement commits on its own: its answer may take the statement's bound
+        // and then the commit's.
+        let answer_timeout = settings.database.statement_timeout + settings.database.commit_timeout;
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
@@ -155,17 +189,14 @@ impl Application {
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
             // Runs once per worker, on that worker's runtime.
-            let pool = db::build_pool(&database_url, pool_per_worker, acquire_timeout, limits);
-            let api_limits = SessionLimits {
-                custom_plans: true,
-                ..limits
+            let pool = db::build_pool(callback_spec.clone(), pool_per_worker, acquire_timeout);
+            let api_pool = db::build_pool(api_spec.clone(), api_pool_per_worker, acquire_timeout);
+            let read_pool = match &read_spec {
+                Some(read_spec) => {
+                    db::build_pool(read_spec.clone(), api_pool_per_worker, acquire_timeout)
+                }
+                None => api_pool.clone(),
             };
-            let api_pool = db::build_pool(
-                &database_url,
-                api_pool_per_worker,
-                acquire_timeout,
-                api_limits,
-            );
             if let Ok(mut pools) = all_pools.lock() {
                 pools.push(pool.clone());
             }
@@ -174,8 +205,10 @@ impl Application {
                     pool.clone(),
                     Metrics::clone(&metrics_data),
                     capture_batches_per_worker,
+                    answer_timeout,
                 ),
                 pool,
+                replication: replication.clone(),
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),
                 latest_migration: latest_migration.clone(),
@@ -192,6 +225,7 @@ impl Application {
                 .wrap(TracingLogger::<GatewayRootSpan>::new())
                 .app_data(state)
                 .app_data(web::Data::new(ApiPool(api_pool)))
+                .app_data(web::Data::new(ReadPool(read_pool)))
                 .app_data(admin_token.clone())
                 .app_data(providers.clone())
                 .app_data(refunds.clone())

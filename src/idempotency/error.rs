@@ -17,9 +17,31 @@ pub enum IdempotencyError {
     /// No pooled connection came in time, or the server refused one.
     #[error("database pool: {0}")]
     Pool(String),
+    /// The commit was not confirmed: its wait for the synchronous standby was abandoned
+    /// (PostgreSQL then commits locally and only warns), or it outlasted the commit bound, or
+    /// a replay's barrier was not confirmed in time. A retry decides again.
+    #[error("commit not confirmed: {0}")]
+    Unconfirmed(&'static str),
     /// More work is queued than the database can take; shed at once instead of queueing.
     #[error("saturated: {0}")]
     Saturated(&'static str),
+}
+
+impl From<crate::db::CommitUnconfirmed> for IdempotencyError {
+    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+        IdempotencyError::Unconfirmed(match error {
+            crate::db::CommitUnconfirmed::Abandoned => {
+                "the commit's wait for the synchronous standby was abandoned"
+            }
+            crate::db::CommitUnconfirmed::TimedOut => "the commit outlasted the commit bound",
+        })
+    }
+}
+
+impl From<crate::db::replication::Unconfirmed> for IdempotencyError {
+    fn from(_: crate::db::replication::Unconfirmed) -> Self {
+        IdempotencyError::Unconfirmed("the standby did not confirm the stored answer in time")
+    }
 }
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for IdempotencyError {

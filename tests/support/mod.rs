@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod cluster;
+pub mod gateway;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
