@@ -27,4 +27,5 @@ mod refunds;
 mod replay;
 mod resilience;
 mod reused_event_ids;
+mod synchronous_commit;
 mod write_path;

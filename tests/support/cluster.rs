@@ -84,6 +84,36 @@ impl Cluster {
         self.pg_ctl(&["restart", "-m", "immediate"]);
     }
 
+    /// Sets `synchronous_standby_names` (ALTER SYSTEM, reload); returns once a new session
+    /// sees it. A name no standby has (`'ghost'`) makes every commit wait, forever, the way a
+    /// stalled synchronous standby does; `''` lets them finish.
+    pub async fn set_synchronous_standby_names(&self, value: &str) {
+        let admin = super::connect(&self.url("postgres")).await;
+        admin
+            .batch_execute(&format!(
+                "ALTER SYSTEM SET synchronous_standby_names = '{value}'; SELECT pg_reload_conf()"
+            ))
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            let probe = super::connect(&self.url("postgres")).await;
+            let now: String = probe
+                .query_one("SHOW synchronous_standby_names", &[])
+                .await
+                .unwrap()
+                .get(0);
+            if now == value {
+                return;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the server did not take synchronous_standby_names = '{value}'"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Stops the server (`-m fast`: open sessions are terminated, nothing waits for clients).
     pub fn stop(&self) {
         self.pg_ctl(&["stop", "-m", "fast"]);

@@ -56,6 +56,24 @@ impl GatewayProcess {
         std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
     }
 
+    /// The distinct causes of the errors and panics in the log, without timestamps.
+    pub fn error_causes(&self) -> Vec<String> {
+        let mut causes: Vec<String> = self
+            .log()
+            .lines()
+            .filter(|line| line.contains("error.cause") || line.contains("panicked"))
+            .map(|line| {
+                let line = line
+                    .split_once("error.cause")
+                    .map_or(line, |(_, cause)| cause);
+                line.chars().filter(|c| !c.is_control()).collect::<String>()
+            })
+            .collect();
+        causes.sort();
+        causes.dedup();
+        causes
+    }
+
     pub async fn wait_ready(&mut self) {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(5))

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cluster;
 pub mod gateway;
+pub mod ha;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
