@@ -89,12 +89,15 @@ impl Cluster {
     /// stalled synchronous standby does; `''` lets them finish.
     pub async fn set_synchronous_standby_names(&self, value: &str) {
         let admin = super::connect(&self.url("postgres")).await;
+        // Two messages: a multi-statement string is one implicit transaction, which ALTER
+        // SYSTEM refuses.
         admin
             .batch_execute(&format!(
-                "ALTER SYSTEM SET synchronous_standby_names = '{value}'; SELECT pg_reload_conf()"
+                "ALTER SYSTEM SET synchronous_standby_names = '{value}'"
             ))
             .await
             .unwrap();
+        admin.batch_execute("SELECT pg_reload_conf()").await.unwrap();
         let started = std::time::Instant::now();
         loop {
             let probe = super::connect(&self.url("postgres")).await;
