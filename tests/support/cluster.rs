@@ -97,7 +97,10 @@ impl Cluster {
             ))
             .await
             .unwrap();
-        admin.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
         let started = std::time::Instant::now();
         loop {
             let probe = super::connect(&self.url("postgres")).await;
