@@ -21,6 +21,7 @@ mod migrations;
 mod money;
 mod operability;
 mod orders;
+mod paypal_verify;
 mod reconcile;
 mod refund_safety;
 mod refunds;

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod cluster;
 pub mod gateway;
 pub mod ha;
+pub mod paypal;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
