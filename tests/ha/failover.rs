@@ -462,8 +462,10 @@ async fn console_and_export_read_from_the_replica_during_a_load_run() {
             let base = gateways[i].address();
             let reading = reading.clone();
             tokio::spawn(async move {
+                // The sign-in answers 303 with the cookie: read it there, not after the redirect.
                 let client = reqwest::Client::builder()
                     .timeout(Duration::from_secs(20))
+                    .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .unwrap();
                 let signed_in = client
