@@ -88,13 +88,17 @@ impl Cluster {
     /// sees it. A name no standby has (`'ghost'`) makes every commit wait, forever, the way a
     /// stalled synchronous standby does; `''` lets them finish.
     pub async fn set_synchronous_standby_names(&self, value: &str) {
+        self.set_system("synchronous_standby_names", value).await;
+    }
+
+    /// `ALTER SYSTEM SET name = 'value'` and a reload; returns once a new session sees it.
+    /// Sessions that did not set `name` themselves take it at the reload too.
+    pub async fn set_system(&self, name: &str, value: &str) {
         let admin = super::connect(&self.url("postgres")).await;
         // Two messages: a multi-statement string is one implicit transaction, which ALTER
         // SYSTEM refuses.
         admin
-            .batch_execute(&format!(
-                "ALTER SYSTEM SET synchronous_standby_names = '{value}'"
-            ))
+            .batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
             .await
             .unwrap();
         admin
@@ -105,7 +109,7 @@ impl Cluster {
         loop {
             let probe = super::connect(&self.url("postgres")).await;
             let now: String = probe
-                .query_one("SHOW synchronous_standby_names", &[])
+                .query_one(&format!("SHOW {name}"), &[])
                 .await
                 .unwrap()
                 .get(0);
@@ -114,7 +118,7 @@ impl Cluster {
             }
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(10),
-                "the server did not take synchronous_standby_names = '{value}'"
+                "the server did not take {name} = '{value}'"
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }

@@ -58,7 +58,13 @@ pub struct Tally {
     pub connection_errors: u64,
     /// Refusals (non-2xx answers) that said nothing about when to retry.
     pub refusals_without_retry_after: u64,
+    /// The first few answers counted in `other_retryable` and the first few connection
+    /// errors, as `status body` or the client's error, so a failing test says what they were.
+    pub unexpected: Vec<String>,
 }
+
+/// How many unexpected answers a tally keeps.
+const UNEXPECTED_KEPT: usize = 20;
 
 /// One attempt as the provider saw it: when it was answered, the event, and the status
 /// (0: no answer, a connection error).
@@ -128,11 +134,8 @@ impl Simulator {
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
             let headers = sign::sign_now(event.provider, &event.id, &event.body);
-            let url = format!(
-                "{}/v1/callbacks/{}",
-                self.targets[targets[attempt % targets.len()]],
-                event.provider
-            );
+            let to = targets[attempt % targets.len()];
+            let url = format!("{}/v1/callbacks/{}", self.targets[to], event.provider);
             attempt += 1;
             let mut request = self
                 .client
@@ -180,7 +183,14 @@ impl Simulator {
                         }
                         409 => self.count(|t| t.in_flight_409 += 1),
                         503 => self.count(|t| t.unavailable_503 += 1),
-                        408 | 429 | 500..=599 => self.count(|t| t.other_retryable += 1),
+                        408 | 429 | 500..=599 => self.count(|t| {
+                            t.other_retryable += 1;
+                            if t.unexpected.len() < UNEXPECTED_KEPT {
+                                t.unexpected.push(format!(
+                                    "{status} (Retry-After {retry_after:?}) from target {to}: {body}"
+                                ));
+                            }
+                        }),
                         _ => {
                             self.fail(format!(
                                 "event {} got {status} from target {target}, which no retry can fix: {body}",
@@ -196,8 +206,13 @@ impl Simulator {
                 }
                 Err(error) => {
                     self.note(event, 0);
-                    self.count(|t| t.connection_errors += 1);
-                    last = format!("connection error: {error}");
+                    last = format!("connection error: {error:?}");
+                    self.count(|t| {
+                        t.connection_errors += 1;
+                        if t.unexpected.len() < UNEXPECTED_KEPT {
+                            t.unexpected.push(last.clone());
+                        }
+                    });
                 }
             }
             // Waiting between attempts is the provider's behaviour under test, not a
