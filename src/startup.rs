@@ -185,6 +185,7 @@ impl Application {
         let console_sessions =
             web::Data::new(console::Sessions::new(settings.console.secure_cookie));
         let serves_tls = tls.is_some();
+        let head_timeout = settings.server.body_read_timeout;
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
@@ -235,7 +236,12 @@ impl Application {
                 .configure(configure)
                 .default_service(web::to(not_found))
         })
-        .workers(workers);
+        .workers(workers)
+        // A request's head has the same bound as its body (actix's default is 5 s). actix
+        // answers a late head with its own bare 408, without Retry-After; under a burst a busy
+        // worker can reach a connection it accepted only seconds later, and then the 408 went
+        // to a provider whose request was never slow (scripts/test saw it under load).
+        .client_request_timeout(head_timeout);
         let server = match tls {
             Some(tls) => server.listen_rustls_0_23(listener, tls)?,
             None => server.listen(listener)?,
