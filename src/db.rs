@@ -8,13 +8,13 @@ pub mod replication;
 
 use std::time::Duration;
 
-pub use connection::{CommitMark, ConnectSpec, commit_confirmed, discard, mark_commit};
+pub use connection::{CommitMark, ConnectSpec, commit_confirmed, discard, mark_commit, note_error};
 use diesel::sql_types::Text;
 use diesel_async::pooled_connection::PoolableConnection;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt;
 
@@ -108,6 +108,24 @@ pub enum CommitUnconfirmed {
     TimedOut,
 }
 
+impl CommitUnconfirmed {
+    /// Why, for the log line of the 503 it becomes.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CommitUnconfirmed::Abandoned => {
+                "the commit's wait for the synchronous standby was abandoned"
+            }
+            CommitUnconfirmed::TimedOut => "the commit outlasted the commit bound",
+        }
+    }
+}
+
+/// An error that may carry the database's own, so that the transaction that met it can tell
+/// whether its connection is still of use ([`note_error`]).
+pub trait DatabaseCause {
+    fn database_error(&self) -> Option<&diesel::result::Error>;
+}
+
 /// Runs `work` in a transaction, like diesel's `transaction`, and answers `Ok` only for a
 /// commit that was confirmed within `commit_timeout`: with synchronous replication, one the
 /// standby acknowledged. Past the bound the connection is dropped, never cancelled (a
@@ -119,7 +137,7 @@ pub async fn confirmed_transaction<R, E>(
     work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<R, E>,
 ) -> Result<R, E>
 where
-    E: From<diesel::result::Error> + From<CommitUnconfirmed>,
+    E: From<diesel::result::Error> + From<CommitUnconfirmed> + DatabaseCause,
 {
     use diesel_async::{AnsiTransactionManager, TransactionManager};
     AnsiTransactionManager::begin_transaction(conn).await?;
@@ -130,7 +148,10 @@ where
             match tokio::time::timeout(commit_timeout, commit).await {
                 Ok(Ok(())) if commit_confirmed(conn, mark) => Ok(value),
                 Ok(Ok(())) => Err(CommitUnconfirmed::Abandoned.into()),
-                Ok(Err(error)) => Err(error.into()),
+                Ok(Err(error)) => {
+                    note_error(conn, &error);
+                    Err(error.into())
+                }
                 Err(_) => {
                     // The dropped COMMIT left the transaction manager broken, so the pool
                     // drops this connection anyway; say so explicitly.
@@ -139,10 +160,15 @@ where
                 }
             }
         }
-        Err(error) => match AnsiTransactionManager::rollback_transaction(conn).await {
-            Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
-            Err(rollback) => Err(rollback.into()),
-        },
+        Err(error) => {
+            if let Some(cause) = error.database_error() {
+                note_error(conn, cause);
+            }
+            match AnsiTransactionManager::rollback_transaction(conn).await {
+                Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
+                Err(rollback) => Err(rollback.into()),
+            }
+        }
     }
 }
 
@@ -222,6 +248,9 @@ struct Locked {
     locked: bool,
 }
 
+/// How long a background pass waits for its connection when the URL names no connect timeout.
+const BACKGROUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A connection of its own that holds the session advisory lock `key`, or `None` when another
 /// session (another gateway) holds it: how one instance among many is elected for a background
 /// pass. The lock dies with the connection.
@@ -229,7 +258,16 @@ pub async fn connect_holding_lock(
     url: &str,
     key: i64,
 ) -> anyhow::Result<Option<AsyncPgConnection>> {
-    let mut conn = AsyncPgConnection::establish(url).await?;
+    // Like the pools' connections: on a multi-host URL the primary only (the pass writes),
+    // and watched, so its commits can be confirmed.
+    let spec = ConnectSpec::new(
+        url,
+        true,
+        BACKGROUND_CONNECT_TIMEOUT,
+        "callback-gateway/background",
+        String::new(),
+    )?;
+    let mut conn = spec.connect().await?;
     let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
         .bind::<diesel::sql_types::BigInt, _>(key)
         .get_result(&mut conn)

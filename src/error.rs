@@ -296,6 +296,9 @@ impl From<RefundError> for ApiError {
             },
             RefundError::Database(error) => error.into(),
             RefundError::Pool(error) => ApiError::pool_unavailable(&error),
+            RefundError::Unconfirmed(why) => {
+                ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
         }
     }
 }

@@ -101,6 +101,7 @@ pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
         max_retry_age: settings.refunds.max_retry_age,
         retry_backoff: FIRST_REFUND_BACKOFF,
         render: refunds::respond,
+        commit_timeout: settings.database.commit_timeout,
     })
 }
 

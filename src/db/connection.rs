@@ -56,6 +56,7 @@ impl Instrumentation for Watch {
         } = event
             && ends_the_connection(error)
         {
+            tracing::warn!(%error, "this database connection leaves the pool");
             self.0.discard();
         }
     }
@@ -116,6 +117,18 @@ pub fn commit_confirmed(conn: &mut AsyncPgConnection, mark: CommitMark) -> bool 
     }
 }
 
+/// Takes the connection out of use if `error` says it is no use (its node refuses writes, or
+/// it is gone). The instrumentation sees the errors of statements that return no rows; an
+/// error of a statement that returns rows reaches only its caller (diesel-async reads it from
+/// the row stream, past the instrumentation), so the callers that hold a connection report
+/// them here: `confirmed_transaction` and the capture batcher.
+pub fn note_error(conn: &mut AsyncPgConnection, error: &Error) {
+    if ends_the_connection(error) {
+        tracing::warn!(%error, "this database connection leaves the pool");
+        discard(conn);
+    }
+}
+
 /// Takes a connection out of use: the pool drops it at its next checkout.
 pub fn discard(conn: &mut AsyncPgConnection) {
     if let Some(events) = events_of(conn) {
@@ -173,9 +186,11 @@ impl ConnectSpec {
         tokio::spawn(drive(connection, events.clone()));
         let mut conn = AsyncPgConnection::try_from(client).await?;
         conn.set_instrumentation(Watch(events));
-        conn.batch_execute(&self.setup_sql)
-            .await
-            .map_err(ConnectionError::CouldntSetupConfiguration)?;
+        if !self.setup_sql.is_empty() {
+            conn.batch_execute(&self.setup_sql)
+                .await
+                .map_err(ConnectionError::CouldntSetupConfiguration)?;
+        }
         Ok(conn)
     }
 }

@@ -48,6 +48,11 @@ struct RoundRow {
 #[error("the synchronous standby did not confirm the stored answer within {0:?}")]
 pub struct Unconfirmed(pub Duration);
 
+impl Unconfirmed {
+    /// Why, for the log line of the 503 it becomes.
+    pub const REASON: &'static str = "the standby did not confirm the stored answer in time";
+}
+
 #[derive(Default)]
 struct Rounds {
     /// The number of the next round to begin.

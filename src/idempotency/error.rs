@@ -27,20 +27,24 @@ pub enum IdempotencyError {
     Saturated(&'static str),
 }
 
+impl crate::db::DatabaseCause for IdempotencyError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            IdempotencyError::Database(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
 impl From<crate::db::CommitUnconfirmed> for IdempotencyError {
     fn from(error: crate::db::CommitUnconfirmed) -> Self {
-        IdempotencyError::Unconfirmed(match error {
-            crate::db::CommitUnconfirmed::Abandoned => {
-                "the commit's wait for the synchronous standby was abandoned"
-            }
-            crate::db::CommitUnconfirmed::TimedOut => "the commit outlasted the commit bound",
-        })
+        IdempotencyError::Unconfirmed(error.reason())
     }
 }
 
 impl From<crate::db::replication::Unconfirmed> for IdempotencyError {
     fn from(_: crate::db::replication::Unconfirmed) -> Self {
-        IdempotencyError::Unconfirmed("the standby did not confirm the stored answer in time")
+        IdempotencyError::Unconfirmed(crate::db::replication::Unconfirmed::REASON)
     }
 }
 

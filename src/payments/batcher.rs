@@ -26,7 +26,7 @@ use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::db::{PgPool, commit_confirmed, mark_commit};
+use crate::db::{PgPool, commit_confirmed, mark_commit, note_error};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
@@ -191,11 +191,10 @@ async fn run_jobs<J: BatchItem>(conn: &mut AsyncPgConnection, mut batch: Vec<Job
     if batch.len() == 1 {
         // Alone: the plain statement, with the session's full lock timeout.
         if let Some(job) = batch.pop() {
-            let answer = job
-                .item
-                .run_alone(conn)
-                .await
-                .map_err(IdempotencyError::from);
+            let answer = job.item.run_alone(conn).await.map_err(|error| {
+                note_error(conn, &error);
+                IdempotencyError::from(error)
+            });
             let answer = match answer {
                 Ok(_) if !commit_confirmed(conn, mark) => unconfirmed(),
                 other => other,
@@ -223,6 +222,7 @@ async fn run_jobs<J: BatchItem>(conn: &mut AsyncPgConnection, mut batch: Vec<Job
             }
         }
         Err(error) => {
+            note_error(conn, &error);
             // The statement failed, so nothing of it committed (had it committed and only the
             // answer been lost, the general path finds the records and replays them). Every item
             // goes down the general path on a connection of its own, so one bad item cannot fail

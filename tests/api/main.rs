@@ -13,6 +13,7 @@ mod callbacks;
 mod cleanup;
 mod cli;
 mod console;
+mod database_switch;
 mod deploy;
 mod events;
 mod hardening;

@@ -9,9 +9,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use crate::refunds::{json, paid_order, post_refund, refund_body};
 use crate::support::cluster::Cluster;
+use crate::support::provider::{Behavior, FakeProvider};
 use crate::support::simulator::Event;
-use crate::support::{ACME, answer, config_with, connect, insert_orders, spawn_app_on};
+use crate::support::{
+    ACME, MERCHANT, answer, config_with, connect, insert_orders, refund_config, spawn_app_on,
+};
 
 /// A client whose notices are kept (tokio-postgres hands them to whoever drives the connection).
 async fn client_with_notices(url: &str) -> (tokio_postgres::Client, Arc<Mutex<Vec<String>>>) {
@@ -244,4 +248,203 @@ async fn a_callback_whose_wait_for_the_standby_is_cancelled_gets_503_and_is_repl
         1,
         "the capture is posted once"
     );
+}
+
+/// Cancels every commit that waits for the standby: PostgreSQL commits each locally.
+async fn cancel_the_waits(watcher: &tokio_postgres::Client) {
+    watcher
+        .batch_execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+        )
+        .await
+        .unwrap();
+}
+
+/// The gateway on a migrated database of a cluster of the test's own (the standby settings
+/// are the cluster's), with a 3 s commit bound.
+async fn gateway_on_own_cluster(extra: &str) -> (Arc<Cluster>, crate::support::TestApp) {
+    let cluster = Arc::new(tokio::task::spawn_blocking(Cluster::start).await.unwrap());
+    let url = cluster.migrated_database("gateway").await;
+    let config = config_with(
+        &url,
+        &format!("[database]\ncommit_timeout_ms = 3000\n{extra}"),
+    );
+    let app = spawn_app_on(&url, &config).await;
+    (cluster, app)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_wait_for_the_standby_is_cancelled_gets_503_and_is_replayed_only_once_the_standby_confirms()
+ {
+    let (cluster, app) = gateway_on_own_cluster("").await;
+    let token = app.token_for(MERCHANT).await;
+    let watcher = connect(&app.database_url).await;
+    cluster.set_synchronous_standby_names("ghost").await;
+    let body = r#"{"amount_minor":2500,"currency":"USD","reference":"cart-sync"}"#;
+
+    let app = Arc::new(app);
+    let first = tokio::spawn({
+        let (app, token) = (app.clone(), token.clone());
+        async move { answer(app.post_order(&token, "order-sync-1", body).await).await }
+    });
+    until_waiting_for_the_standby(&watcher, 1, 0).await;
+    cancel_the_waits(&watcher).await;
+    let (status, _, reply) = first.await.unwrap();
+    assert_eq!(
+        status, 503,
+        "an order whose commit was not confirmed must not be answered 201: {reply}"
+    );
+    assert_eq!(
+        scalar(&watcher, "SELECT count(*) FROM orders").await,
+        1,
+        "the order is committed locally (visible, on one node only)"
+    );
+
+    let (status, _, reply) = answer(app.post_order(&token, "order-sync-1", body).await).await;
+    assert_eq!(
+        status, 503,
+        "the stored 201 is not replayed while the standby cannot confirm it: {reply}"
+    );
+
+    cluster.set_synchronous_standby_names("").await;
+    let (status, replayed, reply) =
+        answer(app.post_order(&token, "order-sync-1", body).await).await;
+    assert_eq!((status, replayed), (201, true), "{reply}");
+    assert_eq!(
+        scalar(&watcher, "SELECT count(*) FROM orders").await,
+        1,
+        "one order"
+    );
+}
+
+/// A refund gateway on a cluster of the test's own (see [`gateway_on_own_cluster`]), with a
+/// paid order of 1000; the order's id and the merchant's token.
+async fn refund_gateway_on_own_cluster(
+    provider: &FakeProvider,
+) -> (Arc<Cluster>, Arc<crate::support::TestApp>, i64, String) {
+    let (cluster, app) = gateway_on_own_cluster(&refund_config(&provider.base_url, "")).await;
+    let token = app.token_for(MERCHANT).await;
+    let order_id = paid_order(&app, 1000).await;
+    (cluster, Arc::new(app), order_id, token)
+}
+
+async fn refund(app: &crate::support::TestApp, token: &str, order_id: i64) -> (u16, bool, String) {
+    answer(
+        post_refund(
+            &app.client,
+            &app.address,
+            token,
+            order_id,
+            "refund-sync-1",
+            &refund_body(400),
+        )
+        .await,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_whose_phase_one_wait_is_cancelled_gets_503_and_the_provider_is_called_only_once_it_is_confirmed()
+ {
+    let provider = FakeProvider::start().await;
+    let (cluster, app, order_id, token) = refund_gateway_on_own_cluster(&provider).await;
+    let watcher = connect(&app.database_url).await;
+    cluster.set_synchronous_standby_names("ghost").await;
+
+    let first = tokio::spawn({
+        let (app, token) = (app.clone(), token.clone());
+        async move { refund(&app, &token, order_id).await }
+    });
+    until_waiting_for_the_standby(&watcher, 1, 0).await;
+    cancel_the_waits(&watcher).await;
+    let (status, _, reply) = first.await.unwrap();
+    assert_eq!(
+        status, 503,
+        "phase 1 was not confirmed: no provider call, no 202: {reply}"
+    );
+    assert_eq!(
+        provider.calls().len(),
+        0,
+        "the provider must not be called for a phase 1 a failover could lose"
+    );
+    assert_eq!(
+        scalar(&watcher, "SELECT count(*) FROM refund_requests").await,
+        1,
+        "phase 1 is committed locally (visible, on one node only)"
+    );
+
+    // The client's retry while the standby is away: the request is in flight (its lease),
+    // still no provider call.
+    let (status, _, reply) = refund(&app, &token, order_id).await;
+    assert!(matches!(status, 409 | 503), "{status} {reply}");
+    assert_eq!(provider.calls().len(), 0);
+
+    // The standby is back and the lease has run out: the retry takes the request over, the
+    // takeover's commit is confirmed, and the provider is called once, under phase 1's key.
+    cluster.set_synchronous_standby_names("").await;
+    watcher
+        .execute(
+            "UPDATE idempotency_keys SET locked_until = now() WHERE op = 'refund.create'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (status, replayed, reply) = refund(&app, &token, order_id).await;
+    assert_eq!((status, replayed), (202, false), "{reply}");
+    let calls = provider.calls();
+    assert_eq!(calls.len(), 1, "one provider call");
+    let key: String = watcher
+        .query_one("SELECT provider_idempotency_key FROM refund_requests", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(calls[0].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(provider.refunds_created(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_whose_phase_three_wait_is_cancelled_gets_503_and_its_202_is_replayed_only_once_confirmed()
+ {
+    let provider = FakeProvider::start().await;
+    let (cluster, app, order_id, token) = refund_gateway_on_own_cluster(&provider).await;
+    let watcher = connect(&app.database_url).await;
+    provider.script(&[Behavior::Hold]);
+
+    let first = tokio::spawn({
+        let (app, token) = (app.clone(), token.clone());
+        async move { refund(&app, &token, order_id).await }
+    });
+    // Phase 1 is confirmed (the provider is being called); phase 3 will wait.
+    provider.until_calls(1).await;
+    cluster.set_synchronous_standby_names("ghost").await;
+    provider.let_go();
+    until_waiting_for_the_standby(&watcher, 1, 0).await;
+    cancel_the_waits(&watcher).await;
+    let (status, _, reply) = first.await.unwrap();
+    assert_eq!(
+        status, 503,
+        "phase 3 was not confirmed: the 202 must not be sent: {reply}"
+    );
+    assert_eq!(
+        scalar(
+            &watcher,
+            "SELECT count(*) FROM idempotency_keys WHERE op = 'refund.create' AND status <> 'processing'"
+        )
+        .await,
+        1,
+        "phase 3 is committed locally (visible, on one node only)"
+    );
+
+    let (status, _, reply) = refund(&app, &token, order_id).await;
+    assert_eq!(
+        status, 503,
+        "the stored 202 is not replayed while the standby cannot confirm it: {reply}"
+    );
+
+    cluster.set_synchronous_standby_names("").await;
+    let (status, replayed, reply) = refund(&app, &token, order_id).await;
+    assert_eq!((status, replayed), (202, true), "{reply}");
+    assert_eq!(json(&reply)["status"], "pending", "{reply}");
+    assert_eq!(provider.calls().len(), 1, "one provider call");
+    assert_eq!(provider.refunds_created(), 1);
 }
