@@ -92,10 +92,11 @@ fn abandons_a_sync_wait(notice: &DbError) -> bool {
 }
 
 /// The events of a pooled connection (`None` for one opened elsewhere, e.g. by `establish`).
-pub fn events_of(conn: &mut AsyncPgConnection) -> Option<Arc<ConnectionEvents>> {
+/// Borrowed, not cloned: it is read around every commit.
+pub fn events_of(conn: &mut AsyncPgConnection) -> Option<&ConnectionEvents> {
     conn.instrumentation()
         .downcast_ref::<Watch>()
-        .map(|watch| watch.0.clone())
+        .map(|watch| &*watch.0)
 }
 
 /// A point in a connection's history, taken before a commit.
