@@ -109,6 +109,15 @@ pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
 /// know what else runs under its domain.
 const HSTS: &str = "max-age=31536000";
 
+/// How long an idle client connection is kept open (actix's default is 5 s). A connection
+/// the server closes just as its client sends the next request on it loses that request: the
+/// client sees the connection end without an answer, and a load balancer in front answers
+/// 502. So the server should not be the one that closes first: load balancers' idle timeouts
+/// are around 60 s (AWS's default), and a provider's connection can sit idle for a whole
+/// answer bound (statement plus commit timeout) while the provider waits on another one.
+/// The failover test lost two requests so with 5 s.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(75);
+
 pub struct Application {
     port: u16,
     server: Server,
@@ -242,7 +251,8 @@ impl Application {
         // answers a late head with its own bare 408, without Retry-After; under a burst a busy
         // worker can reach a connection it accepted only seconds later, and then the 408 went
         // to a provider whose request was never slow (scripts/test saw it under load).
-        .client_request_timeout(head_timeout);
+        .client_request_timeout(head_timeout)
+        .keep_alive(KEEP_ALIVE);
         let server = match tls {
             Some(tls) => server.listen_rustls_0_23(listener, tls)?,
             None => server.listen(listener)?,
