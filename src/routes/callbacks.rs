@@ -80,7 +80,14 @@ pub async fn receive_callback(
     );
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event_id));
-    let executed = idempotency::execute(&state.pool, &idempotent, &work, &respond).await?;
+    let executed = idempotency::execute(
+        &state.pool,
+        &state.replication,
+        &idempotent,
+        &work,
+        &respond,
+    )
+    .await?;
     Ok(idempotent_response(executed, |outcome| {
         outcome.outcome.as_str()
     }))
