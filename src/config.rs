@@ -123,6 +123,23 @@ pub struct DatabaseSettings {
     pub capture_batches_per_worker: u32,
     /// Upper bound of any one SQL statement, so a request never holds a connection forever.
     pub statement_timeout: Duration,
+    /// How long a request waits for its commit (or a replay for its barrier) to be confirmed,
+    /// by the synchronous standby when there is one, before it answers 503. The wait is given
+    /// up by dropping the connection, never by cancelling it: a cancelled wait commits locally.
+    pub commit_timeout: Duration,
+    /// A standby for the read-only work (console, event log, export, reconcile, balances);
+    /// `None`: they read from `url`. Callbacks, orders and refunds never read from it.
+    pub replica_url: Option<Secret>,
+}
+
+impl DatabaseSettings {
+    /// Where the read-only work reads: the replica when one is configured.
+    pub fn read_url(&self) -> Option<&str> {
+        self.replica_url
+            .as_ref()
+            .or(self.url.as_ref())
+            .map(Secret::expose)
+    }
 }
 
 /// The ledger's background work.
@@ -388,6 +405,8 @@ struct RawDatabase {
     api_pool_size: Option<u32>,
     capture_batches_per_worker: Option<u32>,
     statement_timeout_ms: Option<u64>,
+    commit_timeout_ms: Option<u64>,
+    replica_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -453,6 +472,15 @@ impl Settings {
             })
     }
 
+    /// Where the read-only commands (export, reconcile) read: `[database] replica_url`, else
+    /// the database URL.
+    pub fn read_database_url(&self) -> Result<&str, ConfigError> {
+        match &self.database.replica_url {
+            Some(url) => Ok(url.expose()),
+            None => self.database_url(),
+        }
+    }
+
     /// Loads the file (`explicit` path, or `gateway.toml` if it exists) and applies env overrides.
     pub fn load(explicit: Option<&Path>, env: &dyn Environment) -> Result<Self, ConfigError> {
         let text = match explicit {
@@ -514,19 +542,13 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     };
 
     let url = env.var("DATABASE_URL").or(raw.database.url);
-    if let Some(url) = &url {
-        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-            return Err(ConfigError(
-                "database.url must be a postgres:// URL".to_owned(),
-            ));
+    for (field, url) in [
+        ("database.url", &url),
+        ("database.replica_url", &raw.database.replica_url),
+    ] {
+        if let Some(url) = url {
+            check_database_url(field, url)?;
         }
-        // Refused here rather than at the first connection; the driver's message names the
-        // parameter, never its value, and the URL itself is not repeated (it may hold a password).
-        url.parse::<tokio_postgres::Config>().map_err(|e| {
-            ConfigError(format!(
-                "database.url: the PostgreSQL driver cannot read it: {e}"
-            ))
-        })?;
     }
     let pool_size = raw.database.pool_size.unwrap_or(16);
     within("database.pool_size", u64::from(pool_size), 1, 1000)?;
@@ -541,6 +563,8 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     )?;
     let statement_timeout_ms = raw.database.statement_timeout_ms.unwrap_or(10_000);
     positive("database.statement_timeout_ms", statement_timeout_ms)?;
+    let commit_timeout_ms = raw.database.commit_timeout_ms.unwrap_or(5_000);
+    within("database.commit_timeout_ms", commit_timeout_ms, 1, 600_000)?;
 
     let ttl_hours = raw.idempotency.ttl_hours.unwrap_or(72);
     within("idempotency.ttl_hours", ttl_hours, 1, MAX_HOURS)?;
@@ -604,6 +628,8 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
             api_pool_size,
             capture_batches_per_worker,
             statement_timeout: Duration::from_millis(statement_timeout_ms),
+            commit_timeout: Duration::from_millis(commit_timeout_ms),
+            replica_url: raw.database.replica_url.map(Secret::new),
         },
         idempotency: IdempotencySettings {
             ttl: hours(ttl_hours),
@@ -616,6 +642,21 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         console,
         ledger,
     })
+}
+
+/// A PostgreSQL URL the driver can read, refused here rather than at the first connection;
+/// the driver's message names the parameter, never its value, and the URL itself is not
+/// repeated (it may hold a password).
+fn check_database_url(field: &str, url: &str) -> Result<(), ConfigError> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(ConfigError(format!("{field} must be a postgres:// URL")));
+    }
+    url.parse::<tokio_postgres::Config>().map_err(|e| {
+        ConfigError(format!(
+            "{field}: the PostgreSQL driver cannot read it: {e}"
+        ))
+    })?;
+    Ok(())
 }
 
 fn validate_refunds(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
@@ -1463,6 +1504,26 @@ mod tests {
             "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\napi_base_url = \"https://x.example\"\napi_key = \"k\"\n"
         ));
         assert!(err.starts_with("providers[0].api_base_url"), "{err}");
+    }
+
+    #[test]
+    fn a_replica_url_is_read_by_the_driver_and_the_read_work_uses_it() {
+        let settings = Settings::from_toml("", &env()).unwrap();
+        assert_eq!(
+            settings.database.read_url(),
+            Some("postgres://u@localhost/db")
+        );
+        assert_eq!(settings.database.commit_timeout, Duration::from_secs(5));
+        let text = "[database]\nreplica_url = \"postgres://u@standby:5432/db\"\n";
+        let settings = Settings::from_toml(text, &env()).unwrap();
+        assert_eq!(
+            settings.database.read_url(),
+            Some("postgres://u@standby:5432/db")
+        );
+        let err = error_of("[database]\nreplica_url = \"postgres://u:pw-in-url@h:notaport/db\"\n");
+        assert!(err.starts_with("database.replica_url"), "{err}");
+        assert!(!err.contains("pw-in-url"), "{err}");
+        assert!(!format!("{settings:?}").contains("standby:5432"));
     }
 
     #[test]

@@ -274,6 +274,9 @@ impl From<IdempotencyError> for ApiError {
             IdempotencyError::Database(error) => error.into(),
             IdempotencyError::Pool(error) => ApiError::pool_unavailable(&error),
             IdempotencyError::Saturated(why) => ApiError::Saturated(why),
+            IdempotencyError::Unconfirmed(why) => {
+                ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
         }
     }
 }
@@ -302,6 +305,9 @@ impl From<RefundError> for ApiError {
             },
             RefundError::Database(error) => error.into(),
             RefundError::Pool(error) => ApiError::pool_unavailable(&error),
+            RefundError::Unconfirmed(why) => {
+                ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
         }
     }
 }

@@ -83,6 +83,10 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             |url| redacted_database(url.expose()),
         ),
     );
+    if let Some(replica) = &database.replica_url {
+        line("replica (reads)", redacted_database(replica.expose()));
+    }
+    line("commit wait", millis(database.commit_timeout));
     line(
         "pool size",
         format!(

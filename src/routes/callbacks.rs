@@ -112,7 +112,14 @@ async fn execute(
     );
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
-    Ok(idempotency::execute(&state.pool, &idempotent, &work, &respond).await?)
+    Ok(idempotency::execute(
+        &state.pool,
+        &state.replication,
+        &idempotent,
+        &work,
+        &respond,
+    )
+    .await?)
 }
 
 /// A delivery answered with a fixed body (Adyen's `[accepted]`) once every event it carries is

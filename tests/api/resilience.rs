@@ -13,12 +13,12 @@ use std::collections::HashMap;
 
 use futures_util::StreamExt;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{Cluster, free_port};
+use crate::support::cluster::Cluster;
+use crate::support::gateway::GatewayProcess;
 use crate::support::simulator::{Event, Simulator};
 use crate::support::{
     ACME, answer, config_with, connect, fresh_database, insert_orders, sign, spawn_app_on,
@@ -310,138 +310,6 @@ async fn postgres_crashes_mid_load(events: i64, crashes: i64) {
 // ---------------------------------------------------------------------------------------
 // The gateway process is killed mid-load
 // ---------------------------------------------------------------------------------------
-
-/// The real `callback-gateway serve` on a fixed port, its log in a temp directory.
-pub(crate) struct GatewayProcess {
-    pub(crate) child: Child,
-    pub(crate) dir: PathBuf,
-    pub(crate) port: u16,
-    pub(crate) database_url: String,
-}
-
-impl GatewayProcess {
-    pub(crate) fn start(dir: &Path, port: u16, database_url: &str) -> Self {
-        Self {
-            child: spawn_gateway(dir, port, database_url),
-            dir: dir.to_owned(),
-            port,
-            database_url: database_url.to_owned(),
-        }
-    }
-
-    /// Writes the config file and starts the gateway; returns once /readyz answers 200.
-    pub(crate) async fn spawn(extra: &str) -> Self {
-        let database_url = fresh_database().await;
-        let dir = std::env::temp_dir().join(format!("cg-proc-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gateway.toml"), config_with(&database_url, extra)).unwrap();
-        let mut gateway = Self::start(&dir, free_port(), &database_url);
-        gateway.wait_ready().await;
-        gateway
-    }
-
-    pub(crate) fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
-    }
-
-    pub(crate) async fn wait_ready(&mut self) {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let url = format!("{}/readyz", self.address());
-        let started = Instant::now();
-        loop {
-            if let Ok(response) = client.get(&url).send().await
-                && response.status() == 200
-            {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "the gateway exited with {status} before it was ready:\n{}",
-                    self.log()
-                );
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the gateway was not ready within 60 s:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// SIGKILL: no shutdown code runs, open transactions die with their sockets.
-    pub(crate) fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        let status = self.child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            status.signal(),
-            Some(9),
-            "the gateway should have died of SIGKILL"
-        );
-    }
-
-    /// Starts the same binary with the same config on the same port; waits until it is ready.
-    pub(crate) async fn restart(&mut self) {
-        self.child = spawn_gateway(&self.dir, self.port, &self.database_url);
-        self.wait_ready().await;
-    }
-
-    /// Polls until the process exits; fails the test after `limit`.
-    pub(crate) async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < limit,
-                "the gateway did not exit within {limit:?}:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-/// `callback-gateway --config DIR/gateway.toml serve`, logging to DIR/gateway.log.
-fn spawn_gateway(dir: &Path, port: u16, database_url: &str) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("gateway.log"))
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
-        .arg("--config")
-        .arg(dir.join("gateway.toml"))
-        .arg("serve")
-        .env_remove("GATEWAY_CONFIG")
-        .env("DATABASE_URL", database_url)
-        .env("GATEWAY_BIND", format!("127.0.0.1:{port}"))
-        .env("RUST_LOG", "warn,actix_server=info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_killed_with_sigkill_twice_mid_load_and_restarted_posts_every_event_exactly_once()

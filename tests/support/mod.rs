@@ -5,6 +5,8 @@
 
 pub mod batch;
 pub mod cluster;
+pub mod gateway;
+pub mod ha;
 pub mod payloads;
 pub mod paypal;
 pub mod paypal_host;
@@ -367,6 +369,14 @@ pub async fn spawn_app_with(extra: &str) -> TestApp {
 
 /// Spawns the app on an existing database with the given full configuration text.
 pub async fn spawn_app_on(database_url: &str, config: &str) -> TestApp {
+    // `TEST_LOG=warn cargo test ..` shows the in-process gateways' log (the cause chain of a
+    // 5xx is logged, never answered).
+    if let Ok(levels) = std::env::var("TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(levels))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     // The process env may carry DATABASE_URL for the server; the test's own database wins.
     struct TestEnv(String);
     impl callback_gateway::config::Environment for TestEnv {
@@ -416,6 +426,12 @@ fn merge_config(base: &str, extra: &str) -> String {
 }
 
 impl TestApp {
+    /// Stops the server as SIGTERM does: no new connections, requests in flight finish (up to
+    /// actix's shutdown timeout); resolves once the workers have stopped.
+    pub async fn stop_gracefully(&self) {
+        self.handle.stop(true).await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.address)
     }
