@@ -26,8 +26,7 @@ use super::model::{self, Notification, Recorded};
 use super::schedule::{self, Answer, Failure, Next};
 use crate::config::{NotificationSettings, Settings};
 use crate::metrics::Metrics;
-use crate::signature::scheme::SignatureScheme;
-use crate::signature::standard_webhooks::StandardWebhooks;
+use crate::providers::standard_webhooks::StandardWebhooks;
 
 /// The shortest time between two rounds of the sender's statements.
 pub const LINGER: Duration = Duration::from_millis(10);
@@ -440,7 +439,10 @@ async fn attempt(
     let mut request = http
         .post(target.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json");
-    for (name, value) in target.signer.sign(&id, &body, Utc::now().timestamp()) {
+    for (name, value) in target
+        .signer
+        .sign_headers(&id, &body, Utc::now().timestamp())
+    {
         request = request.header(name, value);
     }
     let answer = match request.body(body).send().await {

@@ -6,6 +6,12 @@
 //! 3. one transaction stores the provider's answer and finishes the key, if this attempt still
 //!    holds the lease. An unknown outcome releases the lease instead.
 //!
+//! Each phase's commit is an answer (or, for phase 1, a reason to call the provider) only when
+//! it was confirmed, by the synchronous standby when there is one ([`confirmed_transaction`]),
+//! and a stored answer is replayed only after the replay barrier: a phase 1 that a failover
+//! lost after the provider was called would let the client's retry create a new request under
+//! a new provider key, and the provider would refund twice.
+//!
 //! A crash anywhere leaves a `processing` record that the next request with the key, or the
 //! recoverer, takes over once the lease expires; it repeats step 2 with the same provider key.
 //! Not forever: a takeover of a request older than `max_retry_age` (below the provider's key
@@ -22,7 +28,8 @@ use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
 use super::review::{Review, ReviewReason};
-use crate::db::PgPool;
+use crate::db::replication::Replication;
+use crate::db::{PgPool, confirmed_transaction};
 use crate::idempotency::Executed;
 use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
@@ -61,6 +68,9 @@ pub struct Refunds {
     pub render: RenderRefund,
     /// Whose refund requests' ends stage notifications, and the sender to wake after them.
     pub notifying: Notifying,
+    /// How long a phase's commit may wait for its confirmation (`[database]
+    /// commit_timeout_ms`); past it the request answers 503 and a retry decides.
+    pub commit_timeout: Duration,
 }
 
 /// A refund request held by this attempt, to be sent to the provider.
@@ -103,10 +113,12 @@ enum Started {
 
 /// `POST /v1/orders/{id}/refunds` for `merchant_id`: the three steps, each phase on a pooled
 /// connection of its own, none held while the provider answers. `order_id` is `None` when the
-/// path does not name an order (stored as order_not_found).
+/// path does not name an order (stored as order_not_found). A stored answer is replayed only
+/// once `replication` confirmed it.
 #[tracing::instrument(skip_all, fields(merchant_id, order_id))]
 pub async fn create(
     pool: &PgPool,
+    replication: &Replication,
     refunds: &Refunds,
     merchant_id: i64,
     order_id: Option<i64>,
@@ -118,6 +130,10 @@ pub async fn create(
         start(&mut conn, refunds, merchant_id, order_id, idempotent, body).await?
     };
     let attempt = match started {
+        Started::Done(Executed::Replayed(stored)) => {
+            replication.confirm_replay().await?;
+            return Ok(Executed::Replayed(stored));
+        }
         Started::Done(executed) => return Ok(executed),
         Started::Takeover(Takeover::Call(attempt)) => *attempt,
         Started::Takeover(Takeover::Review(review)) => {
@@ -140,21 +156,22 @@ pub async fn recover(
     refunds: &Refunds,
     due: &DueRequest,
 ) -> Result<bool, RefundError> {
-    let attempt = conn
-        .transaction(async |conn| {
-            let lease = lease::take_over(
-                conn,
-                due.record_id,
-                due.lease_token.as_deref(),
-                refunds.lease,
-            )
-            .await?;
-            let Some(lease) = lease else {
-                return Ok::<_, RefundError>(None);
-            };
-            retryable(conn, refunds, lease).await.map(Some)
-        })
+    // Confirmed before the provider is called: the takeover's commit comes after the phase 1
+    // it read, so its confirmation says that phase 1 is on the standby too.
+    let attempt = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        let lease = lease::take_over(
+            conn,
+            due.record_id,
+            due.lease_token.as_deref(),
+            refunds.lease,
+        )
         .await?;
+        let Some(lease) = lease else {
+            return Ok::<_, RefundError>(None);
+        };
+        retryable(conn, refunds, lease).await.map(Some)
+    })
+    .await?;
     let Some(Takeover::Call(attempt)) = attempt else {
         return Ok(false);
     };
@@ -202,78 +219,69 @@ pub async fn resolve(
     request_id: i64,
     resolution: Resolution,
 ) -> Result<RefundStatus, ResolveError> {
-    let resolved = conn
-        .transaction(async |conn| {
-            let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
-                .await?
-                .ok_or(ResolveError::NotFound)?;
-            match RefundStatus::parse(&found.status) {
-                Some(RefundStatus::Processing) if found.idle => {
-                    let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
-                    let lease = lease::take_over(
-                        conn,
-                        record_id,
-                        found.lease_token.as_deref(),
-                        refunds.lease,
-                    )
-                    .await?
-                    .ok_or(ResolveError::NotResolvable)?;
-                    let request = request_of(conn, &lease).await?;
-                    let known = match resolution {
-                        Resolution::Accepted { provider_refund_id } => {
-                            Known::Accepted(provider_refund_id)
-                        }
-                        Resolution::Declined { message } => {
-                            Known::Declined(format!("resolved by an operator: {message}"))
-                        }
-                    };
-                    match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
-                        Some(Stored::Done(Executed::First {
-                            output: RefundOutcome::Accepted { status, .. },
-                            ..
-                        })) => Ok(status),
-                        Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
-                        Some(Stored::RefundIdInUse { held_by }) => {
-                            Err(ResolveError::RefundIdInUse { held_by })
-                        }
-                        None => Err(ResolveError::NotResolvable),
+    let resolved = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
+            .await?
+            .ok_or(ResolveError::NotFound)?;
+        match RefundStatus::parse(&found.status) {
+            Some(RefundStatus::Processing) if found.idle => {
+                let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
+                let lease =
+                    lease::take_over(conn, record_id, found.lease_token.as_deref(), refunds.lease)
+                        .await?
+                        .ok_or(ResolveError::NotResolvable)?;
+                let request = request_of(conn, &lease).await?;
+                let known = match resolution {
+                    Resolution::Accepted { provider_refund_id } => {
+                        Known::Accepted(provider_refund_id)
                     }
-                }
-                Some(RefundStatus::Pending) => {
-                    // The order's row lock first, as the refund webhook takes it before it settles.
-                    Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
-                    match resolution {
-                        Resolution::Accepted { provider_refund_id } => {
-                            let request = RefundRequest::for_id(conn, request_id).await?;
-                            if let Some(held_by) = RefundRequest::holder_of_refund_id(
-                                conn,
-                                &request,
-                                &provider_refund_id,
-                            )
-                            .await?
-                            {
-                                return Err(ResolveError::RefundIdInUse { held_by });
-                            }
-                            let notify = refunds.notifying.wants(found.merchant_id);
-                            RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
-                                .await?
-                                .ok_or(ResolveError::NotResolvable)
-                        }
-                        Resolution::Declined { message } => {
-                            let message = format!("withdrawn by an operator: {message}");
-                            let notify = refunds.notifying.wants(found.merchant_id);
-                            if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
-                                Ok(RefundStatus::Failed)
-                            } else {
-                                Err(ResolveError::NotResolvable)
-                            }
-                        }
+                    Resolution::Declined { message } => {
+                        Known::Declined(format!("resolved by an operator: {message}"))
                     }
+                };
+                match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
+                    Some(Stored::Done(Executed::First {
+                        output: RefundOutcome::Accepted { status, .. },
+                        ..
+                    })) => Ok(status),
+                    Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
+                    Some(Stored::RefundIdInUse { held_by }) => {
+                        Err(ResolveError::RefundIdInUse { held_by })
+                    }
+                    None => Err(ResolveError::NotResolvable),
                 }
-                _ => Err(ResolveError::NotResolvable),
             }
-        })
-        .await;
+            Some(RefundStatus::Pending) => {
+                // The order's row lock first, as the refund webhook takes it before it settles.
+                Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
+                let notify = refunds.notifying.wants(found.merchant_id);
+                match resolution {
+                    Resolution::Accepted { provider_refund_id } => {
+                        let request = RefundRequest::for_id(conn, request_id).await?;
+                        if let Some(held_by) =
+                            RefundRequest::holder_of_refund_id(conn, &request, &provider_refund_id)
+                                .await?
+                        {
+                            return Err(ResolveError::RefundIdInUse { held_by });
+                        }
+                        RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
+                            .await?
+                            .ok_or(ResolveError::NotResolvable)
+                    }
+                    Resolution::Declined { message } => {
+                        let message = format!("withdrawn by an operator: {message}");
+                        if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
+                            Ok(RefundStatus::Failed)
+                        } else {
+                            Err(ResolveError::NotResolvable)
+                        }
+                    }
+                }
+            }
+            _ => Err(ResolveError::NotResolvable),
+        }
+    })
+    .await;
     if resolved.is_ok() {
         // The resolution may have ended the request: its notification goes out now.
         refunds.notifying.wake_handle().wake();
@@ -326,7 +334,10 @@ async fn start(
     idempotent: &IdempotentRequest,
     body: &[u8],
 ) -> Result<Started, RefundError> {
-    conn.transaction(
+    // Confirmed, or the provider is not called: see the module's comment.
+    confirmed_transaction(
+        conn,
+        refunds.commit_timeout,
         async |conn| match lease::claim(conn, idempotent, refunds.lease).await? {
             Claimed::Replay(stored) => Ok(Started::Done(Executed::Replayed(stored))),
             Claimed::InFlight => Err(RefundError::InFlight),
@@ -493,9 +504,10 @@ async fn settle(
         Known::Declined(_) => None,
     };
     let request_id = attempt.request.id;
-    let stored = conn
-        .transaction(async |conn| store_known(conn, refunds, &attempt, &known).await)
-        .await;
+    let stored = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        store_known(conn, refunds, &attempt, &known).await
+    })
+    .await;
     match stored {
         Ok(Some(Stored::Done(executed))) => {
             refunds.notifying.committed(attempt.request.merchant_id);
@@ -520,6 +532,13 @@ async fn settle(
                 );
             }
             Err(RefundError::InFlight)
+        }
+        Err(error @ RefundError::Unconfirmed(_)) => {
+            // Stored, perhaps on this node only (or still waiting for the standby): nothing is
+            // given back. The client's retry replays it once the barrier confirms it; if a
+            // failover lost it, the lease expires and a takeover calls the provider again
+            // under the same key.
+            Err(error)
         }
         Err(error) => {
             // The answer is known but could not be stored (the database): give the lease back

@@ -616,7 +616,15 @@ async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
         statement_timeout: Duration::from_secs(5),
         custom_plans: true,
     };
-    let pool = db::build_pool(&app.database_url, 1, Duration::from_secs(5), limits);
+    let spec = db::ConnectSpec::new(
+        &app.database_url,
+        false,
+        Duration::from_secs(5),
+        "test",
+        limits.sql(),
+    )
+    .unwrap();
+    let pool = db::build_pool(spec, 1, Duration::from_secs(5));
     let mut conn = pool.get().await.unwrap();
     for g in 1..=12 {
         let filter = EventFilter {

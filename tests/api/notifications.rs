@@ -830,7 +830,7 @@ async fn a_gateway_killed_with_sigkill_during_sends_loses_nothing_and_each_dupli
     // gateway dies.
     let config = notify_config(&receiver.url, "")
         .replace("attempt_timeout_ms = 1000", "attempt_timeout_ms = 3000");
-    let mut gateway = crate::resilience::GatewayProcess::spawn(&config).await;
+    let mut gateway = crate::support::gateway::GatewayProcess::spawn(&config).await;
     let db = crate::support::connect(&gateway.database_url).await;
     let orders = crate::support::insert_orders(&db, 5).await;
     for (order, amount) in &orders[..3] {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel_async::AsyncConnection;
 use serde_json::Value;
 
-use crate::resilience::GatewayProcess;
+use crate::support::gateway::GatewayProcess;
 use crate::support::provider::{Behavior, FakeProvider};
 use crate::support::{
     ACME, MERCHANT, STRIPE, TestApp, answer, connect, refund_config, sign, spawn_app_with, until,
