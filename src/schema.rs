@@ -38,7 +38,7 @@ diesel::table! {
         singleton -> Bool,
         through_delivery_id -> Int8,
         pending_delivery_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -73,7 +73,7 @@ diesel::table! {
         singleton -> Bool,
         through_entry_id -> Int8,
         pending_entry_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -99,6 +99,7 @@ diesel::table! {
         payment_id -> Text,
         created_at -> Timestamptz,
         refund_id -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
     }
 }
 
@@ -115,6 +116,27 @@ diesel::table! {
 }
 
 diesel::table! {
+    payment_disputes (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        dispute_id -> Text,
+        payment_id -> Text,
+        order_id -> Nullable<Int8>,
+        funds -> Text,
+        outcome -> Text,
+        currency -> Text,
+        withdrawn_minor -> Int8,
+        fee_minor -> Int8,
+        reinstated_minor -> Int8,
+        account -> Nullable<Text>,
+        note -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     payments (id) {
         id -> Int8,
         merchant_id -> Int8,
@@ -127,6 +149,7 @@ diesel::table! {
         refunded_minor -> Int8,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        disputed_minor -> Int8,
     }
 }
 
@@ -168,6 +191,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_entries,
     ledger_transfers,
     orders,
+    payment_disputes,
     payments,
     refund_requests,
 );

@@ -14,6 +14,7 @@ mod cleanup;
 mod cli;
 mod console;
 mod deploy;
+mod disputes;
 mod events;
 mod hardening;
 mod health;
