@@ -1007,3 +1007,51 @@ async fn a_merchant_refund_and_a_withdrawal_at_once_never_refund_what_the_disput
         }
     }
 }
+
+#[tokio::test]
+async fn the_writer_refuses_a_refund_planned_before_a_withdrawal_committed() {
+    let app = spawn_app_with("").await;
+    let order = pay(&app, 5000).await;
+    let (status, _, ack) = answer(
+        app.deliver(ACME, "evt_dw", &withdrawn("evt_dw", "dp_1", order, 5000, 0))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{ack}");
+    // A refund of 1000 planned against the payment as it was before the withdrawal: the status
+    // and the dispute amount it read are both stale, or only the dispute amount is.
+    let stale_refund = |status_from: &str, disputed_from: i64| {
+        format!(
+            "SELECT result::text FROM payment_apply(42, 'acme', 'evt_stale', 'pay_{order}', {order}, \
+             NULL, NULL, 'partially_refunded', 1000, 'USD', 0, 1000, 'refund', NULL, \
+             'merchant_payable', 1000, 'psp_clearing:acme', -1000, '{status_from}', {disputed_from}, \
+             {disputed_from}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+        )
+    };
+    for (status_from, disputed_from) in [("succeeded", 0), ("disputed", 0)] {
+        let result: String = app
+            .db
+            .query_one(&stale_refund(status_from, disputed_from), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(result, "state_changed", "{status_from} {disputed_from}");
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_transfers WHERE kind = 'refund'")
+            .await,
+        0
+    );
+    let (payment_status, refunded): (String, i64) = {
+        let row = app
+            .db
+            .query_one(
+                "SELECT status, refunded_minor FROM payments WHERE payment_id = $1",
+                &[&format!("pay_{order}")],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((payment_status.as_str(), refunded), ("disputed", 0));
+}
