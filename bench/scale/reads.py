@@ -60,6 +60,9 @@ def next_page(i):
     return (f"/admin/events?cursor={quote(cursor)}", admin)
 
 
+# Each round's three lookups take ids of their own (3i, 3i+1, 3i+2; IDS_FILE holds 3 * LOADS):
+# with i, i+1 and i+2, a lookup found the rows the previous round's next lookup had just read
+# (the admin detail those of the console's), and only the console's detail measured a cold one.
 event_id = lambda i: ids[i % len(ids)]
 window = f"?since={quote(since)}&until={quote(until)}"
 reads = {
@@ -71,13 +74,13 @@ reads = {
     "admin_events_outcome_held": events("?outcome=held"),
     "admin_events_type": events("?type=payment.succeeded"),
     "admin_events_window": events(window),
-    "admin_events_event_id": lambda i: (f"/admin/events?event_id={quote(event_id(i))}", admin),
-    "admin_event_detail": lambda i: (f"/admin/events/{provider}/{quote(event_id(i + 1))}", admin),
+    "admin_events_event_id": lambda i: (f"/admin/events?event_id={quote(event_id(3 * i))}", admin),
+    "admin_event_detail": lambda i: (f"/admin/events/{provider}/{quote(event_id(3 * i + 1))}", admin),
     "admin_attention": lambda i: ("/admin/attention", admin),
     "admin_balances": lambda i: (f"/admin/merchants/{merchant}/balances", admin),
     "console_events": lambda i: ("/console/events", console),
     "console_events_filtered": lambda i: (f"/console/events?merchant_id={merchant}&type=payment.succeeded", console),
-    "console_event_detail": lambda i: (f"/console/events/{provider}/{quote(event_id(i + 2))}", console),
+    "console_event_detail": lambda i: (f"/console/events/{provider}/{quote(event_id(3 * i + 2))}", console),
     "console_attention": lambda i: ("/console/attention", console),
     # The balances page also draws the per-minute chart of the last hour.
     "console_balances_and_chart": lambda i: ("/console/balances", console),

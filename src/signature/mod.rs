@@ -3,6 +3,7 @@
 //! (`hmac`'s `verify_slice`), every configured secret and every listed signature may match.
 
 pub mod hmac_sha256;
+pub mod paypal;
 pub mod scheme;
 pub mod standard_webhooks;
 pub mod stripe;

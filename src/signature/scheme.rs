@@ -18,6 +18,19 @@ pub enum SignatureError {
     OutsideTolerance { skew_secs: i64 },
     #[error("no signature matches any configured secret")]
     NoMatch,
+    /// The delivery names a signature algorithm the scheme does not accept (PayPal).
+    #[error("header {0} names an unsupported algorithm")]
+    UnsupportedAlgorithm(&'static str),
+    /// The certificate URL a delivery names was refused before any request (PayPal).
+    #[error("certificate URL refused: {0}")]
+    CertUrlRefused(&'static str),
+    /// The certificate that URL served cannot vouch for the signature (PayPal): its chain,
+    /// dates, name or key, or the answer itself. `reason` is stable; `detail` says more.
+    #[error("certificate refused: {reason} ({detail})")]
+    CertificateRefused {
+        reason: &'static str,
+        detail: String,
+    },
 }
 
 /// What a verified delivery tells beyond its body.

@@ -22,6 +22,7 @@ mod migrations;
 mod money;
 mod operability;
 mod orders;
+mod paypal_verify;
 mod reconcile;
 mod refund_safety;
 mod refunds;

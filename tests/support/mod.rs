@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod cluster;
+pub mod paypal;
 pub mod provider;
 pub mod sign;
 pub mod simulator;

@@ -1,0 +1,441 @@
+//! PayPal: SHA256withRSA over `{transmission id}|{transmission time}|{webhook id}|{CRC-32 of the
+//! raw body, unsigned decimal}`, with the key of a certificate that the delivery names by URL
+//! (`PAYPAL-CERT-URL`). We hold no secret: anyone can sign, so everything rests on which
+//! certificate we accept. A delivery is checked in this order, cheapest and offline first:
+//!
+//! 1. Headers: `PAYPAL-TRANSMISSION-ID`, `-TIME` (RFC 3339), `-SIG` (base64),
+//!    `PAYPAL-CERT-URL` present and well-formed, `PAYPAL-AUTH-ALGO` exactly `SHA256withRSA`
+//!    (ASCII case aside).
+//! 2. Transmission time: at most `tolerance` ahead of `now` and at most `max_age` (the
+//!    provider's retry window) behind it. PayPal's SDKs check no time at all, and a retry may
+//!    carry the first attempt's time, so a 5-minute tolerance would refuse PayPal's own retries;
+//!    but without any bound a captured delivery could be replayed after its idempotency record
+//!    expired and post twice. With `max_age` = `retry_window` and `ttl` > `retry_window` +
+//!    `tolerance` (the configuration guarantees `ttl_hours` > `retry_window_hours`, and
+//!    `tolerance_secs` is at most an hour), every accepted replay still finds its record.
+//! 3. Certificate URL, before any lookup or connection (`cert_url.rs`): https, a host of
+//!    `cert_url_hosts` (exact host or dot-suffix), its port (443 unless the entry names one), no
+//!    user information.
+//! 4. Certificate, from the cache or fetched (`fetch.rs`, `cache.rs`): one GET, no redirect, a
+//!    bounded body and time; the chain is verified with rustls-webpki against webpki-roots plus
+//!    `ca_file`'s roots at the delivery's `now` (each use, cached or not, so dates are exact and a
+//!    test's clock is honoured), and the leaf must name a host of `cert_url_hosts` (as PayPal's
+//!    SDKs require `messageverificationcerts.*paypal.com`).
+//! 5. Signature: ring's `RSA_PKCS1_2048_8192_SHA256` with the leaf's key over the signed
+//!    string (`signed_string`).
+//!
+//! The TLS connection to the certificate host is checked by rustls at the system clock with the
+//! same roots; only the signing chain uses the delivery's `now`.
+//!
+//! Errors: [`PaypalError::Refused`] carries a [`SignatureError`] and is a 401
+//! `invalid_signature` (headers, time, URL off the allowlist, an answer that is not a good
+//! certificate, a chain that does not verify, a bad signature): no retry changes it.
+//! [`PaypalError::CertificateUnavailable`] is a 503: the certificate could not be fetched now
+//! (network, timeout, PayPal answering 5xx, 429 or 408, too many fetches at once); nothing is
+//! stored and PayPal's retry may succeed. It is a separate variant, not one more
+//! `SignatureError`, so that code which turns a `SignatureError` into a 401 with `?` cannot
+//! swallow it: the caller has to decide.
+
+mod cache;
+mod cert_url;
+mod chain;
+mod fetch;
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use futures_util::FutureExt;
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use url::Url;
+
+pub use cert_url::DEFAULT_CERT_URL_HOSTS;
+pub use fetch::FetchLimits;
+
+use self::cache::{CertCache, Lookup};
+use self::cert_url::CertUrlPolicy;
+use self::chain::{Chain, Trust};
+use self::fetch::{FetchError, Fetcher};
+use crate::signature::scheme::{HeaderSource, SignatureError, Verified};
+
+const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
+const TRANSMISSION_TIME: &str = "PAYPAL-TRANSMISSION-TIME";
+const TRANSMISSION_SIG: &str = "PAYPAL-TRANSMISSION-SIG";
+const CERT_URL: &str = "PAYPAL-CERT-URL";
+const AUTH_ALGO: &str = "PAYPAL-AUTH-ALGO";
+/// The one algorithm PayPal uses and we accept.
+pub const AUTH_ALGORITHM: &str = "SHA256withRSA";
+
+/// Longest transmission id or webhook id accepted (PayPal's are UUIDs and 17 characters).
+const MAX_ID_LEN: usize = 128;
+/// An RSA-8192 signature is 1024 bytes, 1368 in base64.
+const MAX_SIGNATURE_B64_LEN: usize = 1400;
+
+/// One PayPal provider's settings, as the configuration gives them.
+#[derive(Debug, Clone)]
+pub struct PaypalSettings {
+    /// `webhook_id`: the receiving webhook's id at PayPal, part of what PayPal signs.
+    pub webhook_id: String,
+    /// `cert_url_hosts`: where certificates may come from (exact host or dot-suffix, port 443
+    /// unless an entry names one; `cert_url.rs` has the rules);
+    /// [`DEFAULT_CERT_URL_HOSTS`] when the configuration says nothing. Empty is refused.
+    pub cert_url_hosts: Vec<String>,
+    /// The contents of `ca_file`: PEM certificates trusted in addition to webpki-roots, both for
+    /// the signing chain and for the TLS connection to the certificate host. A CA certificate
+    /// that is not a root works too (a chain may end at it).
+    pub extra_roots_pem: Option<Vec<u8>>,
+    /// How old a transmission time may be: the provider's `retry_window`.
+    pub max_age: Duration,
+    /// How far a transmission time may be ahead of the gateway's clock: `tolerance_secs`.
+    pub tolerance: Duration,
+}
+
+impl PaypalSettings {
+    /// Settings with the contract's defaults: hosts under `paypal.com`, no extra roots, PayPal's
+    /// 3-day retry window, 300 s of clock tolerance.
+    pub fn new(webhook_id: impl Into<String>) -> Self {
+        Self {
+            webhook_id: webhook_id.into(),
+            cert_url_hosts: DEFAULT_CERT_URL_HOSTS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
+            extra_roots_pem: None,
+            max_age: Duration::from_secs(72 * 3600),
+            tolerance: Duration::from_secs(300),
+        }
+    }
+
+    /// Checks every setting without building anything, for the configuration to refuse a bad
+    /// file at startup (`check-config` included).
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        check_webhook_id(&self.webhook_id)?;
+        CertUrlPolicy::new(&self.cert_url_hosts)
+            .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
+        roots(self.extra_roots_pem.as_deref())?;
+        Ok(())
+    }
+}
+
+/// A PayPal setting that cannot work; `field` is the configuration key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SettingsError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl SettingsError {
+    fn new(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a PayPal delivery was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PaypalError {
+    /// Not verifiable as PayPal's for this webhook, and no retry changes that: 401
+    /// `invalid_signature`, nothing stored.
+    #[error(transparent)]
+    Refused(#[from] SignatureError),
+    /// The certificate could not be fetched now (network, timeout, PayPal 5xx, 429 or 408, too
+    /// many fetches at once): 503, nothing stored; PayPal retries.
+    #[error("PayPal's certificate could not be fetched now: {0}")]
+    CertificateUnavailable(String),
+}
+
+/// The verifier of one PayPal provider, built once: trusted roots, the HTTPS client and the
+/// certificate cache are shared by all its deliveries.
+pub struct PaypalVerifier {
+    webhook_id: String,
+    max_age: TimeDelta,
+    tolerance: TimeDelta,
+    urls: CertUrlPolicy,
+    trust: Trust,
+    fetcher: Fetcher,
+    cache: CertCache,
+}
+
+impl PaypalVerifier {
+    /// A verifier with the default [`FetchLimits`].
+    pub fn new(settings: PaypalSettings) -> Result<Self, SettingsError> {
+        Self::with_limits(settings, FetchLimits::default())
+    }
+
+    pub fn with_limits(
+        settings: PaypalSettings,
+        limits: FetchLimits,
+    ) -> Result<Self, SettingsError> {
+        check_webhook_id(&settings.webhook_id)?;
+        let urls = CertUrlPolicy::new(&settings.cert_url_hosts)
+            .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
+        let roots = roots(settings.extra_roots_pem.as_deref())?;
+        let trust = Trust::new(roots.roots.clone(), urls.clone());
+        let fetcher = Fetcher::new(roots, &limits).map_err(|m| SettingsError::new("ca_file", m))?;
+        Ok(Self {
+            webhook_id: settings.webhook_id,
+            max_age: TimeDelta::from_std(settings.max_age).unwrap_or(TimeDelta::MAX),
+            tolerance: TimeDelta::from_std(settings.tolerance).unwrap_or(TimeDelta::MAX),
+            urls,
+            trust,
+            fetcher,
+            cache: CertCache::new(limits.cache_capacity, limits.max_concurrent_fetches),
+        })
+    }
+
+    /// Verifies a delivery's headers over its raw body at `now` (module doc: what, in which
+    /// order). The headers are read before the first await, so the future does not borrow them
+    /// and is `Send`. The event id is the body's `id` (`header_event_id` is `None`); the
+    /// timestamp is the transmission time.
+    pub fn verify<'a>(
+        &'a self,
+        headers: &dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Verified, PaypalError>> + Send + 'a {
+        let checked = self.check_offline(headers, now);
+        async move {
+            let (delivery, url) = checked?;
+            let chain = self.signing_chain(url, now).await?;
+            let message = signed_string(
+                &delivery.transmission_id,
+                &delivery.transmission_time,
+                &self.webhook_id,
+                body,
+            );
+            let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
+            chain::check_signature(leaf, message.as_bytes(), &delivery.signature)?;
+            Ok(Verified {
+                timestamp: delivery.transmitted_at.timestamp(),
+                header_event_id: None,
+            })
+        }
+    }
+
+    /// Verified certificates held in the cache now (at most the cache's capacity).
+    pub fn cached_certificates(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Steps 1 to 3: everything decided without the network.
+    fn check_offline(
+        &self,
+        headers: &dyn HeaderSource,
+        now: DateTime<Utc>,
+    ) -> Result<(Delivery, Url), SignatureError> {
+        let delivery = Delivery::read(headers)?;
+        let ahead = delivery.transmitted_at - now;
+        if ahead > self.tolerance || -ahead > self.max_age {
+            return Err(SignatureError::OutsideTolerance {
+                skew_secs: ahead.num_seconds(),
+            });
+        }
+        let url = self
+            .urls
+            .check(&delivery.cert_url)
+            .map_err(SignatureError::CertUrlRefused)?;
+        Ok((delivery, url))
+    }
+
+    /// The verified chain `url` serves, from the cache or fetched (one fetch per URL at a time).
+    async fn signing_chain(&self, url: Url, now: DateTime<Utc>) -> Result<Chain, PaypalError> {
+        let at = chain::unix_time(now);
+        let key = url.as_str().to_owned();
+        let mut expired = None;
+        // Twice at most: a cached chain past its date is dropped and the URL fetched again, in
+        // case the certificate there was renewed.
+        for _ in 0..2 {
+            let fetcher = self.fetcher.clone();
+            let target = url.clone();
+            let lookup = self.cache.lookup(&key, move || {
+                async move { fetcher.fetch(target).await }.boxed()
+            });
+            match lookup {
+                Lookup::Ready(chain) => match self.trust.check(&chain, at) {
+                    Ok(()) => return Ok(chain),
+                    Err(refusal) if refusal.is_expiry() => {
+                        self.cache.forget(&key, &chain);
+                        expired = Some(refusal);
+                    }
+                    Err(refusal) => return Err(SignatureError::from(refusal).into()),
+                },
+                Lookup::Busy => {
+                    return Err(PaypalError::CertificateUnavailable(
+                        "too many certificate fetches in flight".into(),
+                    ));
+                }
+                Lookup::InFlight(id, flight) => {
+                    let outcome = match flight.await {
+                        Ok(chain) => self
+                            .trust
+                            .check(&chain, at)
+                            .map(|()| chain)
+                            .map_err(|r| PaypalError::Refused(r.into())),
+                        Err(FetchError::Transient(why)) => {
+                            Err(PaypalError::CertificateUnavailable(why))
+                        }
+                        Err(FetchError::Refused(refusal)) => {
+                            Err(PaypalError::Refused(refusal.into()))
+                        }
+                    };
+                    match &outcome {
+                        Ok(chain) => {
+                            // Rare (a certificate lasts about a year): worth a line, once.
+                            if self.cache.store(&key, chain.clone()) {
+                                tracing::info!(
+                                    host = url.host_str(),
+                                    "PayPal certificate fetched and verified"
+                                );
+                            }
+                        }
+                        Err(_) => self.cache.forget_flight(&key, id),
+                    }
+                    return outcome;
+                }
+            }
+        }
+        Err(PaypalError::Refused(
+            expired
+                .map(SignatureError::from)
+                .unwrap_or(SignatureError::NoMatch),
+        ))
+    }
+}
+
+/// Checks a delivery's headers over `body` with the key of `cert_pem`'s first certificate
+/// only: no allowlist, no fetch, no chain, no dates, no transmission-time window. For
+/// known-answer tests of PayPal's published vectors, whose certificates have long expired;
+/// deliveries go through [`PaypalVerifier::verify`].
+pub fn check_vector(
+    cert_pem: &[u8],
+    webhook_id: &str,
+    headers: &dyn HeaderSource,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let delivery = Delivery::read(headers)?;
+    let chain = chain::parse_pem(cert_pem)?;
+    let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
+    let message = signed_string(
+        &delivery.transmission_id,
+        &delivery.transmission_time,
+        webhook_id,
+        body,
+    );
+    chain::check_signature(leaf, message.as_bytes(), &delivery.signature)
+}
+
+/// The string PayPal signs: `{transmission id}|{transmission time}|{webhook id}|{crc32}`, the
+/// time exactly as the header gives it and the CRC-32 (IEEE) of the raw body as an unsigned
+/// decimal. Only PayPal can sign it (with its private key); `send-test-event` cannot.
+pub(crate) fn signed_string(
+    transmission_id: &str,
+    transmission_time: &str,
+    webhook_id: &str,
+    body: &[u8],
+) -> String {
+    format!(
+        "{transmission_id}|{transmission_time}|{webhook_id}|{}",
+        crc32fast::hash(body)
+    )
+}
+
+/// A delivery's PayPal headers, read and checked for form.
+struct Delivery {
+    transmission_id: String,
+    /// As sent: it is signed as text.
+    transmission_time: String,
+    transmitted_at: DateTime<Utc>,
+    signature: Vec<u8>,
+    cert_url: String,
+}
+
+impl Delivery {
+    fn read(headers: &dyn HeaderSource) -> Result<Self, SignatureError> {
+        let get = |name: &'static str| {
+            headers
+                .header(name)
+                .map(str::trim)
+                .ok_or(SignatureError::MissingHeader(name))
+        };
+        let transmission_id = get(TRANSMISSION_ID)?;
+        let transmission_time = get(TRANSMISSION_TIME)?;
+        let signature = get(TRANSMISSION_SIG)?;
+        let cert_url = get(CERT_URL)?;
+        let algorithm = get(AUTH_ALGO)?;
+        if !algorithm.eq_ignore_ascii_case(AUTH_ALGORITHM) {
+            return Err(SignatureError::UnsupportedAlgorithm(AUTH_ALGO));
+        }
+        // A `|` inside a field would let two different headers sign the same string.
+        if !plain_field(transmission_id) {
+            return Err(SignatureError::MalformedHeader(TRANSMISSION_ID));
+        }
+        let transmitted_at = DateTime::parse_from_rfc3339(transmission_time)
+            .map_err(|_| SignatureError::MalformedHeader(TRANSMISSION_TIME))?
+            .with_timezone(&Utc);
+        if signature.len() > MAX_SIGNATURE_B64_LEN {
+            return Err(SignatureError::MalformedHeader(TRANSMISSION_SIG));
+        }
+        use base64::Engine as _;
+        let signature = base64::engine::general_purpose::STANDARD
+            .decode(signature)
+            .map_err(|_| SignatureError::MalformedHeader(TRANSMISSION_SIG))?;
+        Ok(Self {
+            transmission_id: transmission_id.to_owned(),
+            transmission_time: transmission_time.to_owned(),
+            transmitted_at,
+            signature,
+            cert_url: cert_url.to_owned(),
+        })
+    }
+}
+
+/// 1 to 128 visible ASCII characters without `|`.
+fn plain_field(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_ID_LEN
+        && value.bytes().all(|b| b.is_ascii_graphic() && b != b'|')
+}
+
+fn check_webhook_id(webhook_id: &str) -> Result<(), SettingsError> {
+    if plain_field(webhook_id) {
+        Ok(())
+    } else {
+        Err(SettingsError::new(
+            "webhook_id",
+            "must be PayPal's id of this webhook: 1 to 128 visible ASCII characters without '|'",
+        ))
+    }
+}
+
+/// webpki-roots plus the PEM certificates of `ca_file`.
+fn roots(extra_pem: Option<&[u8]>) -> Result<RootCertStore, SettingsError> {
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let Some(pem) = extra_pem else {
+        return Ok(roots);
+    };
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SettingsError::new("ca_file", format!("not a PEM certificate file: {e}")))?;
+    if certs.is_empty() {
+        return Err(SettingsError::new("ca_file", "holds no PEM certificate"));
+    }
+    for (i, cert) in certs.into_iter().enumerate() {
+        roots.add(cert).map_err(|e| {
+            SettingsError::new(
+                "ca_file",
+                format!("certificate {} cannot be a trust anchor: {e}", i + 1),
+            )
+        })?;
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests;
