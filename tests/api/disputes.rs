@@ -1055,3 +1055,44 @@ async fn the_writer_refuses_a_refund_planned_before_a_withdrawal_committed() {
     };
     assert_eq!((payment_status.as_str(), refunded), ("disputed", 0));
 }
+
+/// `/admin/attention`'s disputes are read newest first from the partial index at 200,000
+/// disputes, most of them closed: never a scan of every dispute.
+#[tokio::test]
+async fn the_attention_list_of_disputes_reads_its_partial_index_at_200k_disputes() {
+    let app = spawn_app_with("").await;
+    app.db
+        .batch_execute(
+            "INSERT INTO payment_disputes (merchant_id, provider, dispute_id, payment_id, order_id, \
+                                           funds, outcome, currency, withdrawn_minor, updated_at) \
+             SELECT 42, 'acme', 'dp_' || g, 'pay_' || g, g, \
+                    CASE WHEN g % 1000 = 0 THEN 'withdrawn' ELSE 'reinstated' END, \
+                    CASE WHEN g % 1000 = 0 THEN 'open' ELSE 'won' END, 'USD', 1000, \
+                    now() - g * interval '1 second' \
+             FROM generate_series(1, 200000) g; \
+             ANALYZE payment_disputes;",
+        )
+        .await
+        .unwrap();
+    let sql = callback_gateway::payments::dispute::ATTENTION_SQL.replace("$1", "100");
+    let plan = app.explain(&sql).await;
+    println!("{plan}");
+    assert!(
+        plan.contains("idx_payment_disputes_attention")
+            && !plan.contains("Seq Scan on payment_disputes"),
+        "{plan}"
+    );
+    let attention: Value = app
+        .admin_get("/admin/attention")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let disputes = attention["disputes"].as_array().unwrap();
+    assert_eq!(disputes.len(), 100, "the newest 100 of the 200 open ones");
+    assert!(
+        disputes.iter().all(|d| d["reason"] == "open"),
+        "closed, reinstated disputes are not listed"
+    );
+    assert_eq!(disputes[0]["dispute_id"], "dp_1000", "newest first");
+}
