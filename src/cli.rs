@@ -143,7 +143,7 @@ impl Cli {
                 }
             }
             Command::Export(args) => {
-                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
+                let mut conn = AsyncPgConnection::establish(settings.read_database_url()?)
                     .await
                     .map_err(anyhow::Error::from)?;
                 let stdout = std::io::stdout();
@@ -195,7 +195,7 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
                 args.provider
             ))
         })?;
-    let result = reconcile::run(settings.database_url()?, provider.merchant_id, args).await;
+    let result = reconcile::run(settings.read_database_url()?, provider.merchant_id, args).await;
     let reconciliation = result.map_err(|error| match error {
         reconcile::ReconcileError::Runtime(e) => CommandError::Runtime(e),
         usage => CommandError::Config(ConfigError(usage.to_string())),

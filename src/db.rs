@@ -1,14 +1,20 @@
 //! The bb8 pool of `AsyncPgConnection`s and the embedded migrations (the same `migrations/`
-//! that diesel CLI runs).
+//! that diesel CLI runs). `connection` opens and watches pooled connections (abandoned
+//! synchronous-replication waits, connections a failover left unusable); `replication` is the
+//! barrier a replay waits for.
+
+pub mod connection;
+pub mod replication;
 
 use std::time::Duration;
 
+pub use connection::{CommitMark, ConnectSpec, commit_confirmed, discard, mark_commit, note_error};
 use diesel::sql_types::Text;
 use diesel_async::pooled_connection::PoolableConnection;
 use diesel_async::pooled_connection::{
     AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt;
 
@@ -34,7 +40,8 @@ pub struct SessionLimits {
 }
 
 impl SessionLimits {
-    fn sql(self) -> String {
+    /// The statements each pooled connection runs once when it opens.
+    pub fn sql(self) -> String {
         // A transaction left idle (a handler that stalls mid-transaction) is ended by the
         // server too, so it cannot hold its locks forever.
         let idle = self.statement_timeout.saturating_mul(2);
@@ -53,36 +60,26 @@ impl SessionLimits {
 }
 
 /// Builds the pool without connecting: `/readyz` tells whether the database answers.
-pub fn build_pool(
-    url: &str,
-    size: u32,
-    checkout_timeout: Duration,
-    limits: SessionLimits,
-) -> PgPool {
+pub fn build_pool(spec: ConnectSpec, size: u32, checkout_timeout: Duration) -> PgPool {
     let mut config = ManagerConfig::default();
-    let setup_sql = limits.sql();
     // A connection's I/O task runs on the runtime that opens it. Each actix worker has a
     // pool of its own (see startup.rs), so its connections live on its own runtime: no
     // cross-thread hop per round trip, and a worker stopping at shutdown only closes the
     // connections of its own requests, which it drains first.
-    config.custom_setup = Box::new(move |url| {
-        let setup_sql = setup_sql.clone();
-        let url = url.to_owned();
-        async move {
-            let mut conn = AsyncPgConnection::establish(&url).await?;
-            conn.batch_execute(&setup_sql)
-                .await
-                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-            Ok(conn)
-        }
-        .boxed()
+    config.custom_setup = Box::new(move |_url| {
+        let spec = spec.clone();
+        async move { spec.connect().await }.boxed()
     });
     // No test query on checkout (one round trip saved per request): a connection whose
-    // socket closed or whose transaction broke is dropped instead of handed out.
+    // socket closed, whose transaction broke, or that met a read-only node or a shutdown is
+    // dropped instead of handed out, and its replacement connects to the primary of the
+    // moment (a multi-host URL is tried host by host). A `SELECT 1` would pass on a node
+    // that no longer takes writes.
     config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
-        let broken = conn.is_broken();
+        let unusable = conn.is_broken()
+            || connection::events_of(conn).is_none_or(|events| events.must_discard());
         async move {
-            if broken {
+            if unusable {
                 Err(diesel::result::Error::BrokenTransactionManager)
             } else {
                 Ok(())
@@ -90,12 +87,89 @@ pub fn build_pool(
         }
         .boxed()
     }));
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
+    // The URL is the spec's; the manager's own copy is never read.
+    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config("", config);
     bb8::Pool::builder()
         .max_size(size)
         .connection_timeout(checkout_timeout)
         .test_on_check_out(true)
         .build_unchecked(manager)
+}
+
+/// A transaction's commit that cannot be answered as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CommitUnconfirmed {
+    /// The server ended the commit's wait for the synchronous standby (cancel, terminate,
+    /// shutdown) and committed locally only.
+    #[error("the commit's wait for the synchronous standby was abandoned")]
+    Abandoned,
+    /// No confirmation within the commit bound; the connection was dropped (not cancelled).
+    #[error("the commit was not confirmed within the commit bound")]
+    TimedOut,
+}
+
+impl CommitUnconfirmed {
+    /// Why, for the log line of the 503 it becomes.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CommitUnconfirmed::Abandoned => {
+                "the commit's wait for the synchronous standby was abandoned"
+            }
+            CommitUnconfirmed::TimedOut => "the commit outlasted the commit bound",
+        }
+    }
+}
+
+/// An error that may carry the database's own, so that the transaction that met it can tell
+/// whether its connection is still of use ([`note_error`]).
+pub trait DatabaseCause {
+    fn database_error(&self) -> Option<&diesel::result::Error>;
+}
+
+/// Runs `work` in a transaction, like diesel's `transaction`, and answers `Ok` only for a
+/// commit that was confirmed within `commit_timeout`: with synchronous replication, one the
+/// standby acknowledged. Past the bound the connection is dropped, never cancelled (a
+/// cancelled wait commits locally and only warns), and the caller answers 503; the commit
+/// then either reaches the standby or is never acknowledged, and the client's retry decides.
+pub async fn confirmed_transaction<R, E>(
+    conn: &mut AsyncPgConnection,
+    commit_timeout: Duration,
+    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<R, E>,
+) -> Result<R, E>
+where
+    E: From<diesel::result::Error> + From<CommitUnconfirmed> + DatabaseCause,
+{
+    use diesel_async::{AnsiTransactionManager, TransactionManager};
+    AnsiTransactionManager::begin_transaction(conn).await?;
+    match work(conn).await {
+        Ok(value) => {
+            let mark = mark_commit(conn);
+            let commit = AnsiTransactionManager::commit_transaction(conn);
+            match tokio::time::timeout(commit_timeout, commit).await {
+                Ok(Ok(())) if commit_confirmed(conn, mark) => Ok(value),
+                Ok(Ok(())) => Err(CommitUnconfirmed::Abandoned.into()),
+                Ok(Err(error)) => {
+                    note_error(conn, &error);
+                    Err(error.into())
+                }
+                Err(_) => {
+                    // The dropped COMMIT left the transaction manager broken, so the pool
+                    // drops this connection anyway; say so explicitly.
+                    discard(conn);
+                    Err(CommitUnconfirmed::TimedOut.into())
+                }
+            }
+        }
+        Err(error) => {
+            if let Some(cause) = error.database_error() {
+                note_error(conn, cause);
+            }
+            match AnsiTransactionManager::rollback_transaction(conn).await {
+                Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
+                Err(rollback) => Err(rollback.into()),
+            }
+        }
+    }
 }
 
 /// Applies pending migrations over a connection of its own; returns the versions applied.
@@ -174,6 +248,9 @@ struct Locked {
     locked: bool,
 }
 
+/// How long a background pass waits for its connection when the URL names no connect timeout.
+const BACKGROUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A connection of its own that holds the session advisory lock `key`, or `None` when another
 /// session (another gateway) holds it: how one instance among many is elected for a background
 /// pass. The lock dies with the connection.
@@ -181,7 +258,16 @@ pub async fn connect_holding_lock(
     url: &str,
     key: i64,
 ) -> anyhow::Result<Option<AsyncPgConnection>> {
-    let mut conn = AsyncPgConnection::establish(url).await?;
+    // Like the pools' connections: on a multi-host URL the primary only (the pass writes),
+    // and watched, so its commits can be confirmed.
+    let spec = ConnectSpec::new(
+        url,
+        true,
+        BACKGROUND_CONNECT_TIMEOUT,
+        "callback-gateway/background",
+        String::new(),
+    )?;
+    let mut conn = spec.connect().await?;
     let Locked { locked } = diesel::sql_query("SELECT pg_try_advisory_lock($1) AS locked")
         .bind::<diesel::sql_types::BigInt, _>(key)
         .get_result(&mut conn)

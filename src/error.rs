@@ -13,7 +13,7 @@ use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
 use crate::refunds::error::{RefundError, ResolveError};
 use crate::refunds::request::RefusalKind;
-use crate::signature::scheme::SignatureError;
+use crate::signature::scheme::{Rejection, SignatureError};
 
 /// Seconds a client should wait before retrying a key that is still in flight.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;
@@ -256,6 +256,15 @@ impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiErro
     }
 }
 
+impl From<Rejection> for ApiError {
+    fn from(rejection: Rejection) -> Self {
+        match rejection {
+            Rejection::Refused(error) => ApiError::InvalidSignature(error),
+            Rejection::Unavailable(why) => ApiError::Unavailable(anyhow::anyhow!(why)),
+        }
+    }
+}
+
 impl From<IdempotencyError> for ApiError {
     fn from(error: IdempotencyError) -> Self {
         match error {
@@ -265,6 +274,9 @@ impl From<IdempotencyError> for ApiError {
             IdempotencyError::Database(error) => error.into(),
             IdempotencyError::Pool(error) => ApiError::pool_unavailable(&error),
             IdempotencyError::Saturated(why) => ApiError::Saturated(why),
+            IdempotencyError::Unconfirmed(why) => {
+                ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
         }
     }
 }
@@ -293,6 +305,9 @@ impl From<RefundError> for ApiError {
             },
             RefundError::Database(error) => error.into(),
             RefundError::Pool(error) => ApiError::pool_unavailable(&error),
+            RefundError::Unconfirmed(why) => {
+                ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
         }
     }
 }

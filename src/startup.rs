@@ -12,13 +12,14 @@ use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
 
 use crate::config::Settings;
-use crate::db::{self, SessionLimits};
+use crate::db::replication::Replication;
+use crate::db::{self, ConnectSpec, SessionLimits};
 use crate::metrics::Metrics;
 use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
 use crate::refunds::create::Refunds;
 use crate::refunds::provider::RefundClients;
-use crate::routes::extract::{AdminToken, ApiPool};
+use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
@@ -35,6 +36,7 @@ use crate::telemetry::GatewayRootSpan;
         refunds::create_refund,
         refunds::resolve_refund_request,
         callbacks::receive_callback,
+        callbacks::replay_stored,
         admin::idempotency_record,
         admin::balances,
         events::list_events,
@@ -80,6 +82,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/admin/events/{provider}/{event_id}",
             web::get().to(events::event),
         )
+        .route(
+            "/admin/events/{provider}/{event_id}/replay",
+            web::post().to(callbacks::replay_stored),
+        )
         .route("/admin/attention", web::get().to(events::attention))
         .route(
             "/admin/refund-requests/{id}/resolve",
@@ -100,12 +106,22 @@ pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
         max_retry_age: settings.refunds.max_retry_age,
         retry_backoff: FIRST_REFUND_BACKOFF,
         render: refunds::respond,
+        commit_timeout: settings.database.commit_timeout,
     })
 }
 
 /// One year, the value HSTS guidance asks for; no `includeSubDomains`: the gateway does not
 /// know what else runs under its domain.
 const HSTS: &str = "max-age=31536000";
+
+/// How long an idle client connection is kept open (actix's default is 5 s). A connection
+/// the server closes just as its client sends the next request on it loses that request: the
+/// client sees the connection end without an answer, and a load balancer in front answers
+/// 502. So the server should not be the one that closes first: load balancers' idle timeouts
+/// are around 60 s (AWS's default), and a provider's connection can sit idle for a whole
+/// answer bound (statement plus commit timeout) while the provider waits on another one.
+/// The failover test lost two requests so with 5 s.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(75);
 
 pub struct Application {
     port: u16,
@@ -140,7 +156,40 @@ impl Application {
             custom_plans: false,
         };
         let acquire_timeout = settings.server.acquire_timeout;
+        let api_limits = SessionLimits {
+            custom_plans: true,
+            ..limits
+        };
+        // Callbacks and the API write: their connections go to the primary only. The read
+        // pool goes where `replica_url` says (or shares the API pool's spec).
+        let spec = |url: &str, writes: bool, name: &str, limits: SessionLimits| {
+            ConnectSpec::new(url, writes, acquire_timeout, name, limits.sql())
+                .map_err(|e| anyhow::anyhow!("database url: {e}"))
+        };
+        let callback_spec = spec(&database_url, true, "callback-gateway", limits)?;
+        let api_spec = spec(&database_url, true, "callback-gateway/api", api_limits)?;
+        let read_spec = match &settings.database.replica_url {
+            Some(replica) => Some(spec(
+                replica.expose(),
+                false,
+                "callback-gateway/read",
+                api_limits,
+            )?),
+            None => None,
+        };
+        let replication = Replication::spawn(
+            spec(
+                &database_url,
+                true,
+                "callback-gateway/replay-barrier",
+                limits,
+            )?,
+            settings.database.commit_timeout,
+        );
         let capture_batches_per_worker = settings.database.capture_batches_per_worker as usize;
+        // A capture's statement commits on its own: its answer may take the statement's bound
+        // and then the commit's.
+        let answer_timeout = settings.database.statement_timeout + settings.database.commit_timeout;
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
@@ -151,21 +200,19 @@ impl Application {
         let console_sessions =
             web::Data::new(console::Sessions::new(settings.console.secure_cookie));
         let serves_tls = tls.is_some();
+        let head_timeout = settings.server.body_read_timeout;
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
         let server = HttpServer::new(move || {
             // Runs once per worker, on that worker's runtime.
-            let pool = db::build_pool(&database_url, pool_per_worker, acquire_timeout, limits);
-            let api_limits = SessionLimits {
-                custom_plans: true,
-                ..limits
+            let pool = db::build_pool(callback_spec.clone(), pool_per_worker, acquire_timeout);
+            let api_pool = db::build_pool(api_spec.clone(), api_pool_per_worker, acquire_timeout);
+            let read_pool = match &read_spec {
+                Some(read_spec) => {
+                    db::build_pool(read_spec.clone(), api_pool_per_worker, acquire_timeout)
+                }
+                None => api_pool.clone(),
             };
-            let api_pool = db::build_pool(
-                &database_url,
-                api_pool_per_worker,
-                acquire_timeout,
-                api_limits,
-            );
             if let Ok(mut pools) = all_pools.lock() {
                 pools.push(pool.clone());
             }
@@ -174,8 +221,10 @@ impl Application {
                     pool.clone(),
                     Metrics::clone(&metrics_data),
                     capture_batches_per_worker,
+                    answer_timeout,
                 ),
                 pool,
+                replication: replication.clone(),
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),
                 latest_migration: latest_migration.clone(),
@@ -192,6 +241,7 @@ impl Application {
                 .wrap(TracingLogger::<GatewayRootSpan>::new())
                 .app_data(state)
                 .app_data(web::Data::new(ApiPool(api_pool)))
+                .app_data(web::Data::new(ReadPool(read_pool)))
                 .app_data(admin_token.clone())
                 .app_data(providers.clone())
                 .app_data(refunds.clone())
@@ -201,7 +251,13 @@ impl Application {
                 .configure(configure)
                 .default_service(web::to(not_found))
         })
-        .workers(workers);
+        .workers(workers)
+        // A request's head has the same bound as its body (actix's default is 5 s). actix
+        // answers a late head with its own bare 408, without Retry-After; under a burst a busy
+        // worker can reach a connection it accepted only seconds later, and then the 408 went
+        // to a provider whose request was never slow (scripts/test saw it under load).
+        .client_request_timeout(head_timeout)
+        .keep_alive(KEEP_ALIVE);
         let server = match tls {
             Some(tls) => server.listen_rustls_0_23(listener, tls)?,
             None => server.listen(listener)?,

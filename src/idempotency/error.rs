@@ -17,9 +17,35 @@ pub enum IdempotencyError {
     /// No pooled connection came in time, or the server refused one.
     #[error("database pool: {0}")]
     Pool(String),
+    /// The commit was not confirmed: its wait for the synchronous standby was abandoned
+    /// (PostgreSQL then commits locally and only warns), or it outlasted the commit bound, or
+    /// a replay's barrier was not confirmed in time. A retry decides again.
+    #[error("commit not confirmed: {0}")]
+    Unconfirmed(&'static str),
     /// More work is queued than the database can take; shed at once instead of queueing.
     #[error("saturated: {0}")]
     Saturated(&'static str),
+}
+
+impl crate::db::DatabaseCause for IdempotencyError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            IdempotencyError::Database(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::db::CommitUnconfirmed> for IdempotencyError {
+    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+        IdempotencyError::Unconfirmed(error.reason())
+    }
+}
+
+impl From<crate::db::replication::Unconfirmed> for IdempotencyError {
+    fn from(_: crate::db::replication::Unconfirmed) -> Self {
+        IdempotencyError::Unconfirmed(crate::db::replication::Unconfirmed::REASON)
+    }
 }
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for IdempotencyError {

@@ -8,10 +8,11 @@ pub mod key;
 pub mod lease;
 pub mod record;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
+use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 
-use crate::db::PgPool;
+use crate::db::replication::Replication;
+use crate::db::{PgPool, confirmed_transaction};
 
 use error::IdempotencyError;
 use record::{
@@ -97,10 +98,28 @@ pub trait IdempotentWork: Sync {
 
 /// Claims the key, runs `work` for a first request, and stores its response (as `respond`
 /// renders it): one transaction. A connection is taken from `pool` only for the general path,
-/// after the shortcut.
+/// after the shortcut. A first answer is returned only for a confirmed commit (with
+/// synchronous replication: one the standby acknowledged); a stored answer is returned only
+/// after `replication` confirmed that the standby has it, since a record can become visible
+/// after a commit whose wait for the standby was cancelled.
 #[tracing::instrument(skip_all, fields(op = request.scope.op.as_str(), user_id = request.scope.user_id))]
 pub async fn execute<W: IdempotentWork>(
     pool: &PgPool,
+    replication: &Replication,
+    request: &IdempotentRequest,
+    work: &W,
+    respond: Respond<'_, W::Output>,
+) -> Result<Executed<W::Output>, IdempotencyError> {
+    let executed = execute_unconfirmed(pool, replication, request, work, respond).await?;
+    if let Executed::Replayed(_) = &executed {
+        replication.confirm_replay().await?;
+    }
+    Ok(executed)
+}
+
+async fn execute_unconfirmed<W: IdempotentWork>(
+    pool: &PgPool,
+    replication: &Replication,
     request: &IdempotentRequest,
     work: &W,
     respond: Respond<'_, W::Output>,
@@ -138,7 +157,7 @@ pub async fn execute<W: IdempotentWork>(
         Some(conn) => conn,
         None => pool.get().await?,
     };
-    conn.transaction(async |conn| {
+    confirmed_transaction(&mut conn, replication.commit_timeout(), async |conn| {
         let acquired = acquire(
             conn,
             &request.scope,

@@ -11,7 +11,13 @@
 //! grows. Items stay independent: each runs in its own subtransaction, waits for locks only
 //! briefly (an item that would wait is sent down the general path), and if the statement as a
 //! whole fails nothing of it committed and every item takes the general path on its own, so
-//! one bad item cannot fail the others. Nothing is answered before the statement has committed.
+//! one bad item cannot fail the others. Nothing is answered before the statement has committed,
+//! and a commit is an answer only when it was confirmed: a statement whose wait for the
+//! synchronous standby was abandoned (the connection saw PostgreSQL's "committed locally"
+//! warning) answers every item 503. A delivery waits for its answer at most the statement's
+//! and the commit's bounds; past them it answers 503 while the statement goes on holding its
+//! connection (never cancelled: a cancelled wait commits locally), and a queued attempt whose
+//! delivery has already been answered is left out of the next statement.
 
 use std::sync::Arc;
 
@@ -20,7 +26,7 @@ use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::db::PgPool;
+use crate::db::{PgPool, commit_confirmed, mark_commit, note_error};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
@@ -65,6 +71,8 @@ struct Job<J: BatchItem> {
 pub struct Batcher<J: BatchItem> {
     queue: mpsc::Sender<Job<J>>,
     metrics: Metrics,
+    /// How long a delivery waits for its statement to be committed and confirmed.
+    answer_timeout: std::time::Duration,
 }
 
 // By hand: the derive would ask `J: Clone`, and only the queue's sender is cloned.
@@ -73,6 +81,7 @@ impl<J: BatchItem> Clone for Batcher<J> {
         Self {
             queue: self.queue.clone(),
             metrics: self.metrics.clone(),
+            answer_timeout: self.answer_timeout,
         }
     }
 }
@@ -80,10 +89,19 @@ impl<J: BatchItem> Clone for Batcher<J> {
 impl<J: BatchItem> Batcher<J> {
     /// Starts the batching task on the current runtime (the worker's own); it runs at most
     /// `in_flight` statements at once.
-    pub fn spawn(pool: PgPool, metrics: Metrics, in_flight: usize) -> Self {
+    pub fn spawn(
+        pool: PgPool,
+        metrics: Metrics,
+        in_flight: usize,
+        answer_timeout: std::time::Duration,
+    ) -> Self {
         let (queue, jobs) = mpsc::channel(QUEUE_CAPACITY);
         tokio::spawn(batch_jobs(pool, metrics.clone(), jobs, in_flight.max(1)));
-        Self { queue, metrics }
+        Self {
+            queue,
+            metrics,
+            answer_timeout,
+        }
     }
 
     /// Runs `item` in the next statement and waits for its answer; refuses at once when
@@ -101,7 +119,12 @@ impl<J: BatchItem> Batcher<J> {
                 mpsc::error::TrySendError::Closed(_) => stopped(),
             }
         })?;
-        answered.await.map_err(|_| stopped())?
+        match tokio::time::timeout(self.answer_timeout, answered).await {
+            Ok(answer) => answer.map_err(|_| stopped())?,
+            Err(_) => Err(IdempotencyError::Unconfirmed(
+                "the capture statement was not committed and confirmed in time",
+            )),
+        }
     }
 }
 
@@ -125,12 +148,18 @@ async fn batch_jobs<J: BatchItem>(
             return;
         };
         let connection = pool.get_owned().await;
-        let mut batch = vec![first];
+        // A delivery that stopped waiting has been answered (503): it is not run.
+        let mut batch: Vec<Job<J>> = Vec::with_capacity(MAX_BATCH);
+        batch.extend(Some(first).filter(|job| !job.answer.is_closed()));
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
+                Ok(job) if job.answer.is_closed() => {}
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
+        }
+        if batch.is_empty() {
+            continue;
         }
         metrics.observe_capture_batch(batch.len());
         match connection {
@@ -150,21 +179,37 @@ async fn batch_jobs<J: BatchItem>(
     }
 }
 
+/// The answer of an item whose statement committed without the standby's confirmation.
+fn unconfirmed<O>() -> Answer<O> {
+    Err(IdempotencyError::Unconfirmed(
+        "the commit's wait for the synchronous standby was abandoned",
+    ))
+}
+
 async fn run_jobs<J: BatchItem>(conn: &mut AsyncPgConnection, mut batch: Vec<Job<J>>) {
+    let mark = mark_commit(conn);
     if batch.len() == 1 {
         // Alone: the plain statement, with the session's full lock timeout.
         if let Some(job) = batch.pop() {
-            let answer = job
-                .item
-                .run_alone(conn)
-                .await
-                .map_err(IdempotencyError::from);
+            let answer = job.item.run_alone(conn).await.map_err(|error| {
+                note_error(conn, &error);
+                IdempotencyError::from(error)
+            });
+            let answer = match answer {
+                Ok(_) if !commit_confirmed(conn, mark) => unconfirmed(),
+                other => other,
+            };
             let _ = job.answer.send(answer);
         }
         return;
     }
     let items: Vec<&J> = batch.iter().map(|job| &job.item).collect();
     match J::run_batch(conn, &items).await {
+        Ok(_) if !commit_confirmed(conn, mark) => {
+            for job in batch {
+                let _ = job.answer.send(unconfirmed());
+            }
+        }
         Ok(answers) => {
             for (job, answer) in batch.into_iter().zip(answers) {
                 // A batch waits for locks only briefly; an item that found its key held goes
@@ -177,6 +222,7 @@ async fn run_jobs<J: BatchItem>(conn: &mut AsyncPgConnection, mut batch: Vec<Job
             }
         }
         Err(error) => {
+            note_error(conn, &error);
             // The statement failed, so nothing of it committed (had it committed and only the
             // answer been lost, the general path finds the records and replays them). Every item
             // goes down the general path on a connection of its own, so one bad item cannot fail

@@ -6,6 +6,12 @@
 //! 3. one transaction stores the provider's answer and finishes the key, if this attempt still
 //!    holds the lease. An unknown outcome releases the lease instead.
 //!
+//! Each phase's commit is an answer (or, for phase 1, a reason to call the provider) only when
+//! it was confirmed, by the synchronous standby when there is one ([`confirmed_transaction`]),
+//! and a stored answer is replayed only after the replay barrier: a phase 1 that a failover
+//! lost after the provider was called would let the client's retry create a new request under
+//! a new provider key, and the provider would refund twice.
+//!
 //! A crash anywhere leaves a `processing` record that the next request with the key, or the
 //! recoverer, takes over once the lease expires; it repeats step 2 with the same provider key.
 //! Not forever: a takeover of a request older than `max_retry_age` (below the provider's key
@@ -22,7 +28,8 @@ use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
 use super::review::{Review, ReviewReason};
-use crate::db::PgPool;
+use crate::db::replication::Replication;
+use crate::db::{PgPool, confirmed_transaction};
 use crate::idempotency::Executed;
 use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
@@ -58,6 +65,9 @@ pub struct Refunds {
     /// recoverer or a client's retry; it doubles with each unknown outcome, up to 15 minutes.
     pub retry_backoff: Duration,
     pub render: RenderRefund,
+    /// How long a phase's commit may wait for its confirmation (`[database]
+    /// commit_timeout_ms`); past it the request answers 503 and a retry decides.
+    pub commit_timeout: Duration,
 }
 
 /// A refund request held by this attempt, to be sent to the provider.
@@ -100,10 +110,12 @@ enum Started {
 
 /// `POST /v1/orders/{id}/refunds` for `merchant_id`: the three steps, each phase on a pooled
 /// connection of its own, none held while the provider answers. `order_id` is `None` when the
-/// path does not name an order (stored as order_not_found).
+/// path does not name an order (stored as order_not_found). A stored answer is replayed only
+/// once `replication` confirmed it.
 #[tracing::instrument(skip_all, fields(merchant_id, order_id))]
 pub async fn create(
     pool: &PgPool,
+    replication: &Replication,
     refunds: &Refunds,
     merchant_id: i64,
     order_id: Option<i64>,
@@ -115,6 +127,10 @@ pub async fn create(
         start(&mut conn, refunds, merchant_id, order_id, idempotent, body).await?
     };
     let attempt = match started {
+        Started::Done(Executed::Replayed(stored)) => {
+            replication.confirm_replay().await?;
+            return Ok(Executed::Replayed(stored));
+        }
         Started::Done(executed) => return Ok(executed),
         Started::Takeover(Takeover::Call(attempt)) => *attempt,
         Started::Takeover(Takeover::Review(review)) => {
@@ -137,21 +153,22 @@ pub async fn recover(
     refunds: &Refunds,
     due: &DueRequest,
 ) -> Result<bool, RefundError> {
-    let attempt = conn
-        .transaction(async |conn| {
-            let lease = lease::take_over(
-                conn,
-                due.record_id,
-                due.lease_token.as_deref(),
-                refunds.lease,
-            )
-            .await?;
-            let Some(lease) = lease else {
-                return Ok::<_, RefundError>(None);
-            };
-            retryable(conn, refunds, lease).await.map(Some)
-        })
+    // Confirmed before the provider is called: the takeover's commit comes after the phase 1
+    // it read, so its confirmation says that phase 1 is on the standby too.
+    let attempt = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        let lease = lease::take_over(
+            conn,
+            due.record_id,
+            due.lease_token.as_deref(),
+            refunds.lease,
+        )
         .await?;
+        let Some(lease) = lease else {
+            return Ok::<_, RefundError>(None);
+        };
+        retryable(conn, refunds, lease).await.map(Some)
+    })
+    .await?;
     let Some(Takeover::Call(attempt)) = attempt else {
         return Ok(false);
     };
@@ -199,7 +216,7 @@ pub async fn resolve(
     request_id: i64,
     resolution: Resolution,
 ) -> Result<RefundStatus, ResolveError> {
-    conn.transaction(async |conn| {
+    confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
         let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
             .await?
             .ok_or(ResolveError::NotFound)?;
@@ -308,7 +325,10 @@ async fn start(
     idempotent: &IdempotentRequest,
     body: &[u8],
 ) -> Result<Started, RefundError> {
-    conn.transaction(
+    // Confirmed, or the provider is not called: see the module's comment.
+    confirmed_transaction(
+        conn,
+        refunds.commit_timeout,
         async |conn| match lease::claim(conn, idempotent, refunds.lease).await? {
             Claimed::Replay(stored) => Ok(Started::Done(Executed::Replayed(stored))),
             Claimed::InFlight => Err(RefundError::InFlight),
@@ -483,9 +503,10 @@ async fn settle(
         Known::Declined(_) => None,
     };
     let request_id = attempt.request.id;
-    let stored = conn
-        .transaction(async |conn| store_known(conn, refunds, &attempt, &known).await)
-        .await;
+    let stored = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        store_known(conn, refunds, &attempt, &known).await
+    })
+    .await;
     match stored {
         Ok(Some(Stored::Done(executed))) => Ok(executed),
         Ok(Some(Stored::RefundIdInUse { held_by })) => {
@@ -507,6 +528,13 @@ async fn settle(
                 );
             }
             Err(RefundError::InFlight)
+        }
+        Err(error @ RefundError::Unconfirmed(_)) => {
+            // Stored, perhaps on this node only (or still waiting for the standby): nothing is
+            // given back. The client's retry replays it once the barrier confirms it; if a
+            // failover lost it, the lease expires and a takeover calls the provider again
+            // under the same key.
+            Err(error)
         }
         Err(error) => {
             // The answer is known but could not be stored (the database): give the lease back

@@ -22,6 +22,42 @@ pub enum RefundError {
     Database(#[from] diesel::result::Error),
     #[error("database pool: {0}")]
     Pool(String),
+    /// A phase's commit, or a replay's barrier, was not confirmed (by the synchronous standby,
+    /// when there is one): nothing may be answered as done, and phase 1 must not be followed
+    /// by a provider call, since a failover could lose it and the client's retry would then
+    /// create a new request with a new provider key. A retry decides again.
+    #[error("commit not confirmed: {0}")]
+    Unconfirmed(&'static str),
+}
+
+impl crate::db::DatabaseCause for RefundError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            RefundError::Database(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl crate::db::DatabaseCause for ResolveError {
+    fn database_error(&self) -> Option<&diesel::result::Error> {
+        match self {
+            ResolveError::Refund(error) => error.database_error(),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::db::CommitUnconfirmed> for RefundError {
+    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+        RefundError::Unconfirmed(error.reason())
+    }
+}
+
+impl From<crate::db::replication::Unconfirmed> for RefundError {
+    fn from(_: crate::db::replication::Unconfirmed) -> Self {
+        RefundError::Unconfirmed(crate::db::replication::Unconfirmed::REASON)
+    }
 }
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for RefundError {
@@ -43,6 +79,12 @@ pub enum ResolveError {
     RefundIdInUse { held_by: i64 },
     #[error(transparent)]
     Refund(#[from] RefundError),
+}
+
+impl From<crate::db::CommitUnconfirmed> for ResolveError {
+    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+        ResolveError::Refund(error.into())
+    }
 }
 
 impl From<diesel::result::Error> for ResolveError {

@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use super::create::{Refunds, recover};
+use super::error::RefundError;
 use super::model::RefundRequest;
 use crate::db;
 use crate::metrics::Metrics;
@@ -52,6 +53,15 @@ pub async fn run_exclusive_pass(
         match recover(&mut conn, refunds, request).await {
             Ok(true) => finished += 1,
             Ok(false) => {}
+            Err(error @ RefundError::Unconfirmed(_)) => {
+                // A commit outlasted its bound on this connection (dropped, not cancelled:
+                // the connection is no longer usable), or the standby did not confirm it:
+                // the pass ends; the next one connects anew.
+                return Err(anyhow::anyhow!(
+                    "record {}: {error}; the pass stops here",
+                    request.record_id
+                ));
+            }
             Err(error) => tracing::warn!(
                 record_id = request.record_id,
                 error = %error,

@@ -1,6 +1,6 @@
 use actix_web::{HttpResponse, web};
 
-use super::extract::{AdminAuth, ApiPool};
+use super::extract::{AdminAuth, ApiPool, ReadPool};
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
@@ -71,7 +71,7 @@ pub struct Balances {
 pub async fn balances(
     _admin: AdminAuth,
     path: web::Path<String>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = path
         .into_inner()
@@ -80,7 +80,7 @@ pub async fn balances(
             code: "merchant_not_found",
             what: "merchant",
         })?;
-    let mut conn = api_pool.get().await?;
+    let mut conn = read_pool.get().await?;
     let balances = ledger::checkpoint::balances(&mut conn, merchant_id).await?;
     Ok(HttpResponse::Ok().json(Balances {
         merchant_id,

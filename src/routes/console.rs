@@ -17,7 +17,7 @@ use chrono::{Duration, Utc};
 pub use session::Sessions;
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{AdminToken, ApiPool};
+use super::extract::{AdminToken, ReadPool};
 use super::state::AppState;
 use crate::auth;
 use crate::deliveries::minutes;
@@ -253,10 +253,10 @@ impl From<&EventQuery> for EventQueryText {
 async fn events(
     _session: Session,
     query: web::Query<EventQuery>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (filter, cursor, limit) = (query.filter()?, query.cursor()?, query.limit()?);
-    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let mut conn = read_pool.get().await.map_err(ApiError::from)?;
     let page = read::list(&mut conn, &filter, cursor, limit).await?;
     drop(conn);
     let filters = filter_query(&filter);
@@ -294,9 +294,9 @@ async fn events(
 async fn export(
     _session: Session,
     query: web::Query<EventQuery>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ConsoleError> {
-    Ok(export_events_stream(&query, &api_pool.0).await?)
+    Ok(export_events_stream(&query, &read_pool.0).await?)
 }
 
 struct TransferText {
@@ -325,11 +325,11 @@ struct EventPage {
 async fn event(
     _session: Session,
     path: web::Path<(String, String)>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (provider, event_id) = path.into_inner();
-    let detail = find_event(&api_pool.0, &provider, &event_id, |body| {
+    let detail = find_event(&read_pool.0, &provider, &event_id, |body| {
         providers.payment_id_of(&provider, body)
     })
     .await?;
@@ -372,10 +372,10 @@ struct AttentionPage {
 /// open or noted disputes, newest first.
 async fn attention(
     _session: Session,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let mut conn = read_pool.get().await.map_err(ApiError::from)?;
     let overdue = state.settings.refunds.pending_overdue;
     let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
     html(
@@ -407,11 +407,11 @@ struct BalancesPage {
 /// outcome over the last hour.
 async fn balances(
     _session: Session,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
 ) -> Result<HttpResponse, ConsoleError> {
     let now = Utc::now();
-    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let mut conn = read_pool.get().await.map_err(ApiError::from)?;
     let counts = minutes::per_minute(&mut conn, now - Duration::hours(1)).await?;
     let mut merchants = Vec::new();
     for merchant_id in providers.merchant_ids() {

@@ -5,7 +5,7 @@
 use actix_web::{HttpResponse, web};
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{AdminAuth, ApiPool};
+use super::extract::{AdminAuth, ReadPool};
 use super::state::AppState;
 use crate::deliveries::read::{self, Attention, EventDetail, EventPage};
 use crate::error::{ApiError, ErrorBody};
@@ -28,10 +28,10 @@ use crate::providers::Providers;
 pub async fn list_events(
     _admin: AdminAuth,
     query: web::Query<EventQuery>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ApiError> {
     let (filter, cursor, limit) = (query.filter()?, query.cursor()?, query.limit()?);
-    let mut conn = api_pool.get().await?;
+    let mut conn = read_pool.get().await?;
     let page = read::list(&mut conn, &filter, cursor, limit).await?;
     Ok(HttpResponse::Ok().json(page))
 }
@@ -53,11 +53,11 @@ pub async fn list_events(
 pub async fn event(
     _admin: AdminAuth,
     path: web::Path<(String, String)>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
 ) -> Result<HttpResponse, ApiError> {
     let (provider, event_id) = path.into_inner();
-    let detail = find_event(&api_pool.0, &provider, &event_id, |body| {
+    let detail = find_event(&read_pool.0, &provider, &event_id, |body| {
         providers.payment_id_of(&provider, body)
     })
     .await?;
@@ -78,10 +78,10 @@ pub async fn event(
 )]
 pub async fn attention(
     _admin: AdminAuth,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut conn = api_pool.get().await?;
+    let mut conn = read_pool.get().await?;
     let overdue = state.settings.refunds.pending_overdue;
     let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
     Ok(HttpResponse::Ok().json(attention))
@@ -105,7 +105,7 @@ pub async fn attention(
 pub async fn export_events(
     _admin: AdminAuth,
     query: web::Query<EventQuery>,
-    api_pool: web::Data<ApiPool>,
+    read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ApiError> {
-    export_events_stream(&query, &api_pool.0).await
+    export_events_stream(&query, &read_pool.0).await
 }

@@ -26,6 +26,22 @@ impl std::ops::Deref for ApiPool {
     }
 }
 
+/// This worker's pool for the read-only work: the console, the event log API and its export,
+/// and balances. It reads from `[database] replica_url` when one is set (a standby: its data
+/// lags the primary by the replication delay), otherwise it is the API pool. A route that
+/// only reads and may show slightly old data takes this one; callbacks, orders and refunds
+/// never do.
+#[derive(Clone)]
+pub struct ReadPool(pub PgPool);
+
+impl std::ops::Deref for ReadPool {
+    type Target = PgPool;
+
+    fn deref(&self) -> &PgPool {
+        &self.0
+    }
+}
+
 /// The configured admin token, as [`AdminAuth`] compares it.
 pub struct AdminToken(pub Option<Secret>);
 

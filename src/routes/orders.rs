@@ -66,6 +66,7 @@ pub async fn create_order(
     };
     let executed = idempotency::execute(
         &api_pool,
+        &state.replication,
         &idempotent,
         &CreateOrder {
             user_id,

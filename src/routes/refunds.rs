@@ -92,6 +92,7 @@ pub async fn create_refund(
     };
     let executed = create::create(
         &api_pool,
+        &state.replication,
         &refunds,
         user_id,
         order.parse().ok(),

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::config::Settings;
 use crate::db::PgPool;
+use crate::db::replication::Replication;
 use crate::payments::batcher::Batcher;
 use crate::payments::capture::Capture;
 
@@ -15,6 +16,8 @@ pub struct AppState {
     pub capture_batcher: Batcher<Capture>,
     /// Every worker's callback pool, for the metrics.
     pub all_pools: Arc<Mutex<Vec<PgPool>>>,
+    /// What a replay waits for: the synchronous standby's confirmation of what it read.
+    pub replication: Replication,
     pub settings: Arc<Settings>,
     pub latest_migration: String,
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::refunds::{json, post_refund, refund_body};
-use crate::resilience::GatewayProcess;
+use crate::support::gateway::GatewayProcess;
 use crate::support::provider::FakeProvider;
 use crate::support::{
     ACME, ADMIN_TOKEN, MERCHANT, STRIPE, TestApp, answer, connect, refund_config, sign,

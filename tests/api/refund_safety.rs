@@ -318,6 +318,19 @@ async fn under_150_rate_limited_refunds_a_crashed_holders_refund_finishes_and_re
     let (mut gateway, token, crash_order) = gateway_with_paid_order(&provider, 1).await;
     let db = connect(&gateway.database_url).await;
     let orders = paid_orders(&gateway.address(), &db, LIMITED).await;
+    // Until the restart the test holds the recoverer's lock, as another gateway would, so the
+    // first gateway's recoverer retries none of the 150 while they are being sent (under load
+    // that takes longer than their first backoff) nor is calling for one of them when it is
+    // killed: such a call would make a second crashed holder, retried at its lease rather than
+    // its backoff. The restart then finds what this test is about, and only that.
+    let recoverer_lock = connect(&gateway.database_url).await;
+    recoverer_lock
+        .execute(
+            "SELECT pg_advisory_lock($1)",
+            &[&recover::RECOVERER_LOCK_KEY],
+        )
+        .await
+        .unwrap();
 
     // 150 refunds the provider rate-limits: each answered 503, each left processing.
     provider.otherwise(Behavior::RateLimit);
@@ -339,6 +352,19 @@ async fn under_150_rate_limited_refunds_a_crashed_holders_refund_finishes_and_re
     }
     // One more whose gateway dies while the provider makes it (the answer is lost).
     kill_during_the_provider_call(&provider, &mut gateway, &token, crash_order).await;
+    let crash_payment = format!("pay_{crash_order}");
+    assert_eq!(
+        provider.calls().len(),
+        LIMITED + 1,
+        "before the restart the provider saw one call per refund"
+    );
+    recoverer_lock
+        .execute(
+            "SELECT pg_advisory_unlock($1)",
+            &[&recover::RECOVERER_LOCK_KEY],
+        )
+        .await
+        .unwrap();
     let restarted = provider.calls().len();
 
     // The restarted gateway's recoverer (every second) must finish the crashed one, whatever
@@ -363,7 +389,7 @@ async fn under_150_rate_limited_refunds_a_crashed_holders_refund_finishes_and_re
     .await;
     let finished_after = provider.calls().len() - restarted;
     assert_eq!(refund_status(&db, crash_order).await, ["pending"]);
-    let crash_key = provider.calls()[LIMITED]
+    let crash_key = provider.calls_for(&crash_payment)[0]
         .idempotency_key
         .clone()
         .expect("the crashed request's provider key");

@@ -6,7 +6,7 @@ use std::time::Duration;
 use diesel_async::AsyncConnection;
 use serde_json::Value;
 
-use crate::resilience::GatewayProcess;
+use crate::support::gateway::GatewayProcess;
 use crate::support::provider::{Behavior, FakeProvider};
 use crate::support::{
     ACME, MERCHANT, STRIPE, TestApp, answer, connect, refund_config, sign, spawn_app_with, until,
@@ -523,16 +523,20 @@ pub(crate) async fn gateway_with_paid_order(
     (gateway, token, order_id)
 }
 
-/// Kills the gateway while the provider holds its answer to the refund, lets the provider
-/// answer into the void (the refund is made, the answer lost), and starts the gateway again.
+/// Kills the gateway while the provider holds its answer to the refund of `order_id` (paid as
+/// `pay_{order_id}`, as [`gateway_with_paid_order`] pays it), lets the provider answer into the
+/// void (the refund is made, the answer lost), and starts the gateway again. The hold and the
+/// wait are for that payment's call: the gateway's recoverer may be calling the provider for
+/// other refunds meanwhile, and the next call of all may be one of those.
 pub(crate) async fn kill_during_the_provider_call(
     provider: &FakeProvider,
     gateway: &mut GatewayProcess,
     token: &str,
     order_id: i64,
 ) {
-    provider.script(&[Behavior::Hold]);
-    let before = provider.calls().len();
+    let payment = format!("pay_{order_id}");
+    provider.script_for(&payment, &[Behavior::Hold]);
+    let before = provider.calls_for(&payment).len();
     let client = reqwest::Client::new();
     let in_flight = tokio::spawn({
         let url = format!("{}/v1/orders/{order_id}/refunds", gateway.address());
@@ -548,7 +552,7 @@ pub(crate) async fn kill_during_the_provider_call(
                 .await
         }
     });
-    provider.until_calls(before + 1).await;
+    provider.until_calls_for(&payment, before + 1).await;
     gateway.kill_9();
     assert!(
         in_flight.await.unwrap().is_err(),

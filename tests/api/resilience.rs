@@ -13,12 +13,12 @@ use std::collections::HashMap;
 
 use futures_util::StreamExt;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{Cluster, free_port};
+use crate::support::cluster::Cluster;
+use crate::support::gateway::GatewayProcess;
 use crate::support::simulator::{Event, Simulator};
 use crate::support::{
     ACME, answer, config_with, connect, fresh_database, insert_orders, sign, spawn_app_on,
@@ -310,138 +310,6 @@ async fn postgres_crashes_mid_load(events: i64, crashes: i64) {
 // ---------------------------------------------------------------------------------------
 // The gateway process is killed mid-load
 // ---------------------------------------------------------------------------------------
-
-/// The real `callback-gateway serve` on a fixed port, its log in a temp directory.
-pub(crate) struct GatewayProcess {
-    pub(crate) child: Child,
-    pub(crate) dir: PathBuf,
-    pub(crate) port: u16,
-    pub(crate) database_url: String,
-}
-
-impl GatewayProcess {
-    pub(crate) fn start(dir: &Path, port: u16, database_url: &str) -> Self {
-        Self {
-            child: spawn_gateway(dir, port, database_url),
-            dir: dir.to_owned(),
-            port,
-            database_url: database_url.to_owned(),
-        }
-    }
-
-    /// Writes the config file and starts the gateway; returns once /readyz answers 200.
-    pub(crate) async fn spawn(extra: &str) -> Self {
-        let database_url = fresh_database().await;
-        let dir = std::env::temp_dir().join(format!("cg-proc-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gateway.toml"), config_with(&database_url, extra)).unwrap();
-        let mut gateway = Self::start(&dir, free_port(), &database_url);
-        gateway.wait_ready().await;
-        gateway
-    }
-
-    pub(crate) fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
-    }
-
-    pub(crate) async fn wait_ready(&mut self) {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        let url = format!("{}/readyz", self.address());
-        let started = Instant::now();
-        loop {
-            if let Ok(response) = client.get(&url).send().await
-                && response.status() == 200
-            {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "the gateway exited with {status} before it was ready:\n{}",
-                    self.log()
-                );
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the gateway was not ready within 60 s:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// SIGKILL: no shutdown code runs, open transactions die with their sockets.
-    pub(crate) fn kill_9(&mut self) {
-        self.child.kill().unwrap();
-        let status = self.child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            status.signal(),
-            Some(9),
-            "the gateway should have died of SIGKILL"
-        );
-    }
-
-    /// Starts the same binary with the same config on the same port; waits until it is ready.
-    pub(crate) async fn restart(&mut self) {
-        self.child = spawn_gateway(&self.dir, self.port, &self.database_url);
-        self.wait_ready().await;
-    }
-
-    /// Polls until the process exits; fails the test after `limit`.
-    pub(crate) async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < limit,
-                "the gateway did not exit within {limit:?}:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-/// `callback-gateway --config DIR/gateway.toml serve`, logging to DIR/gateway.log.
-fn spawn_gateway(dir: &Path, port: u16, database_url: &str) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("gateway.log"))
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
-        .arg("--config")
-        .arg(dir.join("gateway.toml"))
-        .arg("serve")
-        .env_remove("GATEWAY_CONFIG")
-        .env("DATABASE_URL", database_url)
-        .env("GATEWAY_BIND", format!("127.0.0.1:{port}"))
-        .env("RUST_LOG", "warn,actix_server=info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_killed_with_sigkill_twice_mid_load_and_restarted_posts_every_event_exactly_once()
@@ -768,19 +636,24 @@ async fn sigterm_lets_an_in_flight_callback_commit_and_answer_then_the_process_e
 // ---------------------------------------------------------------------------------------
 
 mod properties {
-    use std::time::Duration;
 
-    use callback_gateway::config::{PayloadFormat, SchemeName, Secret};
+    use callback_gateway::config::{PayloadFormat, SchemeName};
     use callback_gateway::idempotency::{IdempotencyKey, MAX_KEY_LEN};
-    use callback_gateway::payments::event::Parsed;
-    use callback_gateway::payments::event::{check_event_id, event_id_from_body};
-    use callback_gateway::signature::scheme_for;
+    use callback_gateway::payments::event::check_event_id;
+    use callback_gateway::providers::body::{IdField, event_id_from_body};
+    use callback_gateway::providers::{Provider, Rejection, Verified, format_for};
+    use futures_util::FutureExt;
     use proptest::prelude::*;
     use serde_json::Value;
 
-    use crate::support::{ACME_OLD_SECRET, ACME_SECRET, PLAIN_SECRET, STRIPE_SECRET};
+    use crate::support::sign::provider_with;
+    use crate::support::{
+        ACME_OLD_SECRET, ACME_SECRET, CHECKOUT_KEY, PADDLE_SECRET, PLAIN_SECRET, RAZORPAY_SECRET,
+        SQUARE_KEY, STRIPE_SECRET,
+    };
 
-    const SCHEMES: [(SchemeName, &str, &[&str]); 3] = [
+    /// The schemes whose signature is a header over the raw body (Adyen's is in the body).
+    const SCHEMES: [(SchemeName, &str, &[&str]); 7] = [
         (
             SchemeName::StandardWebhooks,
             ACME_SECRET,
@@ -792,7 +665,35 @@ mod properties {
             PLAIN_SECRET,
             &["X-Timestamp", "X-Signature"],
         ),
+        (
+            SchemeName::Square,
+            SQUARE_KEY,
+            &["x-square-hmacsha256-signature"],
+        ),
+        (
+            SchemeName::Razorpay,
+            RAZORPAY_SECRET,
+            &["X-Razorpay-Signature", "x-razorpay-event-id"],
+        ),
+        (SchemeName::Checkout, CHECKOUT_KEY, &["Cko-Signature"]),
+        (SchemeName::Paddle, PADDLE_SECRET, &["Paddle-Signature"]),
     ];
+
+    /// Every HMAC scheme answers at once.
+    fn verify(
+        provider: &Provider,
+        headers: &[(String, String)],
+        body: &[u8],
+        at: i64,
+    ) -> Result<Verified, Rejection> {
+        let headers = headers.to_vec();
+        let now = chrono::DateTime::from_timestamp(at, 0).unwrap();
+        provider
+            .verify(&headers, body, now)
+            .outcome()
+            .now_or_never()
+            .expect("an HMAC scheme verifies without waiting")
+    }
 
     fn now() -> i64 {
         chrono::Utc::now().timestamp()
@@ -916,35 +817,35 @@ mod properties {
 
         #[test]
         fn random_signature_headers_never_verify_and_never_panic(
-            scheme_index in 0usize..3,
+            scheme_index in 0usize..SCHEMES.len(),
             values in prop::collection::vec(prop::option::of(header_value()), 3),
             body in any::<Vec<u8>>(),
         ) {
             let (name, secret, header_names) = SCHEMES[scheme_index];
-            let secrets = [Secret::new(ACME_OLD_SECRET), Secret::new(secret)];
+            let secrets = [ACME_OLD_SECRET, secret];
             let secrets = if name == SchemeName::StandardWebhooks { &secrets[..] } else { &secrets[1..] };
-            let scheme = scheme_for(name, secrets, Duration::from_secs(300));
+            let scheme = provider_with(name, secrets);
             let headers: Vec<(String, String)> = header_names
                 .iter()
                 .zip(values)
                 .filter_map(|(name, value)| value.map(|v| ((*name).to_owned(), v)))
                 .collect();
-            let verdict = scheme.verify(&headers, &body, now());
+            let verdict = verify(&scheme, &headers, &body, now());
             prop_assert!(verdict.is_err(), "random headers {headers:?} verified: {verdict:?}");
         }
 
         #[test]
         fn a_signature_verifies_its_own_body_and_no_other(
-            scheme_index in 0usize..3,
+            scheme_index in 0usize..SCHEMES.len(),
             event_id in "[A-Za-z0-9_]{1,40}",
             body in any::<Vec<u8>>(),
             flip in any::<prop::sample::Index>(),
         ) {
             let (name, secret, _) = SCHEMES[scheme_index];
-            let scheme = scheme_for(name, &[Secret::new(secret)], Duration::from_secs(300));
+            let scheme = provider_with(name, &[secret]);
             let at = now();
-            let headers = scheme.sign(&event_id, &body, at);
-            prop_assert!(scheme.verify(&headers, &body, at).is_ok(), "a fresh signature must verify");
+            let headers = scheme.sign(&event_id, &body, at).unwrap().headers;
+            prop_assert!(verify(&scheme, &headers, &body, at).is_ok(), "a fresh signature must verify");
             let mut other = body.clone();
             if other.is_empty() {
                 other.push(b'x');
@@ -952,7 +853,7 @@ mod properties {
                 let i = flip.index(other.len());
                 other[i] ^= 0x01;
             }
-            prop_assert!(scheme.verify(&headers, &other, at).is_err(), "a signature verified another body");
+            prop_assert!(verify(&scheme, &headers, &other, at).is_err(), "a signature verified another body");
         }
 
         #[test]
@@ -969,9 +870,18 @@ mod properties {
 
         #[test]
         fn payload_parsers_never_panic_on_any_body(body in payload_body()) {
-            let _ = Parsed::from_body(PayloadFormat::Canonical, &body);
-            let _ = Parsed::from_body(PayloadFormat::Stripe, &body);
-            if let Ok(id) = event_id_from_body(&body) {
+            for format in [
+                PayloadFormat::Canonical, PayloadFormat::Stripe, PayloadFormat::Adyen,
+                PayloadFormat::Square, PayloadFormat::Razorpay, PayloadFormat::Checkout,
+                PayloadFormat::Paddle, PayloadFormat::Paypal,
+            ] {
+                let format = format_for(format);
+                let _ = format.read(&body);
+                if let Ok(id) = format.event_id(&body) {
+                    prop_assert!(check_event_id(&id).is_ok());
+                }
+            }
+            if let Ok(id) = event_id_from_body(&body, IdField::Id) {
                 prop_assert!(check_event_id(&id).is_ok());
             }
         }

@@ -84,6 +84,46 @@ impl Cluster {
         self.pg_ctl(&["restart", "-m", "immediate"]);
     }
 
+    /// Sets `synchronous_standby_names` (ALTER SYSTEM, reload); returns once a new session
+    /// sees it. A name no standby has (`'ghost'`) makes every commit wait, forever, the way a
+    /// stalled synchronous standby does; `''` lets them finish.
+    pub async fn set_synchronous_standby_names(&self, value: &str) {
+        self.set_system("synchronous_standby_names", value).await;
+    }
+
+    /// `ALTER SYSTEM SET name = 'value'` and a reload; returns once a new session sees it.
+    /// Sessions that did not set `name` themselves take it at the reload too.
+    pub async fn set_system(&self, name: &str, value: &str) {
+        let admin = super::connect(&self.url("postgres")).await;
+        // Two messages: a multi-statement string is one implicit transaction, which ALTER
+        // SYSTEM refuses.
+        admin
+            .batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
+            .await
+            .unwrap();
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            let probe = super::connect(&self.url("postgres")).await;
+            let now: String = probe
+                .query_one(&format!("SHOW {name}"), &[])
+                .await
+                .unwrap()
+                .get(0);
+            if now == value {
+                return;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the server did not take {name} = '{value}'"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Stops the server (`-m fast`: open sessions are terminated, nothing waits for clients).
     pub fn stop(&self) {
         self.pg_ctl(&["stop", "-m", "fast"]);

@@ -6,7 +6,9 @@
 //! A 500 is answered before any work (nothing saved, as when Stripe fails before executing).
 //! The test can tell it how to answer the next calls: normally, hold the answer until told to
 //! let go (the refund is made first: the answer is what gets lost), fail with 500, decline with
-//! a 4xx, or drop the connection without an answer. It counts calls and refunds made.
+//! a 4xx, or drop the connection without an answer. It can also script the calls of one payment
+//! alone, so a gateway's background retries of other refunds cannot take a behaviour meant for
+//! the request under test. It counts calls and refunds made.
 //!
 //! A bare HTTP/1.1 server on a tokio listener (one request per connection), so "drop the
 //! connection" is a real closed socket.
@@ -49,6 +51,20 @@ pub struct Call {
     pub at: std::time::Instant,
 }
 
+impl Call {
+    /// The payment the refund is for: `payment_id` of a canonical JSON body, `payment_intent`
+    /// of a Stripe form.
+    pub fn payment_id(&self) -> Option<String> {
+        if let Ok(json) = serde_json::from_str::<serde_json::Value>(&self.body) {
+            return json["payment_id"].as_str().map(str::to_owned);
+        }
+        self.body
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("payment_intent="))
+            .map(str::to_owned)
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Saved {
     Running {
@@ -65,6 +81,8 @@ enum Saved {
 struct State {
     calls: Vec<Call>,
     script: VecDeque<Behavior>,
+    /// Scripts of one payment's calls, used before the general script.
+    payment_scripts: HashMap<String, VecDeque<Behavior>>,
     /// How calls answer once the script is used up.
     otherwise: Option<Behavior>,
     keys: HashMap<String, Saved>,
@@ -118,6 +136,18 @@ impl FakeProvider {
             .extend(behaviors.iter().cloned());
     }
 
+    /// The next calls for `payment_id` answer as `behaviors` say, in order, whatever calls for
+    /// other payments arrive meanwhile; then as any other call.
+    pub fn script_for(&self, payment_id: &str, behaviors: &[Behavior]) {
+        self.state
+            .lock()
+            .unwrap()
+            .payment_scripts
+            .entry(payment_id.to_owned())
+            .or_default()
+            .extend(behaviors.iter().cloned());
+    }
+
     /// Every call after the script answers as `behavior` says (instead of normally).
     pub fn otherwise(&self, behavior: Behavior) {
         self.state.lock().unwrap().otherwise = Some(behavior);
@@ -132,6 +162,18 @@ impl FakeProvider {
         self.state.lock().unwrap().calls.clone()
     }
 
+    /// The calls for one payment, in the order they arrived.
+    pub fn calls_for(&self, payment_id: &str) -> Vec<Call> {
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|call| call.payment_id().as_deref() == Some(payment_id))
+            .cloned()
+            .collect()
+    }
+
     pub fn refunds_created(&self) -> usize {
         self.state.lock().unwrap().refunds_created
     }
@@ -141,6 +183,15 @@ impl FakeProvider {
         super::until(&format!("{n} provider call(s)"), async || {
             self.calls().len() >= n
         })
+        .await;
+    }
+
+    /// Polls until the provider has received `n` calls for `payment_id`.
+    pub async fn until_calls_for(&self, payment_id: &str, n: usize) {
+        super::until(
+            &format!("{n} provider call(s) for {payment_id}"),
+            async || self.calls_for(payment_id).len() >= n,
+        )
         .await;
     }
 }
@@ -165,9 +216,10 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
     let (behavior, decided) = {
         let mut state = state.lock().unwrap();
         state.calls.push(call.clone());
-        let behavior = state
-            .script
-            .pop_front()
+        let behavior = call
+            .payment_id()
+            .and_then(|payment| state.payment_scripts.get_mut(&payment)?.pop_front())
+            .or_else(|| state.script.pop_front())
             .or_else(|| state.otherwise.clone())
             .unwrap_or(Behavior::Normal);
         let decided = decide(&mut state, &call, &behavior);

@@ -56,6 +56,23 @@ pub struct Tally {
     pub unavailable_503: u64,
     pub other_retryable: u64,
     pub connection_errors: u64,
+    /// Refusals (non-2xx answers) that said nothing about when to retry.
+    pub refusals_without_retry_after: u64,
+    /// The first few answers counted in `other_retryable` and the first few connection
+    /// errors, as `status body` or the client's error, so a failing test says what they were.
+    pub unexpected: Vec<String>,
+}
+
+/// How many unexpected answers a tally keeps.
+const UNEXPECTED_KEPT: usize = 20;
+
+/// One attempt as the provider saw it: when it was answered, the event, and the status
+/// (0: no answer, a connection error).
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub at: Instant,
+    pub event_id: String,
+    pub status: u16,
 }
 
 pub struct Simulator {
@@ -68,6 +85,7 @@ pub struct Simulator {
     acks: Mutex<HashMap<String, Vec<Ack>>>,
     failures: Mutex<Vec<String>>,
     tally: Mutex<Tally>,
+    attempts: Mutex<Vec<Attempt>>,
 }
 
 impl Simulator {
@@ -84,22 +102,46 @@ impl Simulator {
             acks: Mutex::new(HashMap::new()),
             failures: Mutex::new(Vec::new()),
             tally: Mutex::new(Tally::default()),
+            attempts: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every attempt so far, in the order they were answered.
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.attempts.lock().unwrap().clone()
+    }
+
+    fn note(&self, event: &Event, status: u16) {
+        self.attempts.lock().unwrap().push(Attempt {
+            at: Instant::now(),
+            event_id: event.id.clone(),
+            status,
+        });
     }
 
     /// Delivers `event` to target `target` until it is acknowledged; records the ack.
     pub async fn deliver(&self, event: &Event, target: usize) -> Option<Ack> {
+        self.deliver_to(event, &[target]).await
+    }
+
+    /// Like [`Self::deliver`], each attempt to the next of `targets` in turn (a provider
+    /// behind a load balancer that spreads retries over the gateways).
+    pub async fn deliver_to(&self, event: &Event, targets: &[usize]) -> Option<Ack> {
+        let target = targets[0];
+        let mut attempt = 0usize;
         let started = Instant::now();
-        let url = format!("{}/v1/callbacks/{}", self.targets[target], event.provider);
         let mut backoff = Duration::from_millis(5);
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
-            let headers = sign::sign_now(event.provider, &event.id, &event.body);
+            let (headers, body) = sign::signed_now(event.provider, &event.id, &event.body);
+            let to = targets[attempt % targets.len()];
+            let url = format!("{}/v1/callbacks/{}", self.targets[to], event.provider);
+            attempt += 1;
             let mut request = self
                 .client
                 .post(&url)
                 .header("Content-Type", "application/json")
-                .body(event.body.clone());
+                .body(body);
             for (name, value) in &headers {
                 request = request.header(name, value);
             }
@@ -119,6 +161,10 @@ impl Simulator {
                         .and_then(|v| v.parse::<u64>().ok())
                         .map(Duration::from_secs);
                     let body = response.text().await.unwrap_or_default();
+                    self.note(event, status);
+                    if !(200..=299).contains(&status) && retry_after.is_none() {
+                        self.count(|t| t.refusals_without_retry_after += 1);
+                    }
                     match status {
                         200..=299 => {
                             self.count(|t| t.acks += 1);
@@ -137,7 +183,14 @@ impl Simulator {
                         }
                         409 => self.count(|t| t.in_flight_409 += 1),
                         503 => self.count(|t| t.unavailable_503 += 1),
-                        408 | 429 | 500..=599 => self.count(|t| t.other_retryable += 1),
+                        408 | 429 | 500..=599 => self.count(|t| {
+                            t.other_retryable += 1;
+                            if t.unexpected.len() < UNEXPECTED_KEPT {
+                                t.unexpected.push(format!(
+                                    "{status} (Retry-After {retry_after:?}) from target {to}: {body}"
+                                ));
+                            }
+                        }),
                         _ => {
                             self.fail(format!(
                                 "event {} got {status} from target {target}, which no retry can fix: {body}",
@@ -152,8 +205,14 @@ impl Simulator {
                     last = format!("{status} {body}");
                 }
                 Err(error) => {
-                    self.count(|t| t.connection_errors += 1);
-                    last = format!("connection error: {error}");
+                    self.note(event, 0);
+                    last = format!("connection error: {error:?}");
+                    self.count(|t| {
+                        t.connection_errors += 1;
+                        if t.unexpected.len() < UNEXPECTED_KEPT {
+                            t.unexpected.push(last.clone());
+                        }
+                    });
                 }
             }
             // Waiting between attempts is the provider's behaviour under test, not a
@@ -183,6 +242,12 @@ impl Simulator {
                 self.deliver_twice(event, i % n, (i + 1) % n).await;
             })
             .await;
+    }
+
+    /// Sets how long one delivery keeps retrying before it counts as a failure.
+    pub fn give_up_after(mut self, limit: Duration) -> Self {
+        self.give_up_after = limit;
+        self
     }
 
     /// Every ack recorded so far, by event id.
