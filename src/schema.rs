@@ -38,7 +38,7 @@ diesel::table! {
         singleton -> Bool,
         through_delivery_id -> Int8,
         pending_delivery_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -73,7 +73,7 @@ diesel::table! {
         singleton -> Bool,
         through_entry_id -> Int8,
         pending_entry_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -99,6 +99,7 @@ diesel::table! {
         payment_id -> Text,
         created_at -> Timestamptz,
         refund_id -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
     }
 }
 
@@ -118,6 +119,7 @@ diesel::table! {
         payment_id -> Nullable<Text>,
         refund_request_id -> Nullable<Int8>,
         detail -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
         created_at -> Timestamptz,
         status -> Text,
         attempts -> Int4,
@@ -154,6 +156,27 @@ diesel::table! {
 }
 
 diesel::table! {
+    payment_disputes (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        dispute_id -> Text,
+        payment_id -> Text,
+        order_id -> Nullable<Int8>,
+        funds -> Text,
+        outcome -> Text,
+        currency -> Text,
+        withdrawn_minor -> Int8,
+        fee_minor -> Int8,
+        reinstated_minor -> Int8,
+        account -> Nullable<Text>,
+        note -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     payments (id) {
         id -> Int8,
         merchant_id -> Int8,
@@ -166,6 +189,7 @@ diesel::table! {
         refunded_minor -> Int8,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        disputed_minor -> Int8,
     }
 }
 
@@ -209,6 +233,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     merchant_notifications,
     notification_endpoints,
     orders,
+    payment_disputes,
     payments,
     refund_requests,
 );

@@ -1,19 +1,20 @@
--- Back to migration 000028's routines (their bodies as PostgreSQL kept them), without the
+-- Back to migration 000033's routines (their bodies as PostgreSQL kept them): 000032's
+-- payment_apply_all and payment_apply (disputes), the others as 000028 left them; without the
 -- notifications' parameters, tables and writers.
 DROP FUNCTION callback_first_delivery_batch(TEXT, TEXT, TEXT[], TEXT[], TIMESTAMPTZ[], BYTEA[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], TEXT[], BOOLEAN[]);
 DROP FUNCTION callback_first_delivery(TEXT, TEXT, TEXT, TIMESTAMPTZ, BYTEA, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, TEXT, TEXT, TEXT, TEXT, BOOLEAN);
-DROP FUNCTION payment_apply(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BOOLEAN, TEXT);
+DROP FUNCTION payment_apply(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, TEXT, BIGINT, BIGINT, BIGINT, TEXT, TEXT, BOOLEAN, TEXT);
 DROP FUNCTION payment_apply_strict(BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BOOLEAN, TEXT);
-DROP FUNCTION payment_apply_all(BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BOOLEAN[], TEXT[]);
+DROP FUNCTION payment_apply_all(BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], BIGINT[], BOOLEAN[], TEXT[]);
 DROP FUNCTION refund_request_fail(BIGINT, TEXT, TEXT, BOOLEAN);
 DROP FUNCTION refund_request_accepted(BIGINT, TEXT, BOOLEAN);
 DROP FUNCTION refund_requests_settle(BIGINT, TEXT, TEXT, TEXT, BIGINT, BOOLEAN, TEXT, BIGINT);
 DROP FUNCTION refund_requests_stage_notifications(BIGINT[], TEXT, BIGINT);
-DROP FUNCTION notifications_stage(BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[]);
+DROP FUNCTION notifications_stage(BIGINT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], TEXT[], TEXT[]);
 DROP TABLE notification_endpoints;
 DROP TABLE merchant_notifications;
 
-CREATE FUNCTION payment_apply_all(p_transfer_id bigint[], p_merchant_id bigint[], p_provider text[], p_event_id text[], p_payment_id text[], p_order_id bigint[], p_order_from text[], p_order_to text[], p_payment_status text[], p_amount_minor bigint[], p_currency text[], p_refunded_from bigint[], p_refunded_to bigint[], p_kind text[], p_refund_id text[], p_account_a text[], p_amount_a bigint[], p_account_b text[], p_amount_b bigint[])
+CREATE FUNCTION payment_apply_all(p_transfer_id bigint[], p_merchant_id bigint[], p_provider text[], p_event_id text[], p_payment_id text[], p_order_id bigint[], p_order_from text[], p_order_to text[], p_payment_status text[], p_amount_minor bigint[], p_currency text[], p_refunded_from bigint[], p_refunded_to bigint[], p_kind text[], p_refund_id text[], p_account_a text[], p_amount_a bigint[], p_account_b text[], p_amount_b bigint[], p_payment_from text[] DEFAULT NULL::text[], p_disputed_from bigint[] DEFAULT NULL::bigint[], p_disputed_to bigint[] DEFAULT NULL::bigint[], p_dispute_id text[] DEFAULT NULL::text[], p_account_c text[] DEFAULT NULL::text[], p_amount_c bigint[] DEFAULT NULL::bigint[])
  RETURNS bigint[]
  LANGUAGE plpgsql
  SET enable_seqscan TO 'off'
@@ -38,8 +39,8 @@ BEGIN
         END IF;
     END IF;
 
-    -- A capture or a failure takes a new payment id or a pending/failed one; a refund moves a
-    -- captured payment's refunded total on from the amount the plan read.
+    -- A capture or a failure takes a new payment id or a pending/failed one; a refund or a
+    -- dispute moves a captured payment on from the state its plan read.
     v_expected := cardinality(p_refunded_to) - cardinality(array_remove(p_refunded_to, NULL));
     IF v_expected > 0 THEN
         INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
@@ -59,15 +60,20 @@ BEGIN
     END IF;
     IF v_expected < cardinality(p_merchant_id) THEN
         v_expected := cardinality(p_merchant_id) - v_expected;
-        UPDATE payments p SET refunded_minor = t.refunded_to, status = t.status, updated_at = now()
-        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_payment_status, p_refunded_from, p_refunded_to)
-             AS t(merchant_id, provider, payment_id, status, refunded_from, refunded_to)
+        UPDATE payments p
+        SET refunded_minor = t.refunded_to, disputed_minor = t.disputed_to, status = t.status,
+            updated_at = now()
+        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_payment_status, p_refunded_from,
+                    p_refunded_to, p_payment_from, p_disputed_from, p_disputed_to)
+             AS t(merchant_id, provider, payment_id, status, refunded_from, refunded_to,
+                  status_from, disputed_from, disputed_to)
         WHERE t.refunded_to IS NOT NULL
           AND p.merchant_id = ANY(p_merchant_id) AND p.provider = ANY(p_provider)
           AND p.payment_id = ANY(p_payment_id)
           AND p.merchant_id = t.merchant_id AND p.provider = t.provider AND p.payment_id = t.payment_id
+          AND p.status = t.status_from
           AND p.refunded_minor = t.refunded_from
-          AND p.status IN ('succeeded', 'partially_refunded', 'held');
+          AND p.disputed_minor = t.disputed_from;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         IF v_count <> v_expected THEN
             RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment not in the planned state';
@@ -80,16 +86,18 @@ BEGIN
         ORDER BY t.item);
     v_expected := cardinality(array_remove(v_transfer_id, NULL));
     IF v_expected > 0 THEN
-        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
-        SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id, t.refund_id
+        INSERT INTO ledger_transfers
+            (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id, dispute_id)
+        SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id,
+               t.refund_id, t.dispute_id
         FROM unnest(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_kind, p_order_id,
-                    p_payment_id, p_refund_id)
-             AS t(id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
+                    p_payment_id, p_refund_id, p_dispute_id)
+             AS t(id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id, dispute_id)
         WHERE t.id IS NOT NULL
         ON CONFLICT DO NOTHING;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         IF v_count <> v_expected THEN
-            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event or refund already posted';
+            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event, refund or dispute already posted';
         END IF;
         INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
         SELECT t.id, t.merchant_id, e.account, t.currency, e.amount_minor
@@ -98,6 +106,15 @@ BEGIN
         CROSS JOIN LATERAL (VALUES (t.account_a, t.amount_a), (t.account_b, t.amount_b))
              AS e(account, amount_minor)
         WHERE t.id IS NOT NULL;
+        -- A chargeback's fee is its third entry. Its own statement, so a capture (no third
+        -- entry, p_account_c NULL) pays one NULL test for it rather than a wider insert.
+        IF p_account_c IS NOT NULL THEN
+            INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+            SELECT t.id, t.merchant_id, t.account_c, t.currency, t.amount_c
+            FROM unnest(v_transfer_id, p_merchant_id, p_currency, p_account_c, p_amount_c)
+                 AS t(id, merchant_id, currency, account_c, amount_c)
+            WHERE t.id IS NOT NULL AND t.account_c IS NOT NULL;
+        END IF;
     END IF;
 
     -- A posted refund settles the merchant's refund request it answers, in this transaction.
@@ -110,7 +127,6 @@ BEGIN
     RETURN v_transfer_id;
 END
 $function$
-
 ;
 
 CREATE FUNCTION payment_apply_strict(p_transfer_id bigint, p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint)
@@ -125,19 +141,29 @@ BEGIN
         ARRAY[p_account_a], ARRAY[p_amount_a], ARRAY[p_account_b], ARRAY[p_amount_b]))[1];
 END
 $function$
-
 ;
 
-CREATE FUNCTION payment_apply(p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint, OUT result payment_apply_result, OUT transfer_id bigint)
+CREATE FUNCTION payment_apply(p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint, p_payment_from text, p_disputed_from bigint, p_disputed_to bigint, p_dispute_id text, p_account_c text, p_amount_c bigint, p_dispute_funds_from text, p_dispute_outcome_from text, p_dispute_funds_to text, p_dispute_outcome_to text, p_dispute_withdrawn bigint, p_dispute_fee bigint, p_dispute_reinstated bigint, p_dispute_account text, p_dispute_note text, OUT result payment_apply_result, OUT transfer_id bigint)
  RETURNS record
  LANGUAGE plpgsql
 AS $function$
 BEGIN
     BEGIN
-        transfer_id := payment_apply_strict(NULL, p_merchant_id, p_provider, p_event_id, p_payment_id,
-            p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
-            p_refunded_from, p_refunded_to, p_kind, p_refund_id,
-            p_account_a, p_amount_a, p_account_b, p_amount_b);
+        transfer_id := (payment_apply_all(ARRAY[NULL::BIGINT], ARRAY[p_merchant_id],
+            ARRAY[p_provider], ARRAY[p_event_id], ARRAY[p_payment_id], ARRAY[p_order_id],
+            ARRAY[p_order_from], ARRAY[p_order_to], ARRAY[p_payment_status], ARRAY[p_amount_minor],
+            ARRAY[p_currency], ARRAY[p_refunded_from], ARRAY[p_refunded_to], ARRAY[p_kind],
+            ARRAY[p_refund_id], ARRAY[p_account_a], ARRAY[p_amount_a], ARRAY[p_account_b],
+            ARRAY[p_amount_b], ARRAY[p_payment_from], ARRAY[p_disputed_from],
+            ARRAY[p_disputed_to], ARRAY[p_dispute_id],
+            CASE WHEN p_account_c IS NOT NULL THEN ARRAY[p_account_c] END,
+            CASE WHEN p_account_c IS NOT NULL THEN ARRAY[p_amount_c] END))[1];
+        IF p_dispute_funds_to IS NOT NULL THEN
+            PERFORM payment_disputes_write(p_merchant_id, p_provider, p_dispute_id, p_payment_id,
+                p_order_id, p_dispute_funds_from, p_dispute_outcome_from, p_dispute_funds_to,
+                p_dispute_outcome_to, p_currency, p_dispute_withdrawn, p_dispute_fee,
+                p_dispute_reinstated, p_dispute_account, p_dispute_note);
+        END IF;
         result := 'applied';
     EXCEPTION
         WHEN SQLSTATE 'CGD01' THEN
@@ -149,7 +175,6 @@ BEGIN
     END;
 END
 $function$
-
 ;
 
 CREATE FUNCTION callback_first_delivery(p_op text, p_idem_key text, p_request_hash text, p_expires_at timestamp with time zone, p_body bytea, p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint, p_ack text, p_event_type text, p_outcome text, p_reason text, OUT result first_delivery_result, OUT status text, OUT response_status integer, OUT response_body text, OUT request_hash text)
@@ -216,7 +241,6 @@ BEGIN
     request_hash := p_request_hash;
 END
 $function$
-
 ;
 
 CREATE FUNCTION callback_first_delivery_batch(p_op text, p_lock_timeout text, p_idem_key text[], p_request_hash text[], p_expires_at timestamp with time zone[], p_body bytea[], p_merchant_id bigint[], p_provider text[], p_event_id text[], p_payment_id text[], p_order_id bigint[], p_order_from text[], p_order_to text[], p_payment_status text[], p_amount_minor bigint[], p_currency text[], p_refunded_from bigint[], p_refunded_to bigint[], p_kind text[], p_refund_id text[], p_account_a text[], p_amount_a bigint[], p_account_b text[], p_amount_b bigint[], p_ack text[], p_event_type text[], p_outcome text[], p_reason text[])
@@ -360,7 +384,6 @@ BEGIN
     END LOOP;
 END
 $function$
-
 ;
 
 CREATE FUNCTION refund_requests_settle(p_merchant_id bigint, p_provider text, p_payment_id text, p_refund_id text, p_refunded_total bigint)
@@ -397,7 +420,6 @@ BEGIN
     END LOOP;
 END
 $function$
-
 ;
 
 CREATE FUNCTION refund_request_accepted(p_request_id bigint, p_refund_id text)
@@ -434,6 +456,4 @@ BEGIN
     RETURN v_request.status;
 END
 $function$
-
 ;
-

@@ -30,6 +30,9 @@ CREATE TABLE merchant_notifications (
     refund_request_id BIGINT,
     -- The reason of a held payment, or the message of a failed refund request.
     detail TEXT,
+    -- The provider's dispute id of a dispute's change (order.disputed, order.charged_back, the
+    -- order's way back), so the merchant can answer that dispute at its provider.
+    dispute_id TEXT,
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     -- Delivery: pending until a 2xx (delivered) or the last attempt of the schedule (failed).
     status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
@@ -76,10 +79,12 @@ CREATE TABLE notification_endpoints (
 
 -- The one write of merchant_notifications' rows: stages the items whose kind is not NULL, in
 -- item order, with the order's reference as it is now. Returns how many it staged.
+-- p_dispute_id may be NULL (no item is a dispute's): unnest pads it with NULLs.
 CREATE FUNCTION notifications_stage(
     p_merchant_id BIGINT[], p_kind TEXT[], p_order_id BIGINT[], p_object_status TEXT[],
     p_amount_minor BIGINT[], p_currency TEXT[], p_provider TEXT[], p_event_id TEXT[],
-    p_transfer_id BIGINT[], p_payment_id TEXT[], p_refund_request_id BIGINT[], p_detail TEXT[]
+    p_transfer_id BIGINT[], p_payment_id TEXT[], p_refund_request_id BIGINT[], p_detail TEXT[],
+    p_dispute_id TEXT[] DEFAULT NULL
 ) RETURNS INT LANGUAGE plpgsql
 -- The reference is read by the order's key; no plan may scan orders for it (a plpgsql plan
 -- made while the table was young would keep the scan for the session). One generic plan: left
@@ -94,15 +99,16 @@ DECLARE
 BEGIN
     INSERT INTO merchant_notifications
         (merchant_id, kind, order_id, object_status, reference, amount_minor, currency, provider,
-         event_id, transfer_id, payment_id, refund_request_id, detail)
+         event_id, transfer_id, payment_id, refund_request_id, detail, dispute_id)
     SELECT t.merchant_id, t.kind, t.order_id, t.object_status, o.reference, t.amount_minor,
            t.currency, t.provider, t.event_id, t.transfer_id, t.payment_id, t.refund_request_id,
-           t.detail
+           t.detail, t.dispute_id
     FROM unnest(p_merchant_id, p_kind, p_order_id, p_object_status, p_amount_minor, p_currency,
-                p_provider, p_event_id, p_transfer_id, p_payment_id, p_refund_request_id, p_detail)
+                p_provider, p_event_id, p_transfer_id, p_payment_id, p_refund_request_id, p_detail,
+                p_dispute_id)
          WITH ORDINALITY AS t(merchant_id, kind, order_id, object_status, amount_minor, currency,
                               provider, event_id, transfer_id, payment_id, refund_request_id,
-                              detail, n)
+                              detail, dispute_id, n)
     LEFT JOIN orders o ON o.id = t.order_id AND o.user_id = t.merchant_id
     WHERE t.kind IS NOT NULL
     ORDER BY t.n;
@@ -245,11 +251,19 @@ BEGIN
 END
 $$;
 
--- The payment writer (migration 000021) stages, for each item whose merchant has an endpoint
--- (p_notify), `order.<new status>` when the order moved and `payment.held` when a capture was
--- held (p_reason: why), after its ledger writes and before the refund requests a refund settles
--- (which stage their own), so one order's notifications are staged in the order of the changes.
-DROP FUNCTION payment_apply_all(BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[]);
+-- The payment writer (migrations 000021, 000032) stages, for each item whose merchant has an
+-- endpoint (p_notify), `order.<new status>` when the order moved (a capture, a refund, a
+-- dispute's withdrawal, loss or reinstatement: `order.disputed`, `order.charged_back`, and the
+-- status it returns to) and `payment.held` when a capture was held (p_reason: why), after its
+-- ledger writes and before the refund requests a refund settles (which stage their own), so one
+-- order's notifications are staged in the order of the changes. The dispute's row is written
+-- after this routine, in the same subtransaction (payment_apply), so a dispute's notification
+-- commits or rolls back with its transfer and its row. Built from 000032's text (its 25
+-- parameters, the six dispute ones defaulting to NULL) with the two notification parameters
+-- after them, so the capture paths name them (`p_notify =>`) and still bind no dispute array.
+DROP FUNCTION payment_apply_all(BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[], TEXT[],
+    TEXT[], TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], TEXT[], BIGINT[],
+    TEXT[], BIGINT[], TEXT[], BIGINT[], BIGINT[], TEXT[], TEXT[], BIGINT[]);
 CREATE FUNCTION payment_apply_all(
     p_transfer_id BIGINT[],
     p_merchant_id BIGINT[], p_provider TEXT[], p_event_id TEXT[], p_payment_id TEXT[],
@@ -258,6 +272,9 @@ CREATE FUNCTION payment_apply_all(
     p_refunded_from BIGINT[], p_refunded_to BIGINT[],
     p_kind TEXT[], p_refund_id TEXT[],
     p_account_a TEXT[], p_amount_a BIGINT[], p_account_b TEXT[], p_amount_b BIGINT[],
+    p_payment_from TEXT[] DEFAULT NULL, p_disputed_from BIGINT[] DEFAULT NULL,
+    p_disputed_to BIGINT[] DEFAULT NULL, p_dispute_id TEXT[] DEFAULT NULL,
+    p_account_c TEXT[] DEFAULT NULL, p_amount_c BIGINT[] DEFAULT NULL,
     p_notify BOOLEAN[] DEFAULT NULL, p_reason TEXT[] DEFAULT NULL
 ) RETURNS BIGINT[] LANGUAGE plpgsql
 -- Each update names its rows by key (`= ANY` on the key's index as well as the join), and no
@@ -292,8 +309,8 @@ BEGIN
         END IF;
     END IF;
 
-    -- A capture or a failure takes a new payment id or a pending/failed one; a refund moves a
-    -- captured payment's refunded total on from the amount the plan read.
+    -- A capture or a failure takes a new payment id or a pending/failed one; a refund or a
+    -- dispute moves a captured payment on from the state its plan read.
     v_expected := cardinality(p_refunded_to) - cardinality(array_remove(p_refunded_to, NULL));
     IF v_expected > 0 THEN
         INSERT INTO payments (merchant_id, provider, payment_id, order_id, status, amount_minor, currency)
@@ -313,15 +330,20 @@ BEGIN
     END IF;
     IF v_expected < cardinality(p_merchant_id) THEN
         v_expected := cardinality(p_merchant_id) - v_expected;
-        UPDATE payments p SET refunded_minor = t.refunded_to, status = t.status, updated_at = now()
-        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_payment_status, p_refunded_from, p_refunded_to)
-             AS t(merchant_id, provider, payment_id, status, refunded_from, refunded_to)
+        UPDATE payments p
+        SET refunded_minor = t.refunded_to, disputed_minor = t.disputed_to, status = t.status,
+            updated_at = now()
+        FROM unnest(p_merchant_id, p_provider, p_payment_id, p_payment_status, p_refunded_from,
+                    p_refunded_to, p_payment_from, p_disputed_from, p_disputed_to)
+             AS t(merchant_id, provider, payment_id, status, refunded_from, refunded_to,
+                  status_from, disputed_from, disputed_to)
         WHERE t.refunded_to IS NOT NULL
           AND p.merchant_id = ANY(p_merchant_id) AND p.provider = ANY(p_provider)
           AND p.payment_id = ANY(p_payment_id)
           AND p.merchant_id = t.merchant_id AND p.provider = t.provider AND p.payment_id = t.payment_id
+          AND p.status = t.status_from
           AND p.refunded_minor = t.refunded_from
-          AND p.status IN ('succeeded', 'partially_refunded', 'held');
+          AND p.disputed_minor = t.disputed_from;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         IF v_count <> v_expected THEN
             RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payment not in the planned state';
@@ -334,16 +356,18 @@ BEGIN
         ORDER BY t.item);
     v_expected := cardinality(array_remove(v_transfer_id, NULL));
     IF v_expected > 0 THEN
-        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
-        SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id, t.refund_id
+        INSERT INTO ledger_transfers
+            (id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id, dispute_id)
+        SELECT t.id, t.merchant_id, t.provider, t.event_id, t.kind, t.order_id, t.payment_id,
+               t.refund_id, t.dispute_id
         FROM unnest(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_kind, p_order_id,
-                    p_payment_id, p_refund_id)
-             AS t(id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id)
+                    p_payment_id, p_refund_id, p_dispute_id)
+             AS t(id, merchant_id, provider, event_id, kind, order_id, payment_id, refund_id, dispute_id)
         WHERE t.id IS NOT NULL
         ON CONFLICT DO NOTHING;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         IF v_count <> v_expected THEN
-            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event or refund already posted';
+            RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event, refund or dispute already posted';
         END IF;
         INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
         SELECT t.id, t.merchant_id, e.account, t.currency, e.amount_minor
@@ -352,10 +376,20 @@ BEGIN
         CROSS JOIN LATERAL (VALUES (t.account_a, t.amount_a), (t.account_b, t.amount_b))
              AS e(account, amount_minor)
         WHERE t.id IS NOT NULL;
+        -- A chargeback's fee is its third entry. Its own statement, so a capture (no third
+        -- entry, p_account_c NULL) pays one NULL test for it rather than a wider insert.
+        IF p_account_c IS NOT NULL THEN
+            INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+            SELECT t.id, t.merchant_id, t.account_c, t.currency, t.amount_c
+            FROM unnest(v_transfer_id, p_merchant_id, p_currency, p_account_c, p_amount_c)
+                 AS t(id, merchant_id, currency, account_c, amount_c)
+            WHERE t.id IS NOT NULL AND t.account_c IS NOT NULL;
+        END IF;
     END IF;
 
     -- The merchants that have an endpoint hear of it: the order's new status, or the held
     -- capture. NULL (no item notifies, the common case without [[merchants]]) skips it all.
+    -- A dispute's item carries its dispute id (NULL for a capture's or a refund's).
     IF true = ANY(p_notify) THEN
         SELECT array_agg(CASE WHEN NOT coalesce(t.notify, false) THEN NULL
                               WHEN t.order_to IS NOT NULL THEN 'order.' || t.order_to
@@ -366,7 +400,8 @@ BEGIN
         FROM unnest(p_notify, p_order_to, p_payment_status, p_refunded_to)
              WITH ORDINALITY AS t(notify, order_to, payment_status, refunded_to, n);
         v_count := notifications_stage(p_merchant_id, v_kind, p_order_id, v_status, p_amount_minor,
-            p_currency, p_provider, p_event_id, v_transfer_id, p_payment_id, NULL, p_reason);
+            p_currency, p_provider, p_event_id, v_transfer_id, p_payment_id, NULL, p_reason,
+            p_dispute_id);
     END IF;
 
     -- A posted refund settles the merchant's refund request it answers, in this transaction.
@@ -381,6 +416,8 @@ BEGIN
 END
 $$;
 
+-- The one-statement capture's writer (migration 000021), passing its notification's parameters
+-- on by name (after payment_apply_all's dispute parameters, which a capture leaves NULL).
 DROP FUNCTION payment_apply_strict(BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT);
 CREATE FUNCTION payment_apply_strict(
     p_transfer_id BIGINT,
@@ -398,11 +435,15 @@ BEGIN
         ARRAY[p_order_to], ARRAY[p_payment_status], ARRAY[p_amount_minor], ARRAY[p_currency],
         ARRAY[p_refunded_from], ARRAY[p_refunded_to], ARRAY[p_kind], ARRAY[p_refund_id],
         ARRAY[p_account_a], ARRAY[p_amount_a], ARRAY[p_account_b], ARRAY[p_amount_b],
-        ARRAY[p_notify], ARRAY[p_reason]))[1];
+        p_notify => ARRAY[p_notify], p_reason => ARRAY[p_reason]))[1];
 END
 $$;
 
-DROP FUNCTION payment_apply(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT);
+-- The general path's call (migration 000032: an effect and its dispute's row in one
+-- subtransaction), with the notification's parameters last.
+DROP FUNCTION payment_apply(BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT,
+    BIGINT, BIGINT, TEXT, TEXT, TEXT, BIGINT, TEXT, BIGINT, TEXT, BIGINT, BIGINT, TEXT, TEXT,
+    BIGINT, TEXT, TEXT, TEXT, TEXT, BIGINT, BIGINT, BIGINT, TEXT, TEXT);
 CREATE FUNCTION payment_apply(
     p_merchant_id BIGINT, p_provider TEXT, p_event_id TEXT, p_payment_id TEXT,
     p_order_id BIGINT, p_order_from TEXT, p_order_to TEXT,
@@ -410,15 +451,33 @@ CREATE FUNCTION payment_apply(
     p_refunded_from BIGINT, p_refunded_to BIGINT,
     p_kind TEXT, p_refund_id TEXT,
     p_account_a TEXT, p_amount_a BIGINT, p_account_b TEXT, p_amount_b BIGINT,
+    p_payment_from TEXT, p_disputed_from BIGINT, p_disputed_to BIGINT,
+    p_dispute_id TEXT, p_account_c TEXT, p_amount_c BIGINT,
+    p_dispute_funds_from TEXT, p_dispute_outcome_from TEXT,
+    p_dispute_funds_to TEXT, p_dispute_outcome_to TEXT,
+    p_dispute_withdrawn BIGINT, p_dispute_fee BIGINT, p_dispute_reinstated BIGINT,
+    p_dispute_account TEXT, p_dispute_note TEXT,
     p_notify BOOLEAN DEFAULT false, p_reason TEXT DEFAULT NULL,
     OUT result payment_apply_result, OUT transfer_id BIGINT
 ) LANGUAGE plpgsql AS $$
 BEGIN
     BEGIN
-        transfer_id := payment_apply_strict(NULL, p_merchant_id, p_provider, p_event_id, p_payment_id,
-            p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
-            p_refunded_from, p_refunded_to, p_kind, p_refund_id,
-            p_account_a, p_amount_a, p_account_b, p_amount_b, p_notify, p_reason);
+        transfer_id := (payment_apply_all(ARRAY[NULL::BIGINT], ARRAY[p_merchant_id],
+            ARRAY[p_provider], ARRAY[p_event_id], ARRAY[p_payment_id], ARRAY[p_order_id],
+            ARRAY[p_order_from], ARRAY[p_order_to], ARRAY[p_payment_status], ARRAY[p_amount_minor],
+            ARRAY[p_currency], ARRAY[p_refunded_from], ARRAY[p_refunded_to], ARRAY[p_kind],
+            ARRAY[p_refund_id], ARRAY[p_account_a], ARRAY[p_amount_a], ARRAY[p_account_b],
+            ARRAY[p_amount_b], ARRAY[p_payment_from], ARRAY[p_disputed_from],
+            ARRAY[p_disputed_to], ARRAY[p_dispute_id],
+            CASE WHEN p_account_c IS NOT NULL THEN ARRAY[p_account_c] END,
+            CASE WHEN p_account_c IS NOT NULL THEN ARRAY[p_amount_c] END,
+            ARRAY[p_notify], ARRAY[p_reason]))[1];
+        IF p_dispute_funds_to IS NOT NULL THEN
+            PERFORM payment_disputes_write(p_merchant_id, p_provider, p_dispute_id, p_payment_id,
+                p_order_id, p_dispute_funds_from, p_dispute_outcome_from, p_dispute_funds_to,
+                p_dispute_outcome_to, p_currency, p_dispute_withdrawn, p_dispute_fee,
+                p_dispute_reinstated, p_dispute_account, p_dispute_note);
+        END IF;
         result := 'applied';
     EXCEPTION
         WHEN SQLSTATE 'CGD01' THEN
@@ -624,7 +683,8 @@ BEGIN
             v_transfer_id := payment_apply_all(v_transfer_id, v_merchant_id, v_provider, v_event_id,
                 v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status,
                 v_amount_minor, v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id,
-                v_account_a, v_amount_a, v_account_b, v_amount_b, v_notify, v_reason);
+                v_account_a, v_amount_a, v_account_b, v_amount_b,
+                p_notify => v_notify, p_reason => v_reason);
             v_written := true;
         EXCEPTION
             WHEN SQLSTATE 'CGD01' OR SQLSTATE 'CGD02' OR lock_not_available OR deadlock_detected

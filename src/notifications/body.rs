@@ -15,7 +15,8 @@ pub fn webhook_id(id: i64) -> String {
 /// `{"type":..,"timestamp":..,"data":{..}}`: the change's type, when it was staged (RFC 3339,
 /// microseconds, UTC), and what changed. `data` always has the same keys for every type, null
 /// where a type has nothing to say; `refund_request_id` is added for refund requests, `reason`
-/// for a held payment and `failure_message` for a failed refund request.
+/// for a held payment, `failure_message` for a failed refund request and `dispute_id` for a
+/// dispute's change of the order (withdrawn, lost, reinstated).
 pub fn render(n: &Notification) -> Vec<u8> {
     let body = Body {
         kind: &n.kind,
@@ -36,6 +37,7 @@ pub fn render(n: &Notification) -> Vec<u8> {
                 .detail
                 .as_deref()
                 .filter(|_| n.kind == "refund_request.failed"),
+            dispute_id: n.dispute_id.as_deref(),
         },
     };
     // Serializing this struct of strings and numbers cannot fail.
@@ -76,6 +78,8 @@ struct Data<'a> {
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure_message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dispute_id: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -101,6 +105,7 @@ mod tests {
             payment_id: Some("pay_1".into()),
             refund_request_id: None,
             detail: None,
+            dispute_id: None,
             created_at: Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(),
             status: NotificationStatus::Pending.as_str().into(),
             attempts: 0,
@@ -143,6 +148,24 @@ mod tests {
             "the provider declined the refund (400): nope"
         );
         assert!(json["data"].get("reason").is_none());
+    }
+
+    #[test]
+    fn a_disputes_change_of_the_order_names_its_dispute() {
+        let disputed = Notification {
+            kind: "order.disputed".into(),
+            object_status: "disputed".into(),
+            amount_minor: Some(500),
+            event_id: Some("evt_dw".into()),
+            transfer_id: Some(13),
+            dispute_id: Some("dp_1".into()),
+            ..paid()
+        };
+        assert_eq!(
+            String::from_utf8(render(&disputed)).unwrap(),
+            r#"{"type":"order.disputed","timestamp":"2026-12-01T10:00:00.000000Z","data":{"order_id":123,"reference":"cart-77","status":"disputed","amount_minor":500,"currency":"USD","provider":"acme","event_id":"evt_dw","transfer_id":13,"payment_id":"pay_1","dispute_id":"dp_1"}}"#
+        );
+        assert!(as_json(&paid())["data"].get("dispute_id").is_none());
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Notification {
     pub payment_id: Option<String>,
     pub refund_request_id: Option<i64>,
     pub detail: Option<String>,
+    /// The provider's dispute id, for a dispute's change of the order.
+    pub dispute_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub status: String,
     pub attempts: i32,

@@ -50,6 +50,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "merchant_notifications",
             "notification_endpoints",
             "orders",
+            "payment_disputes",
             "payments",
             "refund_requests"
         ]

@@ -389,14 +389,20 @@ mod simulated {
         spawn_app_on,
     };
 
-    /// What the provider knows it moved: per (merchant, currency), captured and refunded, and
-    /// the part of each that sits in unapplied funds.
+    /// What the provider knows it moved: per (merchant, currency), captured, refunded, taken
+    /// back by disputes (withdrawn, and the fees) and given back (reinstated), and the part of
+    /// each that sits in unapplied funds.
     #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
     struct Moved {
         captured: i64,
         refunded: i64,
+        withdrawn: i64,
+        fees: i64,
+        reinstated: i64,
         held_captured: i64,
         held_refunded: i64,
+        held_withdrawn: i64,
+        held_reinstated: i64,
     }
 
     struct World {
@@ -404,6 +410,10 @@ mod simulated {
         moved: BTreeMap<(i64, &'static str), Moved>,
         transfers: i64,
         held_payments: i64,
+        /// Applied payments whose dispute is lost, open (funds withdrawn) or won.
+        charged_back: i64,
+        disputed: i64,
+        won: i64,
     }
 
     fn event(provider: &'static str, id: String, kind: &str, data: String) -> Event {
@@ -417,7 +427,8 @@ mod simulated {
 
     /// A seeded mix of what providers send for three merchants: captures, holds (wrong amount,
     /// unknown order), failures before or after success, partial refunds (some repeated under
-    /// another event id with the same refund id), unsupported types, malformed signed bodies.
+    /// another event id with the same refund id), disputes won, lost or open (some withdrawals
+    /// repeated under another event id), unsupported types, malformed signed bodies.
     async fn world(db: &tokio_postgres::Client, seed: u64) -> World {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut world = World {
@@ -425,6 +436,9 @@ mod simulated {
             moved: BTreeMap::new(),
             transfers: 0,
             held_payments: 0,
+            charged_back: 0,
+            disputed: 0,
+            won: 0,
         };
         for (provider, merchant) in [
             (ACME, MERCHANT),
@@ -485,6 +499,7 @@ mod simulated {
                     moved.held_captured += captured;
                     world.held_payments += 1;
                 }
+                let mut refunded_here = 0;
                 if rng.random_bool(0.5) {
                     let first = rng.random_range(1..=captured / 2);
                     let second = rng.random_range(0..=(captured - first) / 2);
@@ -511,10 +526,90 @@ mod simulated {
                             ));
                         }
                         world.transfers += 1;
+                        refunded_here += refund;
                         moved.refunded += refund;
                         if held {
                             moved.held_refunded += refund;
                         }
+                    }
+                }
+                // A dispute of at most what the refunds leave, so that every refund fits in
+                // whichever order the events arrive: won (withdrawn, reinstated, closed),
+                // lost (withdrawn, closed) or still open (withdrawn).
+                if captured > refunded_here && rng.random_bool(0.4) {
+                    let disputed = rng.random_range(1..=captured - refunded_here);
+                    let fee = if rng.random_bool(0.7) {
+                        rng.random_range(1..=1500)
+                    } else {
+                        0
+                    };
+                    let dispute = format!("dp_{provider}_{i}");
+                    let funds = |amount: i64| {
+                        format!(
+                            r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","amount_minor":{amount},"currency":"{currency}","fee_minor":{fee}}}"#
+                        )
+                    };
+                    world.events.push(event(
+                        provider,
+                        id("dw"),
+                        "dispute.funds_withdrawn",
+                        funds(disputed),
+                    ));
+                    if rng.random_bool(0.3) {
+                        // The same withdrawal reported again under another event id.
+                        world.events.push(event(
+                            provider,
+                            id("dw_again"),
+                            "dispute.funds_withdrawn",
+                            funds(disputed),
+                        ));
+                    }
+                    world.transfers += 1;
+                    moved.withdrawn += disputed;
+                    moved.fees += fee;
+                    if held {
+                        moved.held_withdrawn += disputed;
+                    }
+                    let end: f64 = rng.random();
+                    let closed = |status: &str| {
+                        format!(
+                            r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","status":"{status}"}}"#
+                        )
+                    };
+                    if end < 0.4 {
+                        world.events.push(event(
+                            provider,
+                            id("dr"),
+                            "dispute.funds_reinstated",
+                            format!(
+                                r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","amount_minor":{disputed},"currency":"{currency}"}}"#
+                            ),
+                        ));
+                        world.events.push(event(
+                            provider,
+                            id("dc"),
+                            "dispute.closed",
+                            closed("won"),
+                        ));
+                        world.transfers += 1;
+                        moved.reinstated += disputed;
+                        if held {
+                            moved.held_reinstated += disputed;
+                        } else {
+                            world.won += 1;
+                        }
+                    } else if end < 0.8 {
+                        world.events.push(event(
+                            provider,
+                            id("dc"),
+                            "dispute.closed",
+                            closed("lost"),
+                        ));
+                        if !held {
+                            world.charged_back += 1;
+                        }
+                    } else if !held {
+                        world.disputed += 1;
                     }
                 }
             }
@@ -588,18 +683,58 @@ mod simulated {
             };
             assert_eq!(
                 balance(format!("psp_clearing:{provider}")).await,
-                moved.captured - moved.refunded,
-                "{merchant} {currency}"
+                moved.captured - moved.refunded - moved.withdrawn - moved.fees + moved.reinstated,
+                "{merchant} {currency}: captured - refunded - withdrawn - fees + reinstated"
             );
             assert_eq!(
                 balance("unapplied_funds".into()).await,
-                -(moved.held_captured - moved.held_refunded),
+                -(moved.held_captured - moved.held_refunded - moved.held_withdrawn
+                    + moved.held_reinstated),
                 "{merchant} {currency}"
             );
             assert_eq!(
                 balance("merchant_payable".into()).await,
-                -(moved.captured - moved.held_captured - (moved.refunded - moved.held_refunded)),
+                -(moved.captured
+                    - moved.held_captured
+                    - (moved.refunded - moved.held_refunded)
+                    - (moved.withdrawn - moved.held_withdrawn)
+                    + (moved.reinstated - moved.held_reinstated)),
                 "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("dispute_fees".into()).await,
+                moved.fees,
+                "{merchant} {currency}"
+            );
+        }
+        assert!(
+            world.won > 0 && world.charged_back > 0 && world.disputed > 0,
+            "the seed makes disputes of every end: won {}, lost {}, open {}",
+            world.won,
+            world.charged_back,
+            world.disputed
+        );
+        for (status, expected) in [
+            ("charged_back", world.charged_back),
+            ("disputed", world.disputed),
+        ] {
+            assert_eq!(
+                gateways[0]
+                    .count(&format!(
+                        "SELECT count(*) FROM payments WHERE status = '{status}'"
+                    ))
+                    .await,
+                expected,
+                "{status}"
+            );
+            assert_eq!(
+                gateways[0]
+                    .count(&format!(
+                        "SELECT count(*) FROM orders WHERE status = '{status}'"
+                    ))
+                    .await,
+                expected,
+                "orders {status}"
             );
         }
         let unbalanced = db

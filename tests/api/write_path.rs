@@ -32,7 +32,7 @@ const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n\
     notify_secret = \"whsec_bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA==\"\n";
 
 #[tokio::test]
-async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_writer() {
+async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exactly_one_writer() {
     let app = spawn_app().await;
     let writes = "insert\\s+into|update|delete\\s+from";
     for (table, verbs, writer) in [
@@ -40,6 +40,7 @@ async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_wr
         ("ledger_entries", writes, "payment_apply_all"),
         ("payments", writes, "payment_apply_all"),
         ("orders", "update", "payment_apply_all"),
+        ("payment_disputes", writes, "payment_disputes_write"),
         ("callback_deliveries", writes, "callback_record_deliveries"),
         (
             "idempotency_keys",
@@ -84,6 +85,7 @@ async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_wr
             "ledger_transfers",
             "ledger_entries",
             "payments",
+            "payment_disputes",
             "callback_deliveries",
             "merchant_notifications",
         ] {
@@ -164,10 +166,12 @@ enum State {
     AnotherMerchantsOrder,
     PaymentAlreadyCaptured,
     PaymentAlreadyHeld,
+    PaymentDisputed,
+    PaymentChargedBack,
     EventPostedBeforeItsRecordExpired,
 }
 
-const STATES: [State; 10] = [
+const STATES: [State; 12] = [
     State::PendingOrder,
     State::PendingOrderAfterAFailedAttempt,
     State::OrderPaidByAnotherPayment,
@@ -177,6 +181,8 @@ const STATES: [State; 10] = [
     State::AnotherMerchantsOrder,
     State::PaymentAlreadyCaptured,
     State::PaymentAlreadyHeld,
+    State::PaymentDisputed,
+    State::PaymentChargedBack,
     State::EventPostedBeforeItsRecordExpired,
 ];
 
@@ -213,10 +219,15 @@ async fn set_up(app: &TestApp, state: State) -> i64 {
         State::AnotherMerchantsOrder => {
             insert(order(OTHER_MERCHANT, 1999, "USD", "pending_payment")).await
         }
-        State::PaymentAlreadyCaptured | State::PaymentAlreadyHeld => {
+        State::PaymentAlreadyCaptured
+        | State::PaymentAlreadyHeld
+        | State::PaymentDisputed
+        | State::PaymentChargedBack => {
             let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
             let status = match state {
                 State::PaymentAlreadyCaptured => "succeeded",
+                State::PaymentDisputed => "disputed",
+                State::PaymentChargedBack => "charged_back",
                 _ => "held",
             };
             insert(payment(id, status)).await;
