@@ -959,3 +959,263 @@ async fn a_postgresql_restart_during_sends_loses_nothing_and_each_duplicate_keep
         "only the three attempts in flight at the restart may be sent twice ({duplicated})"
     );
 }
+
+fn withdrawn(event: &str, dispute: &str, payment: &str, amount: i64, fee: i64) -> String {
+    format!(
+        r#"{{"id":"{event}","type":"dispute.funds_withdrawn","data":{{"dispute_id":"{dispute}","payment_id":"{payment}","amount_minor":{amount},"currency":"USD","fee_minor":{fee}}}}}"#
+    )
+}
+
+fn reinstated(event: &str, dispute: &str, payment: &str, amount: i64) -> String {
+    format!(
+        r#"{{"id":"{event}","type":"dispute.funds_reinstated","data":{{"dispute_id":"{dispute}","payment_id":"{payment}","amount_minor":{amount},"currency":"USD"}}}}"#
+    )
+}
+
+fn closed(event: &str, dispute: &str, payment: &str, status: &str) -> String {
+    format!(
+        r#"{{"id":"{event}","type":"dispute.closed","data":{{"dispute_id":"{dispute}","payment_id":"{payment}","status":"{status}"}}}}"#
+    )
+}
+
+/// Posts `body` as acme's event `event` to the gateway at `base`; (status, replayed, ack).
+async fn deliver_to(base: &str, event: &str, body: &str) -> (u16, bool, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/v1/callbacks/{ACME}"))
+        .header("Content-Type", "application/json")
+        .body(body.to_owned());
+    for (name, value) in crate::support::sign::sign_now(ACME, event, body) {
+        request = request.header(name, value);
+    }
+    let (status, replayed, ack) = answer(request.send().await.unwrap()).await;
+    (status, replayed, json(&ack))
+}
+
+/// Delivers to `base` and expects a first 200 ack with `outcome`; returns the ack.
+async fn first_ack(base: &str, event: &str, body: &str, outcome: &str) -> Value {
+    let (status, replayed, ack) = deliver_to(base, event, body).await;
+    assert_eq!((status, replayed), (200, false), "{event}: {ack}");
+    assert_eq!(ack["outcome"], outcome, "{event}: {ack}");
+    ack
+}
+
+/// A dispute's changes of the order reach the merchant, each staged in the transaction of the
+/// dispute's ledger change: a withdrawal is `order.disputed`, its reinstatement the status the
+/// order had before (`order.paid`), a dispute closed lost `order.charged_back`, each naming its
+/// event, transfer and dispute id. A redelivery, a rejected dispute and a dispute of a held
+/// payment (no order moves) stage nothing. Through the real binary, every delivery verified by
+/// the official Standard Webhooks library.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispute_notifies_order_disputed_charged_back_and_back_each_with_its_transfer_verified() {
+    let receiver = Receiver::start(MERCHANT_WHSEC).await;
+    let gateway =
+        crate::support::gateway::GatewayProcess::spawn(&notify_config(&receiver.url, "")).await;
+    let db = crate::support::connect(&gateway.database_url).await;
+    let base = gateway.address();
+    let order = async |amount: i64, reference: &str| -> i64 {
+        db.query_one(
+            "INSERT INTO orders (user_id, amount_minor, currency, reference) \
+             VALUES ($1, $2, 'USD', $3) RETURNING id",
+            &[&MERCHANT, &amount, &reference],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    };
+    let won = order(5000, "cart-won").await;
+    let lost = order(3000, "cart-lost").await;
+    first_ack(
+        &base,
+        "evt_cw",
+        &capture("evt_cw", "pay_won", won, 5000),
+        "applied",
+    )
+    .await;
+    first_ack(
+        &base,
+        "evt_cl",
+        &capture("evt_cl", "pay_lost", lost, 3000),
+        "applied",
+    )
+    .await;
+
+    let withdrawal = withdrawn("evt_dw", "dp_won", "pay_won", 2000, 1500);
+    let withdrawal_ack = first_ack(&base, "evt_dw", &withdrawal, "applied").await;
+    let reinstatement_ack = first_ack(
+        &base,
+        "evt_dr",
+        &reinstated("evt_dr", "dp_won", "pay_won", 2000),
+        "applied",
+    )
+    .await;
+    let lost_withdrawal_ack = first_ack(
+        &base,
+        "evt_lw",
+        &withdrawn("evt_lw", "dp_lost", "pay_lost", 3000, 0),
+        "applied",
+    )
+    .await;
+    let close_ack = first_ack(
+        &base,
+        "evt_lc",
+        &closed("evt_lc", "dp_lost", "pay_lost", "lost"),
+        "applied",
+    )
+    .await;
+    // Changes nothing, so stages nothing: a redelivery, a rejected dispute (another currency).
+    let (status, replayed, _) = deliver_to(&base, "evt_dw", &withdrawal).await;
+    assert_eq!((status, replayed), (200, true));
+    let eur = withdrawal
+        .replace("evt_dw", "evt_eur")
+        .replace("dp_won", "dp_eur")
+        .replace("USD", "EUR");
+    let rejected = first_ack(&base, "evt_eur", &eur, "rejected").await;
+    assert_eq!(rejected["reason"], "currency_mismatch", "{rejected}");
+    // A held capture is `payment.held`; its dispute moves money in unapplied funds but no order.
+    first_ack(
+        &base,
+        "evt_ch",
+        &capture("evt_ch", "pay_held", 999_999, 700),
+        "held",
+    )
+    .await;
+    first_ack(
+        &base,
+        "evt_hw",
+        &withdrawn("evt_hw", "dp_held", "pay_held", 700, 0),
+        "applied",
+    )
+    .await;
+
+    let delivered = receiver.until_delivered(7).await;
+    assert_verified(&delivered);
+    let of_order = |order: i64| -> Vec<&Value> {
+        delivered
+            .iter()
+            .filter(|d| d.json["data"]["order_id"] == order)
+            .map(|d| &d.json)
+            .collect()
+    };
+    let types = |order: i64| -> Vec<&str> {
+        of_order(order)
+            .iter()
+            .map(|b| b["type"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(types(won), ["order.paid", "order.disputed", "order.paid"]);
+    assert_eq!(
+        types(lost),
+        ["order.paid", "order.disputed", "order.charged_back"]
+    );
+    let data = |body: &Value| body["data"].clone();
+    let dispute_data = |order: i64,
+                        reference: &str,
+                        status: &str,
+                        amount: i64,
+                        event: &str,
+                        transfer: &Value,
+                        payment: &str,
+                        dispute: &str| {
+        serde_json::json!({
+            "order_id": order, "reference": reference, "status": status, "amount_minor": amount,
+            "currency": "USD", "provider": "acme", "event_id": event, "transfer_id": transfer,
+            "payment_id": payment, "dispute_id": dispute,
+        })
+    };
+    assert!(withdrawal_ack["transfer_id"].is_i64(), "{withdrawal_ack}");
+    assert_eq!(
+        data(of_order(won)[1]),
+        dispute_data(
+            won,
+            "cart-won",
+            "disputed",
+            2000,
+            "evt_dw",
+            &withdrawal_ack["transfer_id"],
+            "pay_won",
+            "dp_won"
+        )
+    );
+    assert_eq!(
+        data(of_order(won)[2]),
+        dispute_data(
+            won,
+            "cart-won",
+            "paid",
+            2000,
+            "evt_dr",
+            &reinstatement_ack["transfer_id"],
+            "pay_won",
+            "dp_won"
+        )
+    );
+    assert_eq!(
+        data(of_order(lost)[1]),
+        dispute_data(
+            lost,
+            "cart-lost",
+            "disputed",
+            3000,
+            "evt_lw",
+            &lost_withdrawal_ack["transfer_id"],
+            "pay_lost",
+            "dp_lost"
+        )
+    );
+    // Closing lost moves no money: no transfer, nothing moved.
+    assert_eq!(close_ack.get("transfer_id"), None, "{close_ack}");
+    assert_eq!(
+        data(of_order(lost)[2]),
+        dispute_data(
+            lost,
+            "cart-lost",
+            "charged_back",
+            0,
+            "evt_lc",
+            &Value::Null,
+            "pay_lost",
+            "dp_lost"
+        )
+    );
+    let held: Vec<&Delivery> = delivered
+        .iter()
+        .filter(|d| d.kind() == "payment.held")
+        .collect();
+    assert_eq!(held.len(), 1, "{delivered:?}");
+    assert_eq!(held[0].json["data"]["payment_id"], "pay_held");
+    assert!(held[0].json["data"].get("dispute_id").is_none());
+
+    // Each dispute notification names the chargeback or reversal that was posted with it.
+    let staged_with_transfers: Vec<(String, String)> = db
+        .query(
+            "SELECT n.kind, t.kind FROM merchant_notifications n \
+             JOIN ledger_transfers t ON t.id = n.transfer_id \
+             WHERE n.dispute_id IS NOT NULL ORDER BY n.id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        staged_with_transfers,
+        [
+            ("order.disputed".to_owned(), "chargeback".to_owned()),
+            ("order.paid".to_owned(), "chargeback_reversal".to_owned()),
+            ("order.disputed".to_owned(), "chargeback".to_owned()),
+        ]
+    );
+    until("all seven notifications delivered in the table", async || {
+        db.query_one(
+            "SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FROM merchant_notifications",
+            &[],
+        )
+        .await
+        .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+        .unwrap()
+            == (7, 7)
+    })
+    .await;
+    assert_eq!(receiver.hooks().len(), 7, "each delivered once");
+}
