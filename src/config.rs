@@ -181,6 +181,21 @@ pub struct ProviderSettings {
     /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
     /// provider may be live, and a sample capture would move a real merchant's books.
     pub test: bool,
+    /// Square: the notification URL exactly as registered at Square (part of what it signs).
+    pub notification_url: Option<String>,
+    /// PayPal: the receiving webhook's id and where its certificates may come from.
+    pub paypal: Option<PaypalProviderSettings>,
+}
+
+/// What a PayPal provider verifies with (it has no secrets: PayPal signs with its certificate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaypalProviderSettings {
+    /// The receiving endpoint's own webhook id at PayPal, part of the signed string.
+    pub webhook_id: String,
+    /// Hosts a `PAYPAL-CERT-URL` may name: each one itself or any host under it.
+    pub cert_url_hosts: Vec<String>,
+    /// Extra trusted roots (PEM), from `ca_file`: tests and private setups.
+    pub extra_roots_pem: Option<String>,
 }
 
 /// Where and how the gateway calls a provider's refund API.
@@ -191,39 +206,137 @@ pub struct RefundApi {
     pub api_key: Secret,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The signature schemes (one file each under `providers/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemeName {
     StandardWebhooks,
     Stripe,
     HmacSha256,
+    Adyen,
+    Square,
+    Razorpay,
+    Checkout,
+    Paddle,
+    Paypal,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The payload formats: how a body maps onto the gateway's payment events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadFormat {
     Canonical,
     Stripe,
+    Adyen,
+    Square,
+    Razorpay,
+    Checkout,
+    Paddle,
+    Paypal,
 }
 
 impl SchemeName {
+    /// Every scheme, in the order the configuration's error messages list them.
+    pub const ALL: [SchemeName; 9] = [
+        SchemeName::StandardWebhooks,
+        SchemeName::Stripe,
+        SchemeName::HmacSha256,
+        SchemeName::Adyen,
+        SchemeName::Square,
+        SchemeName::Razorpay,
+        SchemeName::Checkout,
+        SchemeName::Paddle,
+        SchemeName::Paypal,
+    ];
+
     /// The name as the configuration file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             SchemeName::StandardWebhooks => "standard-webhooks",
             SchemeName::Stripe => "stripe",
             SchemeName::HmacSha256 => "hmac-sha256",
+            SchemeName::Adyen => "adyen",
+            SchemeName::Square => "square",
+            SchemeName::Razorpay => "razorpay",
+            SchemeName::Checkout => "checkout",
+            SchemeName::Paddle => "paddle",
+            SchemeName::Paypal => "paypal",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The format `payload` defaults to: the provider's own where it has one, else canonical.
+    pub fn own_payload(self) -> PayloadFormat {
+        match self {
+            SchemeName::StandardWebhooks | SchemeName::HmacSha256 => PayloadFormat::Canonical,
+            SchemeName::Stripe => PayloadFormat::Stripe,
+            SchemeName::Adyen => PayloadFormat::Adyen,
+            SchemeName::Square => PayloadFormat::Square,
+            SchemeName::Razorpay => PayloadFormat::Razorpay,
+            SchemeName::Checkout => PayloadFormat::Checkout,
+            SchemeName::Paddle => PayloadFormat::Paddle,
+            SchemeName::Paypal => PayloadFormat::Paypal,
+        }
+    }
+
+    /// Whether the scheme signs any payload (the three generic ones: canonical or Stripe), or
+    /// only its provider's own, whose fields the signature or the event id is part of.
+    fn takes_any_payload(self) -> bool {
+        matches!(
+            self,
+            SchemeName::StandardWebhooks | SchemeName::Stripe | SchemeName::HmacSha256
+        )
+    }
+
+    /// The provider's published retry window, `retry_window_hours`' default (the fixtures'
+    /// README lists them): Adyen retries for 30 days, Stripe, PayPal and Paddle for 3,
+    /// Razorpay for 24 hours, Checkout.com for about 30. Square's current pages say 24 hours
+    /// and older ones 72: the longer is taken, since a record that outlives the window costs
+    /// only storage, and one that does not lets a late retry be processed as new.
+    pub fn default_retry_window_hours(self) -> u64 {
+        match self {
+            SchemeName::Adyen => 720,
+            SchemeName::Razorpay => 24,
+            SchemeName::Checkout => 30,
+            SchemeName::StandardWebhooks
+            | SchemeName::Stripe
+            | SchemeName::HmacSha256
+            | SchemeName::Square
+            | SchemeName::Paddle
+            | SchemeName::Paypal => 72,
         }
     }
 }
 
 impl PayloadFormat {
+    const ALL: [PayloadFormat; 8] = [
+        PayloadFormat::Canonical,
+        PayloadFormat::Stripe,
+        PayloadFormat::Adyen,
+        PayloadFormat::Square,
+        PayloadFormat::Razorpay,
+        PayloadFormat::Checkout,
+        PayloadFormat::Paddle,
+        PayloadFormat::Paypal,
+    ];
+
     /// The name as the configuration file writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             PayloadFormat::Canonical => "canonical",
             PayloadFormat::Stripe => "stripe",
+            PayloadFormat::Adyen => "adyen",
+            PayloadFormat::Square => "square",
+            PayloadFormat::Razorpay => "razorpay",
+            PayloadFormat::Checkout => "checkout",
+            PayloadFormat::Paddle => "paddle",
+            PayloadFormat::Paypal => "paypal",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
     }
 }
 
@@ -325,6 +438,10 @@ struct RawProvider {
     api_base_url: Option<String>,
     api_key: Option<String>,
     test: Option<bool>,
+    notification_url: Option<String>,
+    webhook_id: Option<String>,
+    cert_url_hosts: Option<Vec<String>>,
+    ca_file: Option<PathBuf>,
 }
 
 /// Reads the environment; a seam so tests can load settings without touching the process env.
@@ -671,27 +788,44 @@ fn validate_provider(
         )));
     }
     let scheme = match raw.scheme.as_deref() {
-        Some("standard-webhooks") => SchemeName::StandardWebhooks,
-        Some("stripe") => SchemeName::Stripe,
-        Some("hmac-sha256") => SchemeName::HmacSha256,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "{}: unknown scheme {other:?} (standard-webhooks, stripe or hmac-sha256)",
-                field("scheme")
-            )));
-        }
+        Some(name) => SchemeName::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = SchemeName::ALL.iter().map(|s| s.as_str()).collect();
+            ConfigError(format!(
+                "{}: unknown scheme {name:?} ({})",
+                field("scheme"),
+                known.join(", ")
+            ))
+        })?,
         None => return Err(ConfigError(format!("{} is required", field("scheme")))),
     };
     let payload = match raw.payload.as_deref() {
-        Some("canonical") | None => PayloadFormat::Canonical,
-        Some("stripe") => PayloadFormat::Stripe,
-        Some(other) => {
-            return Err(ConfigError(format!(
-                "{}: unknown payload format {other:?} (canonical or stripe)",
-                field("payload")
-            )));
-        }
+        None => scheme.own_payload(),
+        Some(name) => PayloadFormat::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = PayloadFormat::ALL.iter().map(|f| f.as_str()).collect();
+            ConfigError(format!(
+                "{}: unknown payload format {name:?} ({})",
+                field("payload"),
+                known.join(", ")
+            ))
+        })?,
     };
+    let generic = matches!(payload, PayloadFormat::Canonical | PayloadFormat::Stripe);
+    if scheme.takes_any_payload() != generic || (!generic && payload != scheme.own_payload()) {
+        return Err(ConfigError(format!(
+            "{}: scheme {} reads {}, not {}",
+            field("payload"),
+            scheme.as_str(),
+            if scheme.takes_any_payload() {
+                "canonical or stripe payloads".to_owned()
+            } else {
+                format!(
+                    "only its own payload ({}): its signature or event id is part of it",
+                    scheme.own_payload().as_str()
+                )
+            },
+            payload.as_str()
+        )));
+    }
     let merchant_id = raw
         .merchant_id
         .ok_or_else(|| ConfigError(format!("{} is required", field("merchant_id"))))?;
@@ -701,7 +835,13 @@ fn validate_provider(
             field("merchant_id")
         )));
     }
-    if raw.secrets.is_empty() {
+    if scheme == SchemeName::Paypal && !raw.secrets.is_empty() {
+        return Err(ConfigError(format!(
+            "{}: scheme paypal takes no secrets (PayPal signs with its certificate; set webhook_id)",
+            field("secrets")
+        )));
+    }
+    if scheme != SchemeName::Paypal && raw.secrets.is_empty() {
         return Err(ConfigError(format!(
             "{} needs at least one secret",
             field("secrets")
@@ -720,21 +860,43 @@ fn validate_provider(
                     ))
                 })?
                 .len(),
-            SchemeName::Stripe | SchemeName::HmacSha256 => secret.expose().len(),
+            // Adyen's HMAC key is 64 hex characters, used hex-decoded (32 bytes).
+            SchemeName::Adyen => {
+                let text = secret.expose();
+                if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(ConfigError(format!(
+                        "{name}: an adyen secret is the HMAC key of 64 hex characters"
+                    )));
+                }
+                32
+            }
+            SchemeName::Stripe
+            | SchemeName::HmacSha256
+            | SchemeName::Square
+            | SchemeName::Razorpay
+            | SchemeName::Checkout
+            | SchemeName::Paddle
+            | SchemeName::Paypal => secret.expose().len(),
         };
         long_enough(&name, key_len)?;
         secrets.push(secret);
     }
     let tolerance_secs = raw.tolerance_secs.unwrap_or(300);
     within(&field("tolerance_secs"), tolerance_secs, 1, 3600)?;
-    let retry_window_hours = raw.retry_window_hours.unwrap_or(72);
+    let retry_window_hours = raw
+        .retry_window_hours
+        .unwrap_or_else(|| scheme.default_retry_window_hours());
     within(
         &field("retry_window_hours"),
         retry_window_hours,
         1,
         MAX_HOURS,
     )?;
-    let ttl_hours = raw.ttl_hours.unwrap_or(168);
+    // A week, or two days past a longer retry window (Adyen's 30 days): the record outlives
+    // every retry.
+    let ttl_hours = raw
+        .ttl_hours
+        .unwrap_or_else(|| (retry_window_hours + 48).max(168));
     within(&field("ttl_hours"), ttl_hours, 1, MAX_HOURS)?;
     if ttl_hours <= retry_window_hours {
         return Err(ConfigError(format!(
@@ -743,7 +905,46 @@ fn validate_provider(
             field("ttl_hours")
         )));
     }
+    if !generic && raw.api_base_url.is_some() {
+        return Err(ConfigError(format!(
+            "{}: merchant refunds call canonical or Stripe refund APIs only; scheme {} has none here",
+            field("api_base_url"),
+            scheme.as_str()
+        )));
+    }
     let refund_api = validate_refund_api(&field, raw.api_base_url, raw.api_key, env)?;
+    let notification_url = match (scheme, raw.notification_url) {
+        (SchemeName::Square, Some(url)) => {
+            // Used byte for byte in the signed content, so it is not normalised in any way.
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ConfigError(format!(
+                    "{}: must be the URL registered at Square, exactly as registered (https://...)",
+                    field("notification_url")
+                )));
+            }
+            Some(url)
+        }
+        (SchemeName::Square, None) => {
+            return Err(ConfigError(format!(
+                "{} is required for scheme square: Square signs it with the body",
+                field("notification_url")
+            )));
+        }
+        (_, Some(_)) => {
+            return Err(ConfigError(format!(
+                "{} is only for scheme square",
+                field("notification_url")
+            )));
+        }
+        (_, None) => None,
+    };
+    let paypal = validate_paypal(
+        &field,
+        scheme,
+        raw.webhook_id,
+        raw.cert_url_hosts,
+        raw.ca_file,
+    )?;
     Ok(ProviderSettings {
         name,
         scheme,
@@ -755,7 +956,80 @@ fn validate_provider(
         ttl: hours(ttl_hours),
         refund_api,
         test: raw.test.unwrap_or(false),
+        notification_url,
+        paypal,
     })
+}
+
+/// PayPal's settings: `webhook_id` (required), `cert_url_hosts` (default: hosts under
+/// paypal.com), `ca_file` (optional PEM of extra trusted roots); none of them elsewhere.
+fn validate_paypal(
+    field: &dyn Fn(&str) -> String,
+    scheme: SchemeName,
+    webhook_id: Option<String>,
+    cert_url_hosts: Option<Vec<String>>,
+    ca_file: Option<PathBuf>,
+) -> Result<Option<PaypalProviderSettings>, ConfigError> {
+    if scheme != SchemeName::Paypal {
+        for (name, set) in [
+            ("webhook_id", webhook_id.is_some()),
+            ("cert_url_hosts", cert_url_hosts.is_some()),
+            ("ca_file", ca_file.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError(format!(
+                    "{} is only for scheme paypal",
+                    field(name)
+                )));
+            }
+        }
+        return Ok(None);
+    }
+    let webhook_id = webhook_id.filter(|id| !id.is_empty()).ok_or_else(|| {
+        ConfigError(format!(
+            "{} is required for scheme paypal: the receiving webhook's id at PayPal",
+            field("webhook_id")
+        ))
+    })?;
+    let cert_url_hosts = cert_url_hosts.unwrap_or_else(|| {
+        crate::signature::paypal::DEFAULT_CERT_URL_HOSTS
+            .iter()
+            .map(|h| (*h).to_owned())
+            .collect()
+    });
+    let extra_roots_pem = match ca_file {
+        Some(path) => {
+            let pem = std::fs::read_to_string(&path).map_err(|e| {
+                ConfigError(format!(
+                    "{}: cannot read {}: {e}",
+                    field("ca_file"),
+                    path.display()
+                ))
+            })?;
+            if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                return Err(ConfigError(format!(
+                    "{}: {} holds no PEM certificate",
+                    field("ca_file"),
+                    path.display()
+                )));
+            }
+            Some(pem)
+        }
+        None => None,
+    };
+    // The verifier's own rules (hosts and ports, the PEM's certificates), checked here so that
+    // serve and check-config refuse what it could not build.
+    let mut check = crate::signature::paypal::PaypalSettings::new(webhook_id.clone());
+    check.cert_url_hosts = cert_url_hosts.clone();
+    check.extra_roots_pem = extra_roots_pem.as_ref().map(|pem| pem.as_bytes().to_vec());
+    check
+        .validate()
+        .map_err(|e| ConfigError(format!("{}: {}", field(e.field), e.message)))?;
+    Ok(Some(PaypalProviderSettings {
+        webhook_id,
+        cert_url_hosts,
+        extra_roots_pem,
+    }))
 }
 
 /// `env:NAME` reads the variable NAME; any other value is the secret itself.
@@ -1097,6 +1371,139 @@ mod tests {
         }
         assert!(SecureCookie::WhenHttps.applies(true));
         assert!(!SecureCookie::WhenHttps.applies(false));
+    }
+
+    fn one(text: &str) -> ProviderSettings {
+        Settings::from_toml(text, &env())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .providers
+            .remove(0)
+    }
+
+    const ADYEN_KEY: &str = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+
+    #[test]
+    fn the_payload_defaults_to_the_schemes_own_format() {
+        let adyen = one(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\n"
+        ));
+        assert_eq!(adyen.payload, PayloadFormat::Adyen);
+        let stripe = one(
+            "[[providers]]\nname = \"s\"\nscheme = \"stripe\"\nmerchant_id = 1\nsecrets = [\"whsec_a_long_enough_secret\"]\n",
+        );
+        assert_eq!(stripe.payload, PayloadFormat::Stripe);
+        assert_eq!(one(&provider("")).payload, PayloadFormat::Canonical);
+    }
+
+    #[test]
+    fn a_new_scheme_reads_only_its_own_payload() {
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\npayload = \"canonical\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].payload"), "{err}");
+        let err = error_of(&provider("payload = \"adyen\"\n"));
+        assert!(err.starts_with("providers[0].payload"), "{err}");
+    }
+
+    #[test]
+    fn retry_windows_default_to_the_providers_published_ones_and_the_ttl_stays_above() {
+        let secret = |scheme: &str| match scheme {
+            "adyen" => format!("secrets = [\"{ADYEN_KEY}\"]"),
+            "paypal" => "webhook_id = \"WH1\"".to_owned(),
+            _ => "secrets = [\"a-long-enough-signing-secret\"]".to_owned(),
+        };
+        for (scheme, window) in [
+            ("adyen", 720),
+            ("square", 72),
+            ("razorpay", 24),
+            ("checkout", 30),
+            ("paddle", 72),
+            ("paypal", 72),
+            ("stripe", 72),
+        ] {
+            let url = if scheme == "square" {
+                "notification_url = \"https://gw.example/v1/callbacks/p\"\n"
+            } else {
+                ""
+            };
+            let p = one(&format!(
+                "[[providers]]\nname = \"p\"\nscheme = \"{scheme}\"\nmerchant_id = 1\n{}\n{url}",
+                secret(scheme)
+            ));
+            assert_eq!(p.retry_window, hours(window), "{scheme}");
+            assert!(p.ttl > p.retry_window, "{scheme}");
+        }
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\nttl_hours = 168\n"
+        ));
+        assert!(err.starts_with("providers[0].ttl_hours"), "{err}");
+    }
+
+    #[test]
+    fn an_adyen_secret_is_64_hex_characters() {
+        for bad in [
+            "zz".repeat(32),
+            "ab".repeat(31),
+            "a-long-enough-signing-secret".to_owned(),
+        ] {
+            let err = error_of(&format!(
+                "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{bad}\"]\n"
+            ));
+            assert!(err.starts_with("providers[0].secrets[0]"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn square_needs_its_notification_url_and_nobody_else_takes_one() {
+        let square = "[[providers]]\nname = \"q\"\nscheme = \"square\"\nmerchant_id = 1\nsecrets = [\"a-long-enough-signing-secret\"]\n";
+        assert!(error_of(square).starts_with("providers[0].notification_url is required"));
+        let p = one(&format!(
+            "{square}notification_url = \"https://gw.example/cb/q?x=1\"\n"
+        ));
+        assert_eq!(
+            p.notification_url.as_deref(),
+            Some("https://gw.example/cb/q?x=1")
+        );
+        let err = error_of(&provider("notification_url = \"https://x.example\"\n"));
+        assert!(
+            err.starts_with("providers[0].notification_url is only for"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn paypal_takes_a_webhook_id_no_secrets_and_checks_its_hosts() {
+        let paypal = "[[providers]]\nname = \"pp\"\nscheme = \"paypal\"\nmerchant_id = 1\n";
+        assert!(error_of(paypal).starts_with("providers[0].webhook_id is required"));
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\nsecrets = [\"a-long-enough-signing-secret\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].secrets"), "{err}");
+        let p = one(&format!("{paypal}webhook_id = \"WH1\"\n"));
+        let settings = p.paypal.unwrap();
+        assert_eq!(settings.cert_url_hosts, ["paypal.com"]);
+        assert_eq!(settings.extra_roots_pem, None);
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\ncert_url_hosts = [\"com\"]\n"
+        ));
+        assert!(err.starts_with("providers[0].cert_url_hosts"), "{err}");
+        let err = error_of(&format!(
+            "{paypal}webhook_id = \"WH1\"\nca_file = \"/nonexistent/ca.pem\"\n"
+        ));
+        assert!(err.starts_with("providers[0].ca_file"), "{err}");
+        let err = error_of(&provider("webhook_id = \"WH1\"\n"));
+        assert!(
+            err.starts_with("providers[0].webhook_id is only for"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_refund_api_is_only_for_canonical_and_stripe_payloads() {
+        let err = error_of(&format!(
+            "[[providers]]\nname = \"a\"\nscheme = \"adyen\"\nmerchant_id = 1\nsecrets = [\"{ADYEN_KEY}\"]\napi_base_url = \"https://x.example\"\napi_key = \"k\"\n"
+        ));
+        assert!(err.starts_with("providers[0].api_base_url"), "{err}");
     }
 
     #[test]

@@ -6,11 +6,12 @@
 pub mod minutes;
 pub mod read;
 
-use diesel::QueryResult;
+use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bytea, Int4, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use crate::payments::ack::CallbackOutcome;
+use crate::schema::callback_deliveries;
 
 diesel::define_sql_function! {
     #[allow(clippy::too_many_arguments)]
@@ -60,4 +61,22 @@ pub async fn record(
     .execute(conn)
     .await
     .map(|_| ())
+}
+
+/// The verified body stored for `provider`'s event `event_id` (the newest, should a provider's
+/// name have served two merchants), for the admin replay.
+pub async fn stored_body(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    event_id: &str,
+) -> QueryResult<Option<Vec<u8>>> {
+    use callback_deliveries as d;
+    d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::event_id.eq(event_id))
+        .order(d::id.desc())
+        .select(d::body)
+        .first(conn)
+        .await
+        .optional()
 }

@@ -13,7 +13,7 @@ use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
 use crate::refunds::error::{RefundError, ResolveError};
 use crate::refunds::request::RefusalKind;
-use crate::signature::scheme::SignatureError;
+use crate::signature::scheme::{Rejection, SignatureError};
 
 /// Seconds a client should wait before retrying a key that is still in flight.
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;
@@ -253,6 +253,15 @@ impl From<diesel::result::Error> for ApiError {
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiError {
     fn from(error: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
         ApiError::pool_unavailable(&error)
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(rejection: Rejection) -> Self {
+        match rejection {
+            Rejection::Refused(error) => ApiError::InvalidSignature(error),
+            Rejection::Unavailable(why) => ApiError::Unavailable(anyhow::anyhow!(why)),
+        }
     }
 }
 

@@ -63,6 +63,14 @@ impl fmt::Display for Currency {
     }
 }
 
+/// The currency's ISO 4217 exponent (its number of decimals: 2 for USD, 0 for JPY, 3 for BHD),
+/// from the `iso_currency` crate; `None` for a code with no minor unit defined.
+pub fn exponent(currency: Currency) -> Option<u32> {
+    iso_currency::Currency::from_code(currency.code())?
+        .exponent()
+        .map(u32::from)
+}
+
 /// `amount_minor` in major units with the currency's ISO 4217 exponent, as finance reads it
 /// (1999 USD is "19.99", 1999 JPY is "1999", -5 BHD is "-0.005"); exact, no floating point.
 /// `None` for a code ISO 4217 does not know, or one with no minor unit defined.
@@ -98,6 +106,15 @@ mod tests {
             Some("276701161105643274.21")
         );
         assert_eq!(major_units(1999, "XYZ"), None);
+    }
+
+    #[test]
+    fn exponents_come_from_iso_4217() {
+        let exponent_of = |code| Currency::parse(code).and_then(exponent);
+        assert_eq!(exponent_of("USD"), Some(2));
+        assert_eq!(exponent_of("JPY"), Some(0));
+        assert_eq!(exponent_of("BHD"), Some(3));
+        assert_eq!(exponent_of("CLP"), Some(0));
     }
 
     #[test]

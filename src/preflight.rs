@@ -154,6 +154,23 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             ),
             p.test,
         );
+        // Neither is a secret: Square's signed URL and PayPal's webhook id and certificate hosts.
+        if let Some(url) = &p.notification_url {
+            let _ = writeln!(out, "    notification_url={url}");
+        }
+        if let Some(paypal) = &p.paypal {
+            let _ = writeln!(
+                out,
+                "    webhook_id={} cert_url_hosts={} ca_file={}",
+                paypal.webhook_id,
+                paypal.cert_url_hosts.join(","),
+                if paypal.extra_roots_pem.is_some() {
+                    "set"
+                } else {
+                    "none"
+                }
+            );
+        }
     }
     out
 }

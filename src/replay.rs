@@ -10,11 +10,10 @@ use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{SchemeName, Settings};
+use crate::config::Settings;
 use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
-use crate::payments::event::event_id_from_body;
-use crate::providers::{Provider, Providers};
+use crate::providers::{Provider, Providers, Signed};
 use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -216,21 +215,29 @@ fn prepare(providers: &Providers, line: usize, text: &str) -> Result<Prepared, E
             ),
         )
     })?;
-    let event_id = match (parsed.id, provider.settings().scheme) {
+    let event_id = match (parsed.id, provider.connector().event_id_header()) {
         (Some(id), _) => id,
-        // The event id of a Standard Webhooks delivery is its webhook-id header, which the body
-        // need not repeat: signing under another id would post the event a second time.
-        (None, SchemeName::StandardWebhooks) => {
+        // The event id of a Standard Webhooks or Razorpay delivery is a header, which the body
+        // need not repeat: signing it under another id would post the event a second time.
+        (None, Some(header)) => {
             return Err(malformed(
                 line,
                 format!(
-                    "line {line}: a standard-webhooks event needs its \"id\" (the original webhook-id); not sent"
+                    "line {line}: a {} event needs its \"id\" (the original {header}); not sent",
+                    provider.settings().scheme.as_str()
                 ),
             ));
         }
-        // Stripe and plain HMAC take the id from the body; the gateway judges a missing one.
-        (None, _) => event_id_from_body(parsed.body.as_bytes()).unwrap_or_default(),
+        // The others take the id from the body; the gateway judges a missing one.
+        (None, None) => provider
+            .event_id_of(parsed.body.as_bytes())
+            .unwrap_or_default(),
     };
+    // A provider the gateway cannot sign for (PayPal), or an Adyen item whose signature no
+    // configured key makes: nothing is sent.
+    if let Err(error) = provider.sign(&event_id, parsed.body.as_bytes(), 0) {
+        return Err(malformed(line, format!("line {line}: {error}; not sent")));
+    }
     Ok(Prepared {
         line,
         provider,
@@ -274,6 +281,14 @@ fn classify(status: u16, replayed: bool, retry_after: Option<Duration>, body: &[
     }
 }
 
+/// `event` signed at `timestamp` (`prepare` checked that it can be).
+fn sign(event: &Prepared, timestamp: i64) -> Signed {
+    event
+        .provider
+        .sign(&event.event_id, event.body.as_bytes(), timestamp)
+        .unwrap_or_else(|_| Signed::headers(Vec::new()))
+}
+
 fn backoff(attempt: u32, retry_after: Option<Duration>, max: Duration) -> Duration {
     let exponential = Duration::from_millis(200u64.saturating_mul(1u64 << attempt.min(16)));
     retry_after.unwrap_or(exponential).min(max)
@@ -291,16 +306,12 @@ async fn deliver(
     for attempt in 0..=args.retries {
         // Signed afresh for every attempt, so a long backoff never outlives the tolerance.
         let timestamp = chrono::Utc::now().timestamp();
+        let signed = sign(event, timestamp);
         let mut request = client
             .post(&url)
             .header("Content-Type", "application/json")
-            .body(event.body.clone());
-        for (name, value) in
-            event
-                .provider
-                .scheme()
-                .sign(&event.event_id, event.body.as_bytes(), timestamp)
-        {
+            .body(signed.body_or(event.body.as_bytes()).to_vec());
+        for (name, value) in signed.headers {
             request = request.header(name, value);
         }
         let retry_after = match request.send().await {
@@ -439,13 +450,15 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<Summa
 
     if args.dry_run {
         for event in &prepared {
-            let timestamp = chrono::Utc::now().timestamp();
-            let headers =
-                event
-                    .provider
-                    .scheme()
-                    .sign(&event.event_id, event.body.as_bytes(), timestamp);
-            let names: Vec<&str> = headers.iter().map(|(name, _)| name.as_str()).collect();
+            let signed = sign(event, chrono::Utc::now().timestamp());
+            let mut names: Vec<&str> = signed
+                .headers
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if signed.body.is_some() {
+                names.push("in the body");
+            }
             let url = format!("{base_url}/v1/callbacks/{}", event.provider.name());
             println!(
                 "line {}: POST {} event {} ({} bytes, signed: {})",

@@ -36,6 +36,7 @@ use crate::telemetry::GatewayRootSpan;
         refunds::create_refund,
         refunds::resolve_refund_request,
         callbacks::receive_callback,
+        callbacks::replay_stored,
         admin::idempotency_record,
         admin::balances,
         events::list_events,
@@ -80,6 +81,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/admin/events/{provider}/{event_id}",
             web::get().to(events::event),
+        )
+        .route(
+            "/admin/events/{provider}/{event_id}/replay",
+            web::post().to(callbacks::replay_stored),
         )
         .route("/admin/attention", web::get().to(events::attention))
         .route(

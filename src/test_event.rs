@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
-use serde_json::json;
 
-use crate::config::{PayloadFormat, ProviderSettings, Settings};
+use crate::config::{ProviderSettings, SchemeName, Settings};
 use crate::orders::model::Order;
-use crate::providers::Provider;
+use crate::providers::{Provider, Sample};
 use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -18,8 +17,9 @@ pub struct SendTestEventArgs {
     /// The configured provider whose scheme, secret and payload format to use.
     #[arg(long)]
     pub provider: String,
-    /// payment.succeeded, payment.failed or refund.succeeded (mapped to Stripe's own types
-    /// for a Stripe provider), or any other type to see it acknowledged as ignored.
+    /// payment.succeeded, payment.failed or refund.succeeded (mapped to the provider's own
+    /// types: Stripe's payment_intent.succeeded, Adyen's AUTHORISATION, ...), or any other type,
+    /// sent as the provider's own, to see it acknowledged as ignored.
     #[arg(long = "type", default_value = "payment.succeeded")]
     pub event_type: String,
     /// The order the event pays: its amount and currency are read from the database, so the
@@ -33,53 +33,6 @@ pub struct SendTestEventArgs {
     /// the sample would post to a real merchant's ledger, and `--order` would mark it paid).
     #[arg(long)]
     pub force: bool,
-}
-
-/// What the sample carries about its payment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sample {
-    pub event_id: String,
-    pub payment_id: String,
-    pub order_id: Option<i64>,
-    pub amount_minor: i64,
-    pub currency: String,
-}
-
-/// The body of a sample `event_type` event in `format`.
-pub fn sample_body(format: PayloadFormat, event_type: &str, s: &Sample) -> String {
-    let body = match format {
-        PayloadFormat::Canonical => {
-            let mut data = json!({"payment_id": s.payment_id, "amount_minor": s.amount_minor, "currency": s.currency});
-            if let Some(order_id) = s.order_id {
-                data["order_id"] = json!(order_id);
-            }
-            if event_type == "refund.succeeded" {
-                data["refund_id"] = json!(format!("re_{}", s.event_id));
-            }
-            json!({"id": s.event_id, "type": event_type, "data": data})
-        }
-        PayloadFormat::Stripe => {
-            let stripe_type = match event_type {
-                "payment.succeeded" => "payment_intent.succeeded",
-                "payment.failed" => "payment_intent.payment_failed",
-                "refund.succeeded" => "charge.refunded",
-                other => other,
-            };
-            let metadata = match s.order_id {
-                Some(order_id) => json!({"order_id": order_id.to_string()}),
-                None => json!({}),
-            };
-            let object = if stripe_type == "charge.refunded" {
-                json!({"id": format!("ch_{}", s.payment_id), "object": "charge", "payment_intent": s.payment_id,
-                       "amount_refunded": s.amount_minor, "currency": s.currency.to_lowercase(), "metadata": metadata})
-            } else {
-                json!({"id": s.payment_id, "object": "payment_intent", "amount_received": s.amount_minor,
-                       "currency": s.currency.to_lowercase(), "metadata": metadata})
-            };
-            json!({"id": s.event_id, "object": "event", "type": stripe_type, "data": {"object": object}})
-        }
-    };
-    body.to_string()
 }
 
 /// Where to post: `--url`, or this machine at the configured port.
@@ -128,6 +81,14 @@ pub fn allowed<'a>(
     provider: &'a ProviderSettings,
     args: &SendTestEventArgs,
 ) -> Result<&'a ProviderSettings, String> {
+    if provider.scheme == SchemeName::Paypal {
+        return Err(format!(
+            "provider {:?} is a PayPal provider: PayPal signs with its own private key, which the \
+             gateway does not have, so it cannot send a PayPal test event (use PayPal's webhook \
+             simulator, which delivers signed events to the registered URL)",
+            provider.name
+        ));
+    }
     if provider.test || args.force {
         return Ok(provider);
     }
@@ -182,11 +143,12 @@ pub async fn run(
         amount_minor,
         currency,
     };
-    let body = sample_body(provider_settings.payload, &args.event_type, &sample);
     let provider = Provider::new(provider_settings.clone());
-    let headers = provider
-        .scheme()
-        .sign(&sample.event_id, body.as_bytes(), Utc::now().timestamp());
+    let body = provider.sample_body(&args.event_type, &sample);
+    let signed = provider
+        .sign(&sample.event_id, body.as_bytes(), Utc::now().timestamp())
+        .map_err(|e| anyhow::anyhow!("cannot sign for provider {:?}: {e}", provider.name()))?;
+    let body = String::from_utf8_lossy(signed.body_or(body.as_bytes())).into_owned();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;
@@ -198,7 +160,7 @@ pub async fn run(
         .post(&url)
         .header("Content-Type", "application/json")
         .body(body);
-    for (name, value) in headers {
+    for (name, value) in signed.headers {
         request = request.header(name, value);
     }
     let response = request
@@ -212,6 +174,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{ProcessEnv, SchemeName};
     use crate::payments::event::{Parsed, PaymentEvent};
 
     fn sample() -> Sample {
@@ -224,29 +187,89 @@ mod tests {
         }
     }
 
+    /// A provider of every scheme, configured as the README shows.
+    fn providers() -> Vec<Provider> {
+        SchemeName::ALL
+            .into_iter()
+            .map(|scheme| {
+                let secret = match scheme {
+                    SchemeName::StandardWebhooks => "secrets = [\"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD\"]",
+                    SchemeName::Adyen => "secrets = [\"44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056\"]",
+                    SchemeName::Paypal => "webhook_id = \"WH1\"",
+                    _ => "secrets = [\"a-signing-secret-of-some-length\"]",
+                };
+                let url = if scheme == SchemeName::Square {
+                    "notification_url = \"https://gw.example/v1/callbacks/p\"\n"
+                } else {
+                    ""
+                };
+                let text = format!(
+                    "[[providers]]\nname = \"p\"\nscheme = \"{}\"\nmerchant_id = 7\n{secret}\n{url}",
+                    scheme.as_str()
+                );
+                let settings = Settings::from_toml(&text, &ProcessEnv).unwrap();
+                Provider::new(settings.providers[0].clone())
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_sample_capture_parses_as_a_capture_of_its_order_in_both_formats() {
-        for format in [PayloadFormat::Canonical, PayloadFormat::Stripe] {
-            let body = sample_body(format, "payment.succeeded", &sample());
-            match Parsed::from_body(format, body.as_bytes()) {
+    fn a_sample_capture_parses_as_a_capture_of_its_order_in_every_format() {
+        for provider in providers() {
+            let body = provider.sample_body("payment.succeeded", &sample());
+            let signed = provider.sign("evt_test_1", body.as_bytes(), 0);
+            // Adyen's signature travels in the body: what is sent is the signed body's item.
+            let body = match &signed {
+                Ok(signed) => signed.body_or(body.as_bytes()).to_vec(),
+                Err(_) => body.into_bytes(),
+            };
+            let item = match provider.settings().scheme {
+                SchemeName::Adyen => {
+                    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    value["notificationItems"][0]["NotificationRequestItem"].to_string()
+                }
+                _ => String::from_utf8(body).unwrap(),
+            };
+            match provider.parse_event(item.as_bytes()) {
                 Parsed::Event(PaymentEvent::Succeeded {
                     order_id, amount, ..
                 }) => {
-                    assert_eq!((order_id, amount.get()), (Some(7), 4620), "{format:?}");
+                    assert_eq!((order_id, amount.get()), (Some(7), 4620), "{item}");
                 }
-                other => panic!("{format:?}: {other:?} from {body}"),
+                other => panic!("{:?}: {other:?} from {item}", provider.settings().scheme),
             }
         }
     }
 
     #[test]
     fn a_sample_refund_refers_to_the_sample_payment() {
-        for format in [PayloadFormat::Canonical, PayloadFormat::Stripe] {
-            let body = sample_body(format, "refund.succeeded", &sample());
-            let Parsed::Event(event) = Parsed::from_body(format, body.as_bytes()) else {
-                panic!("{format:?}: {body}");
+        for provider in providers() {
+            let body = provider.sample_body("refund.succeeded", &sample());
+            let item = match provider.settings().scheme {
+                SchemeName::Adyen => {
+                    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+                    value["notificationItems"][0]["NotificationRequestItem"].to_string()
+                }
+                _ => body,
+            };
+            let Parsed::Event(event) = provider.parse_event(item.as_bytes()) else {
+                panic!("{:?}: {item}", provider.settings().scheme);
             };
             assert_eq!(event.payment_id(), "pay_test_order_7");
+        }
+    }
+
+    #[test]
+    fn every_provider_but_paypal_can_sign_a_sample() {
+        for provider in providers() {
+            let body = provider.sample_body("payment.succeeded", &sample());
+            let signed = provider.sign("evt_test_1", body.as_bytes(), 1_700_000_000);
+            assert_eq!(
+                signed.is_ok(),
+                provider.settings().scheme != SchemeName::Paypal,
+                "{:?}",
+                provider.settings().scheme
+            );
         }
     }
 }

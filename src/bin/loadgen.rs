@@ -43,9 +43,9 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use callback_gateway::config::{ProcessEnv, Settings};
+use callback_gateway::config::{PayloadFormat, ProcessEnv, Settings};
 use callback_gateway::idempotency::REPLAYED_HEADER;
-use callback_gateway::providers::{Provider, Providers};
+use callback_gateway::providers::{Provider, Providers, Sample as EventSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -146,6 +146,28 @@ impl Events {
         })
     }
 
+    /// Event number `n`, which pays order `n`, in `provider`'s format.
+    fn event_for(&self, provider: &Provider, n: i64) -> Event {
+        if self.kind == BodyKind::Short && provider.settings().payload != PayloadFormat::Canonical {
+            // Another provider's payment capture (an Adyen AUTHORISATION, ...): its own sample.
+            let id = format!("{}_{n}", self.tag);
+            let sample = EventSample {
+                event_id: id.clone(),
+                payment_id: format!("pay_{id}"),
+                order_id: Some(n),
+                amount_minor: amount_of(n),
+                currency: "USD".to_owned(),
+            };
+            return Event {
+                body: provider
+                    .sample_body("payment.succeeded", &sample)
+                    .into_bytes(),
+                id,
+            };
+        }
+        self.event(n)
+    }
+
     /// Event number `n`, which pays order `n`.
     fn event(&self, n: i64) -> Event {
         match self.kind {
@@ -182,10 +204,15 @@ fn request(
     let mut request = Request::post(path)
         .header("host", authority)
         .header("content-type", "application/json");
-    for (name, value) in provider.scheme().sign(&event.id, &event.body, now) {
+    let signed = provider
+        .sign(&event.id, &event.body, now)
+        .map_err(|e| anyhow::anyhow!("provider {}: {e}", provider.name()))?;
+    for (name, value) in signed.headers {
         request = request.header(name, value);
     }
-    Ok(request.body(Full::new(Bytes::from(event.body)))?)
+    // Adyen's signatures travel in the body: the signed body is what is sent.
+    let body = signed.body.unwrap_or(event.body);
+    Ok(request.body(Full::new(Bytes::from(body)))?)
 }
 
 /// Every request of a counted run (first, replay, storm), signed and built.
@@ -202,7 +229,7 @@ fn prepare(
             &target.provider,
             &target.path,
             &target.authority,
-            events.event(n),
+            events.event_for(&target.provider, n),
             now,
         )
     };
@@ -317,7 +344,7 @@ async fn live_client(
             &live.target.provider,
             &live.target.path,
             &authority,
-            live.events.event(n),
+            live.events.event_for(&live.target.provider, n),
             chrono::Utc::now().timestamp(),
         )?;
         results.push(timed(&mut sender, &authority, call, redelivery).await?);
@@ -1467,7 +1494,9 @@ mod body {
             .idempotent_request("", sample.body.as_bytes(), chrono::Utc::now())
             .scope
             .key;
-        let event_type = callback_gateway::payments::event::event_type(sample.body.as_bytes())
+        let event_type = provider
+            .read_event(sample.body.as_bytes())
+            .event_type
             .ok_or_else(|| anyhow::anyhow!("the template has no type"))?;
         let entries = Entries::of(TransferKind::Payment, name, MerchantAccount::Payable, 1);
         let ack = CallbackOutcome::applied(None).ack("");
@@ -1569,8 +1598,13 @@ mod body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use callback_gateway::payments::event::{Parsed, PaymentEvent, event_type};
+    use callback_gateway::payments::event::{Parsed, PaymentEvent};
     use callback_gateway::payments::state::expected_capture;
+    use callback_gateway::providers::canonical;
+
+    fn event_type(body: &[u8]) -> Option<String> {
+        canonical::read(body).event_type
+    }
 
     fn template() -> body::Template {
         body::Template::realistic().unwrap()
@@ -1589,7 +1623,7 @@ mod tests {
                 event_type(rendered.body.as_bytes()).as_deref(),
                 Some("payment.succeeded")
             );
-            let Parsed::Event(event) = Parsed::canonical(rendered.body.as_bytes()) else {
+            let Parsed::Event(event) = canonical::read(rendered.body.as_bytes()).parsed else {
                 panic!("event {n} does not parse: {}", rendered.body);
             };
             let PaymentEvent::Succeeded {

@@ -99,26 +99,27 @@ impl RefundClients {
                 "provider {provider:?} has no refund API configured"
             ));
         };
-        let request =
-            match api.payload {
-                PayloadFormat::Stripe => self
-                    .http
+        let request = match api.payload {
+            PayloadFormat::Stripe => {
+                self.http
                     .post(format!("{}/v1/refunds", api.base_url))
                     .form(&[
                         ("payment_intent", call.payment_id.to_owned()),
                         ("amount", call.amount_minor.to_string()),
-                    ]),
-                PayloadFormat::Canonical => self
-                    .http
-                    .post(format!("{}/refunds", api.base_url))
-                    .json(&serde_json::json!({
-                        "payment_id": call.payment_id,
-                        "amount_minor": call.amount_minor,
-                        "currency": call.currency,
-                    })),
+                    ])
             }
-            .bearer_auth(api.api_key.expose())
-            .header("Idempotency-Key", call.idempotency_key);
+            // The configuration allows a refund API only for canonical and Stripe payloads.
+            _ => self
+                .http
+                .post(format!("{}/refunds", api.base_url))
+                .json(&serde_json::json!({
+                    "payment_id": call.payment_id,
+                    "amount_minor": call.amount_minor,
+                    "currency": call.currency,
+                })),
+        }
+        .bearer_auth(api.api_key.expose())
+        .header("Idempotency-Key", call.idempotency_key);
         let response = match request.send().await {
             Ok(response) => response,
             // reqwest's error names the URL and the cause, never the headers.

@@ -1,21 +1,24 @@
+use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{HttpRequest, HttpResponse, web};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
+use super::extract::{AdminAuth, ApiPool};
 use super::respond::idempotent_response;
 use super::state::AppState;
+use crate::deliveries;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::Completion;
-use crate::idempotency::{self};
-use crate::metrics::Metrics;
-use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome};
+use crate::idempotency::{self, Executed, REPLAYED_HEADER};
+use crate::metrics::{Metrics, OutcomeLabel};
+use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
 use crate::payments::callback::ProcessCallback;
 use crate::payments::effect::Source;
-use crate::providers::Providers;
+use crate::providers::{Answer, Event, Events, Provider, Providers};
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
-/// apply and acknowledge the event in one transaction.
+/// apply and acknowledge each event it carries in one transaction of its own.
 #[utoipa::path(
     post,
     path = "/v1/callbacks/{provider}",
@@ -28,10 +31,16 @@ use crate::providers::Providers;
         ("Stripe-Signature" = Option<String>, Header, description = "stripe: t=<unix>,v1=<hex>"),
         ("X-Timestamp" = Option<String>, Header, description = "hmac-sha256: unix seconds"),
         ("X-Signature" = Option<String>, Header, description = "hmac-sha256: sha256=<hex>"),
+        ("x-square-hmacsha256-signature" = Option<String>, Header, description = "square: base64 HMAC of notification_url + body"),
+        ("X-Razorpay-Signature" = Option<String>, Header, description = "razorpay: hex HMAC of the body"),
+        ("x-razorpay-event-id" = Option<String>, Header, description = "razorpay: the event id"),
+        ("Cko-Signature" = Option<String>, Header, description = "checkout: hex HMAC of the body"),
+        ("Paddle-Signature" = Option<String>, Header, description = "paddle: ts=<unix>;h1=<hex>[;h1=..]"),
+        ("PAYPAL-TRANSMISSION-SIG" = Option<String>, Header, description = "paypal: base64 SHA256withRSA signature (with -ID, -TIME, PAYPAL-CERT-URL, PAYPAL-AUTH-ALGO)"),
     ),
-    request_body(content = Object, content_type = "application/json", description = "The provider's raw event (canonical or Stripe payload)"),
+    request_body(content = Object, content_type = "application/json", description = "The provider's raw event (canonical, Stripe, Adyen, Square, Razorpay, Checkout.com, Paddle or PayPal payload)"),
     responses(
-        (status = 200, description = "Ack (outcome applied, held, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true", body = Ack),
+        (status = 200, description = "Ack (outcome applied, held, ignored or rejected); a redelivery gets the byte-identical ack with Idempotent-Replayed: true. Adyen: `[accepted]` once every item is stored", body = Ack),
         (status = 400, description = "invalid_payload: the signed body carries no usable event id (nothing to key it by)", body = ErrorBody),
         (status = 401, description = "invalid_signature: nothing is written", body = ErrorBody),
         (status = 404, description = "unknown_provider", body = ErrorBody),
@@ -58,36 +67,187 @@ pub async fn receive_callback(
     // Nothing is parsed or written before the signature over the raw bytes holds.
     let now = Utc::now();
     let verified = provider
-        .scheme()
-        .verify(request.headers(), &body, now.timestamp())
+        .verify(request.headers(), &body, now)
+        .outcome()
+        .await
         .inspect_err(|error| tracing::warn!(%error, "callback signature refused"))?;
-    metrics.observe_skew(provider.name(), verified.timestamp - now.timestamp());
-    let event_id = provider
-        .event_id(&verified, &body)
+    if let Some(timestamp) = verified.timestamp {
+        metrics.observe_skew(provider.name(), timestamp - now.timestamp());
+    }
+    let events = provider
+        .events(verified, &body)
         .map_err(|e| ApiError::InvalidPayload(e.0))?;
-    root_span.record("event_id", event_id.as_str());
+    match (events, provider.answer()) {
+        (Events::One(event), Answer::StoredAck) => {
+            root_span.record("event_id", event.id.as_str());
+            let executed = execute(&provider, &state, &event, now).await?;
+            Ok(idempotent_response(executed, |outcome| {
+                outcome.outcome.as_str()
+            }))
+        }
+        (Events::One(event), answer) => {
+            answer_all(&provider, &state, vec![event], answer, now).await
+        }
+        (Events::Items(events), answer) => answer_all(&provider, &state, events, answer, now).await,
+    }
+}
 
-    let idempotent = provider.idempotent_request(&event_id, &body, now);
+/// Claims, applies and acknowledges one event of a verified delivery in one transaction.
+async fn execute(
+    provider: &Provider,
+    state: &AppState,
+    event: &Event<'_>,
+    now: DateTime<Utc>,
+) -> Result<Executed<CallbackOutcome>, ApiError> {
+    let idempotent = provider.idempotent_request(&event.id, event.body, now);
     let work = ProcessCallback::new(
         Source {
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
         },
-        provider.read_event(&body),
+        provider.read_event(event.body),
         &state.capture_batcher,
-        &event_id,
-        &body,
+        &event.id,
+        event.body,
     );
     let respond =
-        |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event_id));
-    let executed = idempotency::execute(
+        |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
+    Ok(idempotency::execute(
         &state.pool,
         &state.replication,
         &idempotent,
         &work,
         &respond,
     )
-    .await?;
+    .await?)
+}
+
+/// A delivery answered with a fixed body (Adyen's `[accepted]`) once every event it carries is
+/// stored. Each event is its own idempotent event (record, ack, ledger change, event-log row),
+/// processed in the order the provider sent them, so an item that depends on an earlier one of
+/// the same request (a refund after its capture) finds it. The fixed answer is sent only when
+/// every event is stored, first time or before: it carries `Idempotent-Replayed: true` when
+/// every one was a replay. Otherwise the answer is the one a retry can change most: a
+/// transient failure (503, the items after it are not tried), an event in flight (409), one
+/// that came before the event it needs (409 `out_of_order`), then a reused event id (422); the
+/// events stored meanwhile stay stored, and the provider's retry replays them.
+async fn answer_all(
+    provider: &Provider,
+    state: &AppState,
+    events: Vec<Event<'_>>,
+    answer: Answer,
+    now: DateTime<Utc>,
+) -> Result<HttpResponse, ApiError> {
+    let mut refusal: Option<ApiError> = None;
+    let mut first: Option<Outcome> = None;
+    for event in &events {
+        match execute(provider, state, event, now).await {
+            Ok(Executed::First { output, .. }) => {
+                first = Some(first.map_or(output.outcome, |o| notable(o, output.outcome)));
+            }
+            Ok(Executed::Replayed(_)) => {}
+            Err(error) => {
+                let transient = rank(&error) == 0;
+                if refusal.as_ref().is_none_or(|r| rank(&error) < rank(r)) {
+                    refusal = Some(error);
+                }
+                if transient {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(refusal) = refusal {
+        return Err(refusal);
+    }
+    let (body, content_type) = match answer {
+        Answer::Fixed { body, content_type } => (body, content_type),
+        Answer::StoredAck => (r#"{"received":true}"#, "application/json"),
+    };
+    let mut response = HttpResponse::Ok();
+    response.insert_header((CONTENT_TYPE, content_type));
+    let label = match first {
+        Some(outcome) => outcome.as_str(),
+        None => {
+            response.insert_header((REPLAYED_HEADER, "true"));
+            "replayed"
+        }
+    };
+    let mut response = response.body(body);
+    response.extensions_mut().insert(OutcomeLabel(label));
+    Ok(response)
+}
+
+/// Which refusal of a multi-event delivery is answered: the lowest rank, the one a retry can
+/// change soonest.
+fn rank(error: &ApiError) -> u8 {
+    match error {
+        ApiError::IdempotencyKeyInFlight => 1,
+        ApiError::OutOfOrder(_) => 2,
+        ApiError::KeyReusedWithDifferentBody => 3,
+        _ => 0,
+    }
+}
+
+/// Of two first outcomes in one delivery, the one the request is labelled with (metrics and
+/// the request log): what finance must look at first.
+fn notable(a: Outcome, b: Outcome) -> Outcome {
+    let weight = |o: Outcome| match o {
+        Outcome::Rejected => 3,
+        Outcome::Held => 2,
+        Outcome::Applied => 1,
+        Outcome::Ignored => 0,
+    };
+    if weight(b) > weight(a) { b } else { a }
+}
+
+/// `POST /admin/events/{provider}/{event_id}/replay`: runs the stored verified body of an event
+/// through the callback path again, as a redelivery of it would (no signature: it was verified
+/// when it was stored). For providers the gateway cannot sign for (PayPal), this is finance's
+/// replay. While the event's record lives the answer is its stored ack with
+/// `Idempotent-Replayed: true`; after it expired the ledger still posts nothing twice.
+#[utoipa::path(
+    post,
+    path = "/admin/events/{provider}/{event_id}/replay",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("provider" = String, Path), ("event_id" = String, Path)),
+    responses(
+        (status = 200, description = "The event's ack (stored or new), as a provider's redelivery gets it", body = Ack),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "event_not_found or unknown_provider", body = ErrorBody),
+        (status = 409, description = "out_of_order or idempotency_key_in_flight", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn replay_stored(
+    _admin: AdminAuth,
+    path: web::Path<(String, String)>,
+    state: web::Data<AppState>,
+    api_pool: web::Data<ApiPool>,
+    providers: web::Data<Providers>,
+    root_span: RootSpan,
+) -> Result<HttpResponse, ApiError> {
+    let (provider_name, event_id) = path.into_inner();
+    let provider = providers
+        .get(&provider_name)
+        .ok_or(ApiError::UnknownProvider)?;
+    root_span.record("provider", provider.name());
+    root_span.record("event_id", event_id.as_str());
+    let body = {
+        let mut conn = api_pool.get().await?;
+        deliveries::stored_body(&mut conn, provider.name(), &event_id)
+            .await?
+            .ok_or(ApiError::NotFound {
+                code: "event_not_found",
+                what: "event",
+            })?
+    };
+    let event = Event {
+        id: event_id,
+        body: &body,
+    };
+    let executed = execute(&provider, &state, &event, Utc::now()).await?;
     Ok(idempotent_response(executed, |outcome| {
         outcome.outcome.as_str()
     }))

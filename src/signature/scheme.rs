@@ -1,5 +1,6 @@
-//! What every scheme shares: the trait, the verified facts, the errors, and the HMAC keys
-//! with their constant-time check.
+//! What every provider's signature check shares: header access, the errors, the timestamp
+//! rules, and the HMAC keys with their constant-time check. Each provider's own scheme is in
+//! its file under `providers/`.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -33,13 +34,48 @@ pub enum SignatureError {
     },
 }
 
+/// Why a delivery's signature was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// Not the provider's, and no retry changes that: 401 `invalid_signature`, nothing stored.
+    #[error(transparent)]
+    Refused(#[from] SignatureError),
+    /// The check could not be made now (a certificate that could not be fetched): 503, nothing
+    /// stored, the provider retries. Apart from `Refused` so that no `?` turns it into a 401.
+    #[error("the signature could not be checked now: {0}")]
+    Unavailable(String),
+}
+
 /// What a verified delivery tells beyond its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// The signed timestamp (unix seconds).
-    pub timestamp: i64,
-    /// The event id when the scheme carries it in a header (Standard Webhooks' `webhook-id`).
-    pub header_event_id: Option<String>,
+    /// The signed timestamp (unix seconds), for schemes that sign one.
+    pub timestamp: Option<i64>,
+    /// Where the delivery's event id (or ids) come from.
+    pub naming: Naming,
+}
+
+/// How a verified delivery names its events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Naming {
+    /// The body names its one event (its format's id field).
+    Body,
+    /// A header carried the id (Standard Webhooks' `webhook-id`, Razorpay's
+    /// `x-razorpay-event-id`).
+    Header(String),
+    /// The header that carries the id is absent: the delivery cannot be keyed (a 400).
+    MissingHeader(&'static str),
+    /// The delivery carries several events, each signed on its own (Adyen's notification
+    /// items): where each one's body is in the request body, and its id.
+    Items(Vec<NamedItem>),
+}
+
+/// One event of a multi-event delivery, as its signature check found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedItem {
+    /// The item's bytes within the request body.
+    pub span: std::ops::Range<usize>,
+    pub event_id: String,
 }
 
 /// Read access to request headers, so schemes work with actix's and reqwest's maps alike.
@@ -62,22 +98,8 @@ impl HeaderSource for Vec<(String, String)> {
     }
 }
 
-/// A provider's signature scheme, keyed with its configured secrets.
-pub trait SignatureScheme: Send + Sync {
-    /// Verifies a delivery's headers over its raw body at unix time `now`.
-    fn verify(
-        &self,
-        headers: &dyn HeaderSource,
-        body: &[u8],
-        now: i64,
-    ) -> Result<Verified, SignatureError>;
-
-    /// The headers that sign `body` with the first secret at `timestamp`, as the provider would.
-    fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)>;
-}
-
 /// Refuses a signed timestamp further than `tolerance_secs` from `now`, in either direction.
-pub(super) fn check_tolerance(
+pub(crate) fn check_tolerance(
     timestamp: i64,
     now: i64,
     tolerance_secs: i64,
@@ -89,7 +111,7 @@ pub(super) fn check_tolerance(
     Ok(())
 }
 
-pub(super) fn parse_timestamp(value: &str, header: &'static str) -> Result<i64, SignatureError> {
+pub(crate) fn parse_timestamp(value: &str, header: &'static str) -> Result<i64, SignatureError> {
     if value.is_empty() || value.len() > 12 || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(SignatureError::MalformedHeader(header));
     }
@@ -109,15 +131,15 @@ fn mac_over(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
 }
 
 /// A provider's HMAC keys (one per configured secret) and its timestamp tolerance.
-pub(super) struct Keys {
-    pub(super) keys: Vec<Vec<u8>>,
-    pub(super) tolerance_secs: i64,
+pub(crate) struct Keys {
+    pub(crate) keys: Vec<Vec<u8>>,
+    pub(crate) tolerance_secs: i64,
 }
 
 impl Keys {
     /// Keys that are the secrets' own UTF-8 bytes (Stripe, plain HMAC). Takes the exposed
     /// secrets, so the scheme's core needs no configuration type.
-    pub(super) fn utf8<'s>(
+    pub(crate) fn utf8<'s>(
         secrets: impl IntoIterator<Item = &'s str>,
         tolerance_secs: i64,
     ) -> Self {
@@ -128,9 +150,22 @@ impl Keys {
         }
     }
 
+    /// Keys that are the hex decoding of the secrets (Adyen's 64 hex characters); a secret that
+    /// does not decode is left out (the configuration refuses it first).
+    pub(crate) fn hex<'s>(secrets: impl IntoIterator<Item = &'s str>) -> Self {
+        let keys = secrets
+            .into_iter()
+            .filter_map(|s| hex::decode(s).ok())
+            .collect();
+        Self {
+            keys,
+            tolerance_secs: 0,
+        }
+    }
+
     /// Accepts when the timestamp is within tolerance and any candidate signature matches the
     /// MAC of the signed parts under any key, compared in constant time.
-    pub(super) fn check(
+    pub(crate) fn check(
         &self,
         parts: &[&[u8]],
         timestamp: i64,
@@ -138,6 +173,16 @@ impl Keys {
         candidates: &[Vec<u8>],
     ) -> Result<(), SignatureError> {
         check_tolerance(timestamp, now, self.tolerance_secs)?;
+        self.check_untimed(parts, candidates)
+    }
+
+    /// Accepts when any candidate signature matches the MAC of the signed parts under any key,
+    /// compared in constant time: for schemes that sign no timestamp.
+    pub(crate) fn check_untimed(
+        &self,
+        parts: &[&[u8]],
+        candidates: &[Vec<u8>],
+    ) -> Result<(), SignatureError> {
         let matches = self.keys.iter().any(|key| {
             let mac = mac_over(key, parts);
             candidates
@@ -152,7 +197,7 @@ impl Keys {
     }
 
     /// The MAC of the parts under the first key, as a provider signs.
-    pub(super) fn sign(&self, parts: &[&[u8]]) -> Vec<u8> {
+    pub(crate) fn sign(&self, parts: &[&[u8]]) -> Vec<u8> {
         self.keys
             .first()
             .map(|key| mac_over(key, parts).finalize().into_bytes().to_vec())

@@ -300,3 +300,94 @@ fn send_test_event_never_prints_the_password_in_its_url() {
     );
     assert!(err.contains("127.0.0.1"), "the host is still shown: {err}");
 }
+
+/// Every provider of issue 24, each marked `test = true`, on `database_url`.
+fn with_every_provider_marked_test(database_url: &str) -> String {
+    let config = crate::support::config_with(database_url, &crate::support::all_providers(""));
+    let mut table: toml::Table = config.parse().unwrap();
+    for p in table["providers"].as_array_mut().unwrap() {
+        p.as_table_mut()
+            .unwrap()
+            .insert("test".into(), toml::Value::Boolean(true));
+    }
+    toml::to_string(&table).unwrap()
+}
+
+/// `send-test-event` for each provider it can sign: the sample capture pays the order and the
+/// sample refund refunds it, in the provider's own format and signature (Adyen answers
+/// `[accepted]`, its item's ack is stored).
+#[tokio::test]
+async fn send_test_event_pays_and_refunds_an_order_for_every_provider_it_can_sign() {
+    use crate::support::{ADYEN, CHECKOUT, PADDLE, RAZORPAY, SQUARE};
+    for provider in [ADYEN, SQUARE, RAZORPAY, CHECKOUT, PADDLE] {
+        let app = crate::support::spawn_app_with(&crate::support::all_providers("")).await;
+        let order = app
+            .create_order(crate::support::MERCHANT, 4620, "EUR")
+            .await;
+        let config = with_every_provider_marked_test(&app.database_url);
+        for (event_type, status) in [
+            ("payment.succeeded", "paid"),
+            ("refund.succeeded", "refunded"),
+        ] {
+            let (config, order_text, url) =
+                (config.clone(), order.to_string(), app.address.clone());
+            let output = tokio::task::spawn_blocking(move || {
+                gateway(
+                    &[
+                        "send-test-event",
+                        "--provider",
+                        provider,
+                        "--type",
+                        event_type,
+                        "--order",
+                        &order_text,
+                        "--url",
+                        &url,
+                    ],
+                    Some(&config),
+                    None,
+                )
+            })
+            .await
+            .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{provider} {event_type}: {stdout}{}",
+                stderr(&output)
+            );
+            if provider == ADYEN {
+                assert_eq!(stdout.trim_end(), "200 [accepted]", "{provider}");
+            } else {
+                let ack: serde_json::Value =
+                    serde_json::from_str(stdout.trim_start_matches("200 ")).unwrap();
+                assert_eq!(
+                    ack["outcome"], "applied",
+                    "{provider} {event_type}: {stdout}"
+                );
+            }
+            assert_eq!(
+                app.order_status(order).await,
+                status,
+                "{provider} {event_type}"
+            );
+        }
+    }
+}
+
+/// PayPal signs with its own private key: the gateway cannot send a PayPal test event, and
+/// says so in one line without sending anything.
+#[test]
+fn send_test_event_refuses_paypal_and_says_why() {
+    let config = with_every_provider_marked_test("postgres://unused@127.0.0.1:1/x");
+    let output = gateway(
+        &["send-test-event", "--provider", crate::support::PAYPAL],
+        Some(&config),
+        None,
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(output.stdout.is_empty());
+    assert!(err.contains("private key"), "{err}");
+}

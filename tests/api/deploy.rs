@@ -374,9 +374,12 @@ fn check_config_on_the_demo_config_prints_a_summary_without_a_secret() {
         "tls           off",
         "pool size     16",
         "admin token   set",
-        "providers     2",
+        "providers     7",
         "acme scheme=standard-webhooks payload=canonical merchant_id=42 secrets=1",
         "stripe scheme=stripe payload=stripe merchant_id=42 secrets=1",
+        "adyen scheme=adyen payload=adyen merchant_id=42 secrets=1 tolerance=300s retry_window=720h ttl=768h",
+        "square scheme=square payload=square merchant_id=42 secrets=1",
+        "notification_url=http://127.0.0.1:8080/v1/callbacks/square",
     ] {
         assert!(
             stdout.contains(expected),

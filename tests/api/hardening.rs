@@ -204,12 +204,10 @@ async fn deliver_bytes(
     body: &[u8],
 ) -> (u16, bool, String) {
     let (scheme, secret) = crate::support::sign::scheme_of(provider);
-    let headers = callback_gateway::signature::scheme_for(
-        scheme,
-        &[callback_gateway::config::Secret::new(secret)],
-        std::time::Duration::from_secs(300),
-    )
-    .sign(id, body, chrono::Utc::now().timestamp());
+    let headers = crate::support::sign::provider_with(scheme, &[secret])
+        .sign(id, body, chrono::Utc::now().timestamp())
+        .unwrap()
+        .headers;
     let mut request = app
         .client
         .post(app.url(&format!("/v1/callbacks/{provider}")))

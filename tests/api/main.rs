@@ -23,6 +23,7 @@ mod money;
 mod operability;
 mod orders;
 mod paypal_verify;
+mod providers;
 mod reconcile;
 mod refund_safety;
 mod refunds;

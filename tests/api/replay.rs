@@ -481,3 +481,114 @@ async fn replay_never_prints_the_password_in_its_url() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The binary with every provider of issue 24 configured.
+async fn every_provider_gateway(app: &TestApp, dir: &std::path::Path, args: &[&str]) -> Run {
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        crate::support::config_with(&app.database_url, &crate::support::all_providers("")),
+    )
+    .unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+        .arg("--config")
+        .arg(&config)
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Finance replay signs with each provider's own scheme: exported events of every provider
+/// come back `replayed` (an Adyen item's bytes kept, with the signature it carries), events
+/// the gateway never saw are `applied` (an unsigned Adyen item is signed into a notification),
+/// and a PayPal line is `failed` and never sent: the gateway cannot sign for PayPal, whose
+/// stored events are replayed by the admin action instead.
+#[tokio::test]
+async fn every_provider_replays_exported_events_and_new_ones_and_paypal_is_refused() {
+    use crate::support::payloads::{Kind, payload};
+    use crate::support::{ADYEN, CHECKOUT, MERCHANT, PADDLE, PAYPAL, RAZORPAY, SQUARE};
+    let app = crate::support::spawn_app_with(&crate::support::all_providers("")).await;
+    let dir = scratch();
+    let providers = [ADYEN, SQUARE, RAZORPAY, CHECKOUT, PADDLE, PAYPAL];
+    let mut new_lines = Vec::new();
+    for provider in providers {
+        let live = app.create_order(MERCHANT, 1500, "USD").await;
+        let event = payload(
+            provider,
+            "live",
+            &format!("pay_{provider}_live"),
+            &Kind::Capture {
+                order: Some(live),
+                amount: 1500,
+                currency: "USD",
+            },
+        );
+        let (status, _, text) =
+            crate::support::answer(app.deliver(provider, &event.event_id, &event.body).await).await;
+        assert_eq!(status, 200, "{provider}: {text}");
+        if provider != PAYPAL {
+            let fresh = app.create_order(MERCHANT, 1700, "USD").await;
+            let event = payload(
+                provider,
+                "new",
+                &format!("pay_{provider}_new"),
+                &Kind::Capture {
+                    order: Some(fresh),
+                    amount: 1700,
+                    currency: "USD",
+                },
+            );
+            new_lines.push(replay_line(provider, &event.event_id, &event.body));
+        }
+    }
+    let mut exported = String::new();
+    for provider in providers {
+        let run = every_provider_gateway(&app, &dir, &["export", "--provider", provider]).await;
+        assert_eq!(run.code, Some(0), "{provider}: {}", run.stderr);
+        assert_eq!(run.stdout.lines().count(), 1, "{provider}: {}", run.stdout);
+        exported.push_str(&run.stdout);
+    }
+    let file = dir.join("events.jsonl");
+    std::fs::write(&file, format!("{exported}{}\n", new_lines.join("\n"))).unwrap();
+    let url = app.address.clone();
+    let run = every_provider_gateway(
+        &app,
+        &dir,
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--url",
+            &url,
+            "--max-backoff-ms",
+            "20",
+        ],
+    )
+    .await;
+    assert_eq!(
+        run.code,
+        Some(1),
+        "PayPal's line failed: {}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(count(&run, "replayed"), 5, "{}{}", run.stdout, run.stderr);
+    assert_eq!(count(&run, "applied"), 5, "{}{}", run.stdout, run.stderr);
+    assert_eq!(count(&run, "failed"), 1, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("/replay"),
+        "points at the admin replay: {}",
+        run.stderr
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM ledger_transfers").await,
+        11,
+        "6 live, 5 new, none twice"
+    );
+}

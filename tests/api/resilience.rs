@@ -636,19 +636,24 @@ async fn sigterm_lets_an_in_flight_callback_commit_and_answer_then_the_process_e
 // ---------------------------------------------------------------------------------------
 
 mod properties {
-    use std::time::Duration;
 
-    use callback_gateway::config::{PayloadFormat, SchemeName, Secret};
+    use callback_gateway::config::{PayloadFormat, SchemeName};
     use callback_gateway::idempotency::{IdempotencyKey, MAX_KEY_LEN};
-    use callback_gateway::payments::event::Parsed;
-    use callback_gateway::payments::event::{check_event_id, event_id_from_body};
-    use callback_gateway::signature::scheme_for;
+    use callback_gateway::payments::event::check_event_id;
+    use callback_gateway::providers::body::{IdField, event_id_from_body};
+    use callback_gateway::providers::{Provider, Rejection, Verified, format_for};
+    use futures_util::FutureExt;
     use proptest::prelude::*;
     use serde_json::Value;
 
-    use crate::support::{ACME_OLD_SECRET, ACME_SECRET, PLAIN_SECRET, STRIPE_SECRET};
+    use crate::support::sign::provider_with;
+    use crate::support::{
+        ACME_OLD_SECRET, ACME_SECRET, CHECKOUT_KEY, PADDLE_SECRET, PLAIN_SECRET, RAZORPAY_SECRET,
+        SQUARE_KEY, STRIPE_SECRET,
+    };
 
-    const SCHEMES: [(SchemeName, &str, &[&str]); 3] = [
+    /// The schemes whose signature is a header over the raw body (Adyen's is in the body).
+    const SCHEMES: [(SchemeName, &str, &[&str]); 7] = [
         (
             SchemeName::StandardWebhooks,
             ACME_SECRET,
@@ -660,7 +665,35 @@ mod properties {
             PLAIN_SECRET,
             &["X-Timestamp", "X-Signature"],
         ),
+        (
+            SchemeName::Square,
+            SQUARE_KEY,
+            &["x-square-hmacsha256-signature"],
+        ),
+        (
+            SchemeName::Razorpay,
+            RAZORPAY_SECRET,
+            &["X-Razorpay-Signature", "x-razorpay-event-id"],
+        ),
+        (SchemeName::Checkout, CHECKOUT_KEY, &["Cko-Signature"]),
+        (SchemeName::Paddle, PADDLE_SECRET, &["Paddle-Signature"]),
     ];
+
+    /// Every HMAC scheme answers at once.
+    fn verify(
+        provider: &Provider,
+        headers: &[(String, String)],
+        body: &[u8],
+        at: i64,
+    ) -> Result<Verified, Rejection> {
+        let headers = headers.to_vec();
+        let now = chrono::DateTime::from_timestamp(at, 0).unwrap();
+        provider
+            .verify(&headers, body, now)
+            .outcome()
+            .now_or_never()
+            .expect("an HMAC scheme verifies without waiting")
+    }
 
     fn now() -> i64 {
         chrono::Utc::now().timestamp()
@@ -784,35 +817,35 @@ mod properties {
 
         #[test]
         fn random_signature_headers_never_verify_and_never_panic(
-            scheme_index in 0usize..3,
+            scheme_index in 0usize..SCHEMES.len(),
             values in prop::collection::vec(prop::option::of(header_value()), 3),
             body in any::<Vec<u8>>(),
         ) {
             let (name, secret, header_names) = SCHEMES[scheme_index];
-            let secrets = [Secret::new(ACME_OLD_SECRET), Secret::new(secret)];
+            let secrets = [ACME_OLD_SECRET, secret];
             let secrets = if name == SchemeName::StandardWebhooks { &secrets[..] } else { &secrets[1..] };
-            let scheme = scheme_for(name, secrets, Duration::from_secs(300));
+            let scheme = provider_with(name, secrets);
             let headers: Vec<(String, String)> = header_names
                 .iter()
                 .zip(values)
                 .filter_map(|(name, value)| value.map(|v| ((*name).to_owned(), v)))
                 .collect();
-            let verdict = scheme.verify(&headers, &body, now());
+            let verdict = verify(&scheme, &headers, &body, now());
             prop_assert!(verdict.is_err(), "random headers {headers:?} verified: {verdict:?}");
         }
 
         #[test]
         fn a_signature_verifies_its_own_body_and_no_other(
-            scheme_index in 0usize..3,
+            scheme_index in 0usize..SCHEMES.len(),
             event_id in "[A-Za-z0-9_]{1,40}",
             body in any::<Vec<u8>>(),
             flip in any::<prop::sample::Index>(),
         ) {
             let (name, secret, _) = SCHEMES[scheme_index];
-            let scheme = scheme_for(name, &[Secret::new(secret)], Duration::from_secs(300));
+            let scheme = provider_with(name, &[secret]);
             let at = now();
-            let headers = scheme.sign(&event_id, &body, at);
-            prop_assert!(scheme.verify(&headers, &body, at).is_ok(), "a fresh signature must verify");
+            let headers = scheme.sign(&event_id, &body, at).unwrap().headers;
+            prop_assert!(verify(&scheme, &headers, &body, at).is_ok(), "a fresh signature must verify");
             let mut other = body.clone();
             if other.is_empty() {
                 other.push(b'x');
@@ -820,7 +853,7 @@ mod properties {
                 let i = flip.index(other.len());
                 other[i] ^= 0x01;
             }
-            prop_assert!(scheme.verify(&headers, &other, at).is_err(), "a signature verified another body");
+            prop_assert!(verify(&scheme, &headers, &other, at).is_err(), "a signature verified another body");
         }
 
         #[test]
@@ -837,9 +870,18 @@ mod properties {
 
         #[test]
         fn payload_parsers_never_panic_on_any_body(body in payload_body()) {
-            let _ = Parsed::from_body(PayloadFormat::Canonical, &body);
-            let _ = Parsed::from_body(PayloadFormat::Stripe, &body);
-            if let Ok(id) = event_id_from_body(&body) {
+            for format in [
+                PayloadFormat::Canonical, PayloadFormat::Stripe, PayloadFormat::Adyen,
+                PayloadFormat::Square, PayloadFormat::Razorpay, PayloadFormat::Checkout,
+                PayloadFormat::Paddle, PayloadFormat::Paypal,
+            ] {
+                let format = format_for(format);
+                let _ = format.read(&body);
+                if let Ok(id) = format.event_id(&body) {
+                    prop_assert!(check_event_id(&id).is_ok());
+                }
+            }
+            if let Ok(id) = event_id_from_body(&body, IdField::Id) {
                 prop_assert!(check_event_id(&id).is_ok());
             }
         }

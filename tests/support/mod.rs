@@ -7,7 +7,9 @@ pub mod batch;
 pub mod cluster;
 pub mod gateway;
 pub mod ha;
+pub mod payloads;
 pub mod paypal;
+pub mod paypal_host;
 pub mod provider;
 pub mod sign;
 pub mod simulator;
@@ -38,6 +40,21 @@ pub const OTHER_MERCHANT: i64 = 43;
 pub const THIRD: &str = "third";
 pub const THIRD_SECRET: &str = "whsec_dGhpcmQtbWVyY2hhbnQtdGVzdC1zZWNyZXQ=";
 pub const THIRD_MERCHANT: i64 = 44;
+/// The six providers of issue 24 (`all_providers`), for merchant 42 unless said otherwise.
+pub const ADYEN: &str = "adyen";
+/// Adyen HMAC keys are 64 hex characters (this one is ours, not a published one).
+pub const ADYEN_KEY: &str = "1F2E3D4C5B6A79880796A5B4C3D2E1F00112233445566778899AABBCCDDEEFF0";
+pub const SQUARE: &str = "square";
+pub const SQUARE_KEY: &str = "square-signature-key-for-tests";
+/// Square signs its notification URL exactly as registered.
+pub const SQUARE_URL: &str = "https://gateway.test/v1/callbacks/square";
+pub const RAZORPAY: &str = "razorpay";
+pub const RAZORPAY_SECRET: &str = "razorpay-webhook-secret-tests";
+pub const CHECKOUT: &str = "checkout";
+pub const CHECKOUT_KEY: &str = "checkout-signature-key-tests";
+pub const PADDLE: &str = "paddle";
+pub const PADDLE_SECRET: &str = "pdl_ntfset_01test_secret_for_tests";
+pub const PAYPAL: &str = "paypal";
 
 /// The configuration every test app starts from; tests may append to or replace parts.
 pub fn base_config(database_url: &str) -> String {
@@ -83,6 +100,76 @@ payload = "canonical"
 merchant_id = {THIRD_MERCHANT}
 secrets = ["{THIRD_SECRET}"]
 "#
+    )
+}
+
+/// The base providers and the six of issue 24 (merchant 42; PayPal's certificates from the test
+/// binary's own certificate host), for `spawn_app_with` (the providers array is replaced as a
+/// whole); `extra` is appended.
+pub fn all_providers(extra: &str) -> String {
+    format!(
+        r#"
+[[providers]]
+name = "{ACME}"
+scheme = "standard-webhooks"
+payload = "canonical"
+merchant_id = {MERCHANT}
+secrets = ["{ACME_OLD_SECRET}", "{ACME_SECRET}"]
+
+[[providers]]
+name = "{STRIPE}"
+scheme = "stripe"
+payload = "stripe"
+merchant_id = {MERCHANT}
+secrets = ["{STRIPE_SECRET}"]
+
+[[providers]]
+name = "{PLAIN}"
+scheme = "hmac-sha256"
+payload = "canonical"
+merchant_id = {OTHER_MERCHANT}
+secrets = ["{PLAIN_SECRET}"]
+
+[[providers]]
+name = "{THIRD}"
+scheme = "standard-webhooks"
+payload = "canonical"
+merchant_id = {THIRD_MERCHANT}
+secrets = ["{THIRD_SECRET}"]
+
+[[providers]]
+name = "{ADYEN}"
+scheme = "adyen"
+merchant_id = {MERCHANT}
+secrets = ["{ADYEN_KEY}"]
+
+[[providers]]
+name = "{SQUARE}"
+scheme = "square"
+merchant_id = {MERCHANT}
+secrets = ["{SQUARE_KEY}"]
+notification_url = "{SQUARE_URL}"
+
+[[providers]]
+name = "{RAZORPAY}"
+scheme = "razorpay"
+merchant_id = {MERCHANT}
+secrets = ["{RAZORPAY_SECRET}"]
+
+[[providers]]
+name = "{CHECKOUT}"
+scheme = "checkout"
+merchant_id = {MERCHANT}
+secrets = ["{CHECKOUT_KEY}"]
+
+[[providers]]
+name = "{PADDLE}"
+scheme = "paddle"
+merchant_id = {MERCHANT}
+secrets = ["{PADDLE_SECRET}"]
+{paypal}
+{extra}"#,
+        paypal = paypal_host::host().provider_toml(PAYPAL, MERCHANT)
     )
 }
 
@@ -428,10 +515,11 @@ impl TestApp {
         order["id"].as_i64().unwrap()
     }
 
-    /// Posts a callback signed now by `provider`'s first configured secret.
+    /// Posts a callback signed now by `provider`'s first configured secret (for Adyen the
+    /// signatures go into the body's items).
     pub async fn deliver(&self, provider: &str, event_id: &str, body: &str) -> reqwest::Response {
-        let headers = sign::sign_now(provider, event_id, body);
-        self.post_callback(provider, &headers, body).await
+        let (headers, body) = sign::signed_now(provider, event_id, body);
+        self.post_callback(provider, &headers, &body).await
     }
 
     pub async fn post_callback(

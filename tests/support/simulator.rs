@@ -133,7 +133,7 @@ impl Simulator {
         let mut backoff = Duration::from_millis(5);
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
-            let headers = sign::sign_now(event.provider, &event.id, &event.body);
+            let (headers, body) = sign::signed_now(event.provider, &event.id, &event.body);
             let to = targets[attempt % targets.len()];
             let url = format!("{}/v1/callbacks/{}", self.targets[to], event.provider);
             attempt += 1;
@@ -141,7 +141,7 @@ impl Simulator {
                 .client
                 .post(&url)
                 .header("Content-Type", "application/json")
-                .body(event.body.clone());
+                .body(body);
             for (name, value) in &headers {
                 request = request.header(name, value);
             }

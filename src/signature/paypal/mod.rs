@@ -58,7 +58,7 @@ use self::cache::{CertCache, Lookup};
 use self::cert_url::CertUrlPolicy;
 use self::chain::{Chain, Trust};
 use self::fetch::{FetchError, Fetcher};
-use crate::signature::scheme::{HeaderSource, SignatureError, Verified};
+use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Verified};
 
 const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
 const TRANSMISSION_TIME: &str = "PAYPAL-TRANSMISSION-TIME";
@@ -190,7 +190,7 @@ impl PaypalVerifier {
 
     /// Verifies a delivery's headers over its raw body at `now` (module doc: what, in which
     /// order). The headers are read before the first await, so the future does not borrow them
-    /// and is `Send`. The event id is the body's `id` (`header_event_id` is `None`); the
+    /// and is `Send`. The event id is the body's `id` (`naming` is `Body`); the
     /// timestamp is the transmission time.
     pub fn verify<'a>(
         &'a self,
@@ -211,8 +211,8 @@ impl PaypalVerifier {
             let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
             chain::check_signature(leaf, message.as_bytes(), &delivery.signature)?;
             Ok(Verified {
-                timestamp: delivery.transmitted_at.timestamp(),
-                header_event_id: None,
+                timestamp: Some(delivery.transmitted_at.timestamp()),
+                naming: Naming::Body,
             })
         }
     }

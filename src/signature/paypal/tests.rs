@@ -364,8 +364,11 @@ async fn the_vector_delivery_verifies_end_to_end_at_its_time() {
         .verify(&vector_headers(), BODY.as_bytes(), vector_now())
         .await
         .unwrap();
-    assert_eq!(verified.timestamp, at(TRANSMISSION_TIME_VALUE).timestamp());
-    assert_eq!(verified.header_event_id, None);
+    assert_eq!(
+        verified.timestamp,
+        Some(at(TRANSMISSION_TIME_VALUE).timestamp())
+    );
+    assert_eq!(verified.naming, crate::signature::scheme::Naming::Body);
 }
 
 #[tokio::test]

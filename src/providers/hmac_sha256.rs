@@ -1,10 +1,12 @@
 //! Plain HMAC senders: `X-Timestamp: <unix>` and `X-Signature: sha256=<hex>`, the HMAC-SHA256
-//! of `{timestamp}.{body}` keyed with the secret's UTF-8 bytes.
+//! of `{timestamp}.{body}` keyed with the secret's UTF-8 bytes; event id = body `id`. Its
+//! payload is canonical or Stripe's (`payload`), read by those files.
 
-use super::scheme::{
-    HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp,
-};
+use chrono::{DateTime, Utc};
+
+use super::connector::{Connector, Naming, Signed, Unsignable, Verification, Verified};
 use crate::secret::Secret;
+use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
 
 pub struct HmacSha256Scheme {
     keys: Keys,
@@ -16,10 +18,9 @@ impl HmacSha256Scheme {
             keys: Keys::utf8(secrets.iter().map(Secret::expose), tolerance_secs),
         }
     }
-}
 
-impl SignatureScheme for HmacSha256Scheme {
-    fn verify(
+    /// Verifies a delivery's headers over its raw body at unix time `now`.
+    pub fn check(
         &self,
         headers: &dyn HeaderSource,
         body: &[u8],
@@ -39,12 +40,13 @@ impl SignatureScheme for HmacSha256Scheme {
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
         self.keys.check(&parts, timestamp, now, &[candidate])?;
         Ok(Verified {
-            timestamp,
-            header_event_id: None,
+            timestamp: Some(timestamp),
+            naming: Naming::Body,
         })
     }
 
-    fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
+    /// The headers that sign `body` with the first secret at `timestamp`.
+    pub fn sign_headers(&self, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
         let timestamp = timestamp.to_string();
         let parts: [&[u8]; 3] = [timestamp.as_bytes(), b".", body];
         let signature = hex::encode(self.keys.sign(&parts));
@@ -52,6 +54,21 @@ impl SignatureScheme for HmacSha256Scheme {
             ("X-Timestamp".to_owned(), timestamp),
             ("X-Signature".to_owned(), format!("sha256={signature}")),
         ]
+    }
+}
+
+impl Connector for HmacSha256Scheme {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.check(headers, body, now.timestamp()).into()
+    }
+
+    fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
+        Ok(Signed::headers(self.sign_headers(body, timestamp)))
     }
 }
 
@@ -79,12 +96,12 @@ mod tests {
     #[test]
     fn an_independently_computed_signature_verifies() {
         let h = headers("1700000000", &format!("sha256={SIGNATURE}"));
-        assert!(scheme().verify(&h, BODY.as_bytes(), T).is_ok());
+        assert!(scheme().check(&h, BODY.as_bytes(), T).is_ok());
     }
 
     #[test]
     fn signing_matches_an_independent_implementation() {
-        let signed = scheme().sign("ignored", BODY.as_bytes(), T);
+        let signed = scheme().sign_headers(BODY.as_bytes(), T);
         assert_eq!(signed[1].1, format!("sha256={SIGNATURE}"));
     }
 
@@ -93,7 +110,7 @@ mod tests {
         for sig in [SIGNATURE.to_owned(), "sha256=zz".to_owned()] {
             let h = headers("1700000000", &sig);
             assert_eq!(
-                scheme().verify(&h, BODY.as_bytes(), T),
+                scheme().check(&h, BODY.as_bytes(), T),
                 Err(SignatureError::MalformedHeader("X-Signature"))
             );
         }
@@ -103,7 +120,7 @@ mod tests {
     fn the_timestamp_is_part_of_the_signed_content() {
         let h = headers("1700000001", &format!("sha256={SIGNATURE}"));
         assert_eq!(
-            scheme().verify(&h, BODY.as_bytes(), T),
+            scheme().check(&h, BODY.as_bytes(), T),
             Err(SignatureError::NoMatch)
         );
     }

@@ -1,14 +1,15 @@
 //! Standard Webhooks (Svix and others): `webhook-id`, `webhook-timestamp`, `webhook-signature`
 //! (space-separated `v1,<base64>`), signed content `{id}.{timestamp}.{body}`, key = base64
-//! decoding of the secret after its `whsec_` prefix.
+//! decoding of the secret after its `whsec_` prefix; event id = `webhook-id`. Its payload is
+//! canonical or Stripe's (`payload`), read by those files.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, Utc};
 
-use super::scheme::{
-    HeaderSource, Keys, SignatureError, SignatureScheme, Verified, parse_timestamp,
-};
+use super::connector::{Connector, Naming, Signed, Unsignable, Verification, Verified};
 use crate::secret::Secret;
+use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
 
 pub struct StandardWebhooks {
     keys: Keys,
@@ -27,10 +28,9 @@ impl StandardWebhooks {
             },
         }
     }
-}
 
-impl SignatureScheme for StandardWebhooks {
-    fn verify(
+    /// Verifies a delivery's headers over its raw body at unix time `now`.
+    pub fn check(
         &self,
         headers: &dyn HeaderSource,
         body: &[u8],
@@ -59,12 +59,18 @@ impl SignatureScheme for StandardWebhooks {
         let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
         self.keys.check(&parts, timestamp, now, &candidates)?;
         Ok(Verified {
-            timestamp,
-            header_event_id: Some(id.to_owned()),
+            timestamp: Some(timestamp),
+            naming: Naming::Header(id.to_owned()),
         })
     }
 
-    fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
+    /// The headers that sign `body` as event `event_id` with the first secret at `timestamp`.
+    pub fn sign_headers(
+        &self,
+        event_id: &str,
+        body: &[u8],
+        timestamp: i64,
+    ) -> Vec<(String, String)> {
         let timestamp = timestamp.to_string();
         let parts: [&[u8]; 5] = [event_id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
         let signature = format!("v1,{}", STANDARD.encode(self.keys.sign(&parts)));
@@ -73,6 +79,27 @@ impl SignatureScheme for StandardWebhooks {
             ("webhook-timestamp".to_owned(), timestamp),
             ("webhook-signature".to_owned(), signature),
         ]
+    }
+}
+
+impl Connector for StandardWebhooks {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.check(headers, body, now.timestamp()).into()
+    }
+
+    fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
+        Ok(Signed::headers(
+            self.sign_headers(event_id, body, timestamp),
+        ))
+    }
+
+    fn event_id_header(&self) -> Option<&'static str> {
+        Some("webhook-id")
     }
 }
 
@@ -103,28 +130,28 @@ mod tests {
     #[test]
     fn the_published_vector_verifies() {
         let verified = scheme(&[SECRET])
-            .verify(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP)
+            .check(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP)
             .unwrap();
-        assert_eq!(verified.header_event_id.as_deref(), Some(ID));
-        assert_eq!(verified.timestamp, TIMESTAMP);
+        assert_eq!(verified.naming, Naming::Header(ID.to_owned()));
+        assert_eq!(verified.timestamp, Some(TIMESTAMP));
     }
 
     #[test]
     fn signing_reproduces_the_published_vector() {
-        let signed = scheme(&[SECRET]).sign(ID, BODY.as_bytes(), TIMESTAMP);
+        let signed = scheme(&[SECRET]).sign_headers(ID, BODY.as_bytes(), TIMESTAMP);
         assert!(signed.contains(&("webhook-signature".to_owned(), SIGNATURE.to_owned())));
     }
 
     #[test]
     fn one_changed_body_byte_fails() {
         let body = BODY.replace("test_user", "test_usex");
-        let err = scheme(&[SECRET]).verify(&headers(SIGNATURE), body.as_bytes(), TIMESTAMP);
+        let err = scheme(&[SECRET]).check(&headers(SIGNATURE), body.as_bytes(), TIMESTAMP);
         assert_eq!(err, Err(SignatureError::NoMatch));
     }
 
     #[test]
     fn a_rotated_secret_still_verifies_when_listed_second() {
-        let verified = scheme(&["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SECRET]).verify(
+        let verified = scheme(&["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", SECRET]).check(
             &headers(SIGNATURE),
             BODY.as_bytes(),
             TIMESTAMP,
@@ -135,7 +162,7 @@ mod tests {
     #[test]
     fn any_listed_signature_may_match_and_unknown_versions_are_ignored() {
         let list = format!("v1a,abcdef v1,bm9wZQ== {SIGNATURE} v2,zzz");
-        let verified = scheme(&[SECRET]).verify(&headers(&list), BODY.as_bytes(), TIMESTAMP);
+        let verified = scheme(&[SECRET]).check(&headers(&list), BODY.as_bytes(), TIMESTAMP);
         assert!(verified.is_ok());
     }
 
@@ -143,11 +170,11 @@ mod tests {
     fn a_timestamp_outside_tolerance_fails_in_both_directions() {
         let s = scheme(&[SECRET]);
         for now in [TIMESTAMP + 301, TIMESTAMP - 301] {
-            let err = s.verify(&headers(SIGNATURE), BODY.as_bytes(), now);
+            let err = s.check(&headers(SIGNATURE), BODY.as_bytes(), now);
             assert!(matches!(err, Err(SignatureError::OutsideTolerance { .. })));
         }
         assert!(
-            s.verify(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP + 300)
+            s.check(&headers(SIGNATURE), BODY.as_bytes(), TIMESTAMP + 300)
                 .is_ok()
         );
     }
@@ -158,17 +185,17 @@ mod tests {
         let mut h = headers(SIGNATURE);
         h.remove(0);
         assert_eq!(
-            s.verify(&h, BODY.as_bytes(), TIMESTAMP),
+            s.check(&h, BODY.as_bytes(), TIMESTAMP),
             Err(SignatureError::MissingHeader("webhook-id"))
         );
         let mut h = headers(SIGNATURE);
         h[1].1 = "-12".into();
         assert_eq!(
-            s.verify(&h, BODY.as_bytes(), TIMESTAMP),
+            s.check(&h, BODY.as_bytes(), TIMESTAMP),
             Err(SignatureError::MalformedHeader("webhook-timestamp"))
         );
         assert_eq!(
-            s.verify(&headers("garbage"), BODY.as_bytes(), TIMESTAMP),
+            s.check(&headers("garbage"), BODY.as_bytes(), TIMESTAMP),
             Err(SignatureError::NoMatch)
         );
     }

@@ -1,0 +1,291 @@
+//! Paddle Billing: `Paddle-Signature: ts=<unix>;h1=<hex>[;h1=<hex>...]`, the hex HMAC-SHA256
+//! of `{ts}:{raw body}` keyed with the notification destination's secret key (UTF-8 bytes).
+//! During a secret rotation Paddle sends one `h1` per key: any may match. `tolerance_secs`
+//! applies to `ts`. Event id = body `event_id`. Money events: `transaction.completed`,
+//! `transaction.payment_failed`, and `adjustment.created` / `adjustment.updated` of action
+//! `refund` once `approved`; Paddle writes amounts as strings of minor units (`"1180"`).
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::body::{self, IdField, Object, Unusable};
+use super::connector::{
+    Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
+};
+use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::secret::Secret;
+use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
+
+const HEADER: &str = "paddle-signature";
+
+pub struct PaddleScheme {
+    keys: Keys,
+}
+
+impl PaddleScheme {
+    pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
+        Self {
+            keys: Keys::utf8(secrets.iter().map(Secret::expose), tolerance_secs),
+        }
+    }
+
+    /// Verifies a delivery's headers over its raw body at unix time `now`.
+    pub fn check(
+        &self,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Verified, SignatureError> {
+        let header = headers
+            .header(HEADER)
+            .ok_or(SignatureError::MissingHeader("Paddle-Signature"))?;
+        let mut timestamp_text = None;
+        let mut candidates = Vec::new();
+        for item in header.split(';') {
+            let Some((key, value)) = item.trim().split_once('=') else {
+                continue;
+            };
+            match key {
+                "ts" if timestamp_text.is_none() => timestamp_text = Some(value),
+                "ts" => return Err(SignatureError::MalformedHeader("Paddle-Signature")),
+                "h1" => candidates.extend(hex::decode(value).ok()),
+                _ => {}
+            }
+        }
+        let timestamp_text =
+            timestamp_text.ok_or(SignatureError::MalformedHeader("Paddle-Signature"))?;
+        let timestamp = parse_timestamp(timestamp_text, "Paddle-Signature")?;
+        let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b":", body];
+        self.keys.check(&parts, timestamp, now, &candidates)?;
+        Ok(Verified {
+            timestamp: Some(timestamp),
+            naming: Naming::Body,
+        })
+    }
+
+    pub fn sign_headers(&self, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
+        let timestamp = timestamp.to_string();
+        let parts: [&[u8]; 3] = [timestamp.as_bytes(), b":", body];
+        let signature = hex::encode(self.keys.sign(&parts));
+        vec![(
+            "Paddle-Signature".to_owned(),
+            format!("ts={timestamp};h1={signature}"),
+        )]
+    }
+}
+
+impl Connector for PaddleScheme {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.check(headers, body, now.timestamp()).into()
+    }
+
+    fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
+        Ok(Signed::headers(self.sign_headers(body, timestamp)))
+    }
+}
+
+/// Paddle Billing's webhook payload.
+pub struct PaddleFormat;
+
+impl Format for PaddleFormat {
+    fn read(&self, body: &[u8]) -> Reading {
+        body::read(body, "event_type", parse)
+    }
+
+    fn event_id(&self, body: &[u8]) -> Result<String, PayloadError> {
+        body::event_id_from_body(body, IdField::EventId)
+    }
+
+    fn sample(&self, event_type: &str, s: &Sample) -> String {
+        let custom_data = s.order_id.map(|id| json!({"order_id": id.to_string()}));
+        let amount = s.amount_minor.to_string();
+        let (kind, data) = match event_type {
+            "payment.succeeded" | "payment.failed" => {
+                let (kind, status) = if event_type == "payment.succeeded" {
+                    ("transaction.completed", "completed")
+                } else {
+                    ("transaction.payment_failed", "past_due")
+                };
+                let data = json!({"id": s.payment_id, "status": status, "currency_code": s.currency,
+                    "custom_data": custom_data, "origin": "web",
+                    "details": {"totals": {"subtotal": amount, "tax": "0", "total": amount, "grand_total": amount,
+                                           "currency_code": s.currency}}});
+                (kind, data)
+            }
+            "refund.succeeded" => {
+                let data = json!({"id": format!("adj_{}", s.event_id), "action": "refund", "type": "full",
+                    "transaction_id": s.payment_id, "status": "approved", "currency_code": s.currency,
+                    "reason": "sample", "totals": {"subtotal": amount, "tax": "0", "total": amount,
+                                                   "currency_code": s.currency}});
+                ("adjustment.updated", data)
+            }
+            other => (other, json!({})),
+        };
+        json!({"event_id": s.event_id, "event_type": kind, "occurred_at": Utc::now().to_rfc3339(),
+               "notification_id": format!("ntf_{}", s.event_id), "data": data})
+        .to_string()
+    }
+}
+
+fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    let data = match kind {
+        "transaction.completed"
+        | "transaction.payment_failed"
+        | "adjustment.created"
+        | "adjustment.updated" => body.object("data")?,
+        _ => return Ok(Parsed::Ignored("unsupported_event_type")),
+    };
+    let order_id = || -> Result<Option<i64>, PayloadError> {
+        Ok(data
+            .object_if_any("custom_data")?
+            .and_then(|custom| custom.order_id("order_id")))
+    };
+    let event = match kind {
+        "transaction.completed" => {
+            let totals = data.object("details")?.object("totals")?;
+            PaymentEvent::Succeeded {
+                payment_id: data.id("id")?,
+                order_id: order_id()?,
+                amount: totals.amount_in_text("grand_total")?,
+                currency: data.currency("currency_code", false)?,
+            }
+        }
+        "transaction.payment_failed" => PaymentEvent::Failed {
+            payment_id: data.id("id")?,
+            order_id: order_id()?,
+        },
+        _ => {
+            if data.string("action").as_deref() != Some("refund") {
+                return Ok(Parsed::Ignored("unsupported_adjustment"));
+            }
+            // Most live refunds are created pending_approval; adjustment.updated says approved.
+            if data.string("status").as_deref() != Some("approved") {
+                return Ok(Parsed::Ignored("refund_not_approved"));
+            }
+            PaymentEvent::Refunded {
+                payment_id: data.id("transaction_id")?,
+                refund_id: Some(data.id("id")?),
+                refund: RefundAmount::Delta(data.object("totals")?.amount_in_text("total")?),
+                currency: data.currency("currency_code", false)?,
+            }
+        }
+    };
+    Ok(Parsed::Event(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::{AmountMinor, Currency};
+
+    const SECRET: &str = "pdl_ntfset_test_secret_key";
+    const T: i64 = 1_700_000_000;
+
+    fn scheme() -> PaddleScheme {
+        PaddleScheme::new(&[Secret::new(SECRET)], 5)
+    }
+
+    fn read(body: &str) -> Parsed {
+        PaddleFormat.read(body.as_bytes()).parsed
+    }
+
+    #[test]
+    fn any_h1_may_match_during_a_rotation() {
+        let body = br#"{"event_id":"evt_1"}"#;
+        let signed = scheme().sign_headers(body, T);
+        let h1 = signed[0].1.split_once(";h1=").unwrap().1.to_owned();
+        let rotated = vec![(
+            "Paddle-Signature".to_owned(),
+            format!("ts={T};h1={};h1={h1}", "ab".repeat(32)),
+        )];
+        assert!(scheme().check(&rotated, body, T).is_ok());
+    }
+
+    #[test]
+    fn the_tolerance_applies_to_ts_and_ts_is_signed() {
+        let body = br#"{"event_id":"evt_1"}"#;
+        let signed = scheme().sign_headers(body, T);
+        assert!(scheme().check(&signed, body, T + 5).is_ok());
+        assert!(matches!(
+            scheme().check(&signed, body, T + 6),
+            Err(SignatureError::OutsideTolerance { skew_secs: -6 })
+        ));
+        let moved = vec![(
+            "Paddle-Signature".to_owned(),
+            signed[0]
+                .1
+                .replace(&format!("ts={T}"), &format!("ts={}", T + 1)),
+        )];
+        assert_eq!(
+            scheme().check(&moved, body, T),
+            Err(SignatureError::NoMatch)
+        );
+    }
+
+    #[test]
+    fn a_header_without_ts_or_with_two_is_malformed() {
+        for value in ["h1=00", "ts=1;ts=2;h1=00", "garbage"] {
+            let headers = vec![("Paddle-Signature".to_owned(), value.to_owned())];
+            assert_eq!(
+                scheme().check(&headers, b"{}", T),
+                Err(SignatureError::MalformedHeader("Paddle-Signature"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_completed_transaction_is_a_capture_of_its_grand_total() {
+        let body = r#"{"event_id":"evt_1","event_type":"transaction.completed","data":{"id":"txn_1","currency_code":"USD","custom_data":{"order_id":"8"},"details":{"totals":{"total":"1000","grand_total":"1180"}}}}"#;
+        assert_eq!(
+            read(body),
+            Parsed::Event(PaymentEvent::Succeeded {
+                payment_id: "txn_1".into(),
+                order_id: Some(8),
+                amount: AmountMinor::parse(1180).unwrap(),
+                currency: Currency::parse("USD").unwrap(),
+            })
+        );
+        for bad in [r#""11.80""#, "1180", r#""-1""#, r#""""#] {
+            let body = body.replace(r#""1180""#, bad);
+            assert_eq!(
+                match read(&body) {
+                    Parsed::Rejected { reason, .. } => reason,
+                    other => panic!("{bad}: {other:?}"),
+                },
+                "invalid_payload",
+                "{bad}"
+            );
+        }
+        let huge = body.replace(r#""1180""#, &format!("\"1{}\"", "0".repeat(30)));
+        assert!(matches!(
+            read(&huge),
+            Parsed::Rejected {
+                reason: "amount_out_of_range",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn only_approved_refund_adjustments_move_money() {
+        let body = r#"{"event_id":"evt_2","event_type":"adjustment.created","data":{"id":"adj_1","action":"refund","status":"approved","transaction_id":"txn_1","currency_code":"USD","totals":{"total":"500"}}}"#;
+        assert!(matches!(
+            read(body),
+            Parsed::Event(PaymentEvent::Refunded { ref payment_id, ref refund_id, .. })
+                if payment_id == "txn_1" && refund_id.as_deref() == Some("adj_1")
+        ));
+        assert_eq!(
+            read(&body.replace("approved", "pending_approval")),
+            Parsed::Ignored("refund_not_approved")
+        );
+        assert_eq!(
+            read(&body.replace(r#""refund""#, r#""credit""#)),
+            Parsed::Ignored("unsupported_adjustment")
+        );
+    }
+}

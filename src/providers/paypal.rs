@@ -1,0 +1,314 @@
+//! PayPal: SHA256withRSA over `{transmission id}|{transmission time}|{webhook_id}|{CRC-32 of
+//! the raw body}`, with the key of the certificate `PAYPAL-CERT-URL` names (checked by
+//! `signature::paypal`: https, allowed hosts, chain, dates, bounded cache). The gateway holds
+//! no secret, so it cannot sign PayPal deliveries: `send-test-event` and finance replay cannot
+//! send them, and a stored PayPal event is replayed by an admin action instead
+//! (`POST /admin/events/{provider}/{event_id}/replay`). Event id = body `id`.
+//!
+//! Money events: `PAYMENT.CAPTURE.COMPLETED` and `PAYMENT.CAPTURE.DENIED` (the capture is the
+//! `resource`), `PAYMENT.CAPTURE.REFUNDED` (the `resource` is the refund; its capture is named
+//! only by the refund's `up` link). Amounts are decimal strings (`"10.00"`), converted to minor
+//! units with the currency's ISO 4217 exponent exactly.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::body::{self, IdField, Object, Unusable, invalid};
+use super::connector::{
+    Connector, Format, Rejection, Sample, Signed, Unsignable, Verification, Verified,
+};
+use crate::config::{PaypalProviderSettings, ProviderSettings};
+use crate::money::{self, AmountMinor, Currency};
+use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::signature::paypal::{PaypalError, PaypalSettings, PaypalVerifier};
+use crate::signature::scheme::HeaderSource;
+
+pub struct PaypalScheme {
+    /// `None` only if the settings the configuration validated could not be built after all:
+    /// every delivery is then a 503 (logged), never a 401 a provider would not retry.
+    verifier: Option<PaypalVerifier>,
+}
+
+impl PaypalScheme {
+    pub fn new(settings: &ProviderSettings) -> Self {
+        let verifier = settings.paypal.as_ref().and_then(|paypal| {
+            PaypalVerifier::new(verifier_settings(paypal, settings))
+                .inspect_err(|error| tracing::error!(%error, provider = %settings.name, "PayPal verifier not built"))
+                .ok()
+        });
+        Self { verifier }
+    }
+}
+
+/// The verifier's settings from the provider's: PayPal's own, with the transmission time
+/// allowed to be as old as the retry window and `tolerance_secs` ahead.
+pub fn verifier_settings(
+    paypal: &PaypalProviderSettings,
+    provider: &ProviderSettings,
+) -> PaypalSettings {
+    PaypalSettings {
+        webhook_id: paypal.webhook_id.clone(),
+        cert_url_hosts: paypal.cert_url_hosts.clone(),
+        extra_roots_pem: paypal
+            .extra_roots_pem
+            .as_ref()
+            .map(|pem| pem.as_bytes().to_vec()),
+        max_age: provider.retry_window,
+        tolerance: provider.tolerance,
+    }
+}
+
+impl Connector for PaypalScheme {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        let Some(verifier) = &self.verifier else {
+            return Verification::Done(Err(Rejection::Unavailable(
+                "the PayPal verifier could not be built from its settings".into(),
+            )));
+        };
+        let check = verifier.verify(headers, body, now);
+        Verification::Pending(Box::pin(async move {
+            match check.await {
+                // A retry may carry the first attempt's transmission time, so its age is not
+                // clock skew: it is kept out of the skew metric (and its alert).
+                Ok(verified) => Ok(Verified {
+                    timestamp: None,
+                    ..verified
+                }),
+                Err(PaypalError::Refused(error)) => Err(Rejection::Refused(error)),
+                Err(PaypalError::CertificateUnavailable(why)) => Err(Rejection::Unavailable(why)),
+            }
+        }))
+    }
+
+    fn sign(&self, _event_id: &str, _body: &[u8], _timestamp: i64) -> Result<Signed, Unsignable> {
+        Err(Unsignable(
+            "PayPal signs with its own private key (SHA256withRSA, certificate at PAYPAL-CERT-URL); \
+             the gateway holds no key to sign with. Replay a stored PayPal event with \
+             POST /admin/events/{provider}/{event_id}/replay"
+                .into(),
+        ))
+    }
+}
+
+/// PayPal's webhook events (v2 payments).
+pub struct PaypalFormat;
+
+impl Format for PaypalFormat {
+    fn read(&self, body: &[u8]) -> Reading {
+        body::read(body, "event_type", parse)
+    }
+
+    fn event_id(&self, body: &[u8]) -> Result<String, PayloadError> {
+        body::event_id_from_body(body, IdField::Id)
+    }
+
+    fn sample(&self, event_type: &str, s: &Sample) -> String {
+        let value = Currency::parse(&s.currency)
+            .and_then(|c| money::major_units(i128::from(s.amount_minor), c.code()))
+            .unwrap_or_else(|| s.amount_minor.to_string());
+        let amount = json!({"currency_code": s.currency, "value": value});
+        let (kind, resource) = match event_type {
+            "payment.succeeded" | "payment.failed" => {
+                let (kind, status) = if event_type == "payment.succeeded" {
+                    ("PAYMENT.CAPTURE.COMPLETED", "COMPLETED")
+                } else {
+                    ("PAYMENT.CAPTURE.DENIED", "DECLINED")
+                };
+                let mut capture = json!({"id": s.payment_id, "status": status, "amount": amount,
+                    "final_capture": true});
+                if let Some(order_id) = s.order_id {
+                    capture["custom_id"] = json!(order_id.to_string());
+                }
+                (kind, capture)
+            }
+            "refund.succeeded" => (
+                "PAYMENT.CAPTURE.REFUNDED",
+                json!({"id": format!("RF{}", s.event_id), "status": "COMPLETED", "amount": amount,
+                       "links": [
+                           {"href": format!("https://api.paypal.com/v2/payments/refunds/RF{}", s.event_id), "rel": "self", "method": "GET"},
+                           {"href": format!("https://api.paypal.com/v2/payments/captures/{}", s.payment_id), "rel": "up", "method": "GET"}]}),
+            ),
+            other => (other, json!({})),
+        };
+        json!({"id": s.event_id, "event_version": "1.0", "create_time": Utc::now().to_rfc3339(),
+               "resource_type": "capture", "resource_version": "2.0", "event_type": kind,
+               "summary": "sample", "resource": resource})
+        .to_string()
+    }
+}
+
+fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "PAYMENT.CAPTURE.COMPLETED" | "PAYMENT.CAPTURE.DENIED" | "PAYMENT.CAPTURE.REFUNDED"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
+    let resource = body.object("resource")?;
+    let event = match kind {
+        "PAYMENT.CAPTURE.COMPLETED" => {
+            let (amount, currency) = amount_of(&resource)?;
+            PaymentEvent::Succeeded {
+                payment_id: resource.id("id")?,
+                order_id: resource.order_id("custom_id"),
+                amount,
+                currency,
+            }
+        }
+        "PAYMENT.CAPTURE.DENIED" => PaymentEvent::Failed {
+            payment_id: resource.id("id")?,
+            order_id: resource.order_id("custom_id"),
+        },
+        _ => {
+            let (amount, currency) = amount_of(&resource)?;
+            PaymentEvent::Refunded {
+                payment_id: refunded_capture(&resource)?,
+                refund_id: Some(resource.id("id")?),
+                refund: RefundAmount::Delta(amount),
+                currency,
+            }
+        }
+    };
+    Ok(Parsed::Event(event))
+}
+
+/// A PayPal `Money`: `currency_code` and a decimal `value`, as ISO 4217 minor units.
+fn amount_of(resource: &Object<'_>) -> Result<(AmountMinor, Currency), Unusable> {
+    let amount = resource.object("amount")?;
+    let currency = amount.currency("currency_code", false)?;
+    Ok((amount.decimal_amount("value", currency)?, currency))
+}
+
+/// The capture a refund refunds: the last path segment of its `up` link
+/// (`.../v2/payments/captures/{capture id}`), the only place PayPal's refund resource names it.
+fn refunded_capture(refund: &Object<'_>) -> Result<String, PayloadError> {
+    let path = refund.path_of("links");
+    let up = refund
+        .objects("links")?
+        .into_iter()
+        .find(|link| link.string("rel").as_deref() == Some("up"))
+        .and_then(|link| link.string("href"))
+        .ok_or_else(|| invalid(format!("{path} has no \"up\" link to the refunded capture")))?;
+    let capture = up
+        .split_once("/captures/")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default())
+        .filter(|id| crate::text::storable(id, crate::payments::event::MAX_EVENT_ID_LEN))
+        .ok_or_else(|| {
+            invalid(format!(
+                "{path}'s \"up\" link does not name a capture (.../captures/{{id}})"
+            ))
+        })?;
+    Ok(capture.to_owned())
+}
+
+/// Whether a vector of the shared fixtures verifies (its certificate's dates aside).
+#[cfg(test)]
+pub(crate) fn verifies_vector(vector: &serde_json::Value, body: &[u8]) -> bool {
+    let headers: Vec<(String, String)> = vector["headers"]
+        .as_object()
+        .map(|h| {
+            h.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pem = vector["cert_pem"].as_str().unwrap_or_default();
+    let webhook_id = vector["webhook_id"].as_str().unwrap_or_default();
+    crate::signature::paypal::check_vector(pem.as_bytes(), webhook_id, &headers, body).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(body: &str) -> Parsed {
+        PaypalFormat.read(body.as_bytes()).parsed
+    }
+
+    fn capture(value: &str, currency: &str) -> String {
+        format!(
+            r#"{{"id":"WH-1","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{{"id":"CAP1","status":"COMPLETED","custom_id":"3","amount":{{"currency_code":"{currency}","value":"{value}"}}}}}}"#
+        )
+    }
+
+    fn reason(parsed: Parsed) -> &'static str {
+        match parsed {
+            Parsed::Rejected { reason, .. } | Parsed::Ignored(reason) => reason,
+            Parsed::Event(event) => panic!("{event:?}"),
+        }
+    }
+
+    #[test]
+    fn decimal_amounts_become_minor_units_with_the_iso_exponent_exactly() {
+        for (value, currency, minor) in [
+            ("10.00", "USD", 1000),
+            ("10", "USD", 1000),
+            ("0.5", "USD", 50),
+            ("19.99", "EUR", 1999),
+            ("100", "JPY", 100),
+            ("1.234", "BHD", 1234),
+            ("00012.30", "USD", 1230),
+        ] {
+            assert!(
+                matches!(
+                    read(&capture(value, currency)),
+                    Parsed::Event(PaymentEvent::Succeeded { amount, order_id: Some(3), .. }) if amount.get() == minor
+                ),
+                "{value} {currency}"
+            );
+        }
+    }
+
+    #[test]
+    fn more_decimals_than_the_currency_has_is_invalid_amount() {
+        for (value, currency) in [("10.001", "USD"), ("100.0", "JPY"), ("1.2345", "BHD")] {
+            assert_eq!(
+                reason(read(&capture(value, currency))),
+                "invalid_amount",
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_zero_and_huge_decimals_are_not_amounts() {
+        for value in [
+            "", ".5", "5.", "-1.00", "1e3", "1,00", " 1.00", "0.00", "abc",
+        ] {
+            assert_eq!(
+                reason(read(&capture(value, "USD"))),
+                "invalid_payload",
+                "{value:?}"
+            );
+        }
+        let huge = format!("1{}.00", "0".repeat(40));
+        assert_eq!(reason(read(&capture(&huge, "USD"))), "amount_out_of_range");
+        assert_eq!(
+            reason(read(&capture("10000000000000.01", "USD"))),
+            "amount_out_of_range"
+        );
+    }
+
+    #[test]
+    fn a_refund_names_its_capture_by_its_up_link() {
+        let body = r#"{"id":"WH-2","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"id":"RF1","amount":{"currency_code":"USD","value":"2.50"},"links":[{"rel":"self","href":"https://api.paypal.com/v2/payments/refunds/RF1"},{"rel":"up","href":"https://api.paypal.com/v2/payments/captures/CAP1"}]}}"#;
+        assert!(matches!(
+            read(body),
+            Parsed::Event(PaymentEvent::Refunded { ref payment_id, ref refund_id, refund: RefundAmount::Delta(amount), .. })
+                if payment_id == "CAP1" && refund_id.as_deref() == Some("RF1") && amount.get() == 250
+        ));
+        let without = body.replace(r#""rel":"up""#, r#""rel":"parent""#);
+        assert_eq!(reason(read(&without)), "invalid_payload");
+    }
+
+    #[test]
+    fn the_gateway_cannot_sign_for_paypal() {
+        let scheme = PaypalScheme { verifier: None };
+        assert!(scheme.sign("WH-1", b"{}", 0).is_err());
+    }
+}

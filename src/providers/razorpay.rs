@@ -1,0 +1,236 @@
+//! Razorpay: `X-Razorpay-Signature`, the hex HMAC-SHA256 of the raw body keyed with the
+//! webhook secret's UTF-8 bytes; no timestamp is signed. The event id travels in the header
+//! `x-razorpay-event-id`, not in the body: a delivery without it cannot be keyed (400
+//! `invalid_payload`, nothing stored). Money events: `payment.captured`, `payment.failed`
+//! (`payload.payment.entity`) and `refund.processed` (`payload.refund.entity`).
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::body::{self, Object, Unusable};
+use super::connector::{
+    Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
+};
+use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::secret::Secret;
+use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
+
+const SIGNATURE: &str = "x-razorpay-signature";
+const EVENT_ID: &str = "x-razorpay-event-id";
+
+pub struct RazorpayScheme {
+    keys: Keys,
+}
+
+impl RazorpayScheme {
+    pub fn new(secrets: &[Secret]) -> Self {
+        Self {
+            keys: Keys::utf8(secrets.iter().map(Secret::expose), 0),
+        }
+    }
+
+    /// Verifies a delivery's signature over its raw body, then takes its event id header.
+    pub fn check(
+        &self,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+    ) -> Result<Verified, SignatureError> {
+        let signature = headers
+            .header(SIGNATURE)
+            .ok_or(SignatureError::MissingHeader("X-Razorpay-Signature"))?;
+        let candidate = hex::decode(signature.trim())
+            .map_err(|_| SignatureError::MalformedHeader("X-Razorpay-Signature"))?;
+        self.keys.check_untimed(&[body], &[candidate])?;
+        let naming = match headers.header(EVENT_ID) {
+            Some(id) => Naming::Header(id.to_owned()),
+            None => Naming::MissingHeader(EVENT_ID),
+        };
+        Ok(Verified {
+            timestamp: None,
+            naming,
+        })
+    }
+
+    pub fn sign_headers(&self, event_id: &str, body: &[u8]) -> Vec<(String, String)> {
+        vec![
+            (
+                "X-Razorpay-Signature".to_owned(),
+                hex::encode(self.keys.sign(&[body])),
+            ),
+            ("x-razorpay-event-id".to_owned(), event_id.to_owned()),
+        ]
+    }
+}
+
+impl Connector for RazorpayScheme {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        _now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.check(headers, body).into()
+    }
+
+    fn sign(&self, event_id: &str, body: &[u8], _timestamp: i64) -> Result<Signed, Unsignable> {
+        Ok(Signed::headers(self.sign_headers(event_id, body)))
+    }
+
+    fn event_id_header(&self) -> Option<&'static str> {
+        Some(EVENT_ID)
+    }
+}
+
+/// Razorpay's webhook payload.
+pub struct RazorpayFormat;
+
+impl Format for RazorpayFormat {
+    fn read(&self, body: &[u8]) -> Reading {
+        body::read(body, "event", parse)
+    }
+
+    fn event_id(&self, _body: &[u8]) -> Result<String, PayloadError> {
+        Err(PayloadError::new(format!(
+            "Razorpay names its events in the {EVENT_ID} header, not in the body"
+        )))
+    }
+
+    fn sample(&self, event_type: &str, s: &Sample) -> String {
+        let notes = match s.order_id {
+            Some(order_id) => json!({"order_id": order_id.to_string()}),
+            None => json!([]),
+        };
+        let (kind, contains, payload) = match event_type {
+            "payment.succeeded" | "payment.failed" => {
+                let (kind, status) = if event_type == "payment.succeeded" {
+                    ("payment.captured", "captured")
+                } else {
+                    ("payment.failed", "failed")
+                };
+                let payment = json!({"id": s.payment_id, "entity": "payment", "amount": s.amount_minor,
+                    "currency": s.currency, "status": status, "captured": status == "captured",
+                    "method": "card", "notes": notes});
+                (
+                    kind,
+                    json!(["payment"]),
+                    json!({"payment": {"entity": payment}}),
+                )
+            }
+            "refund.succeeded" => {
+                let refund = json!({"id": format!("rfnd_{}", s.event_id), "entity": "refund",
+                    "amount": s.amount_minor, "currency": s.currency, "payment_id": s.payment_id,
+                    "status": "processed"});
+                (
+                    "refund.processed",
+                    json!(["refund"]),
+                    json!({"refund": {"entity": refund}}),
+                )
+            }
+            other => (other, json!([]), json!({})),
+        };
+        json!({"entity": "event", "account_id": "acc_test", "event": kind, "contains": contains,
+               "payload": payload, "created_at": Utc::now().timestamp()})
+        .to_string()
+    }
+}
+
+fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "payment.captured" | "payment.failed" | "refund.processed"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
+    let payload = body.object("payload")?;
+    let event = if kind == "refund.processed" {
+        let refund = payload.object("refund")?.object("entity")?;
+        PaymentEvent::Refunded {
+            payment_id: refund.id("payment_id")?,
+            refund_id: Some(refund.id("id")?),
+            refund: RefundAmount::Delta(refund.amount("amount")?),
+            currency: refund.currency("currency", false)?,
+        }
+    } else {
+        let payment = payload.object("payment")?.object("entity")?;
+        // Razorpay sends empty notes as `[]`, which names no order.
+        let order_id = payment
+            .object_if_any("notes")?
+            .and_then(|notes| notes.order_id("order_id"));
+        if kind == "payment.captured" {
+            PaymentEvent::Succeeded {
+                payment_id: payment.id("id")?,
+                order_id,
+                amount: payment.amount("amount")?,
+                currency: payment.currency("currency", false)?,
+            }
+        } else {
+            PaymentEvent::Failed {
+                payment_id: payment.id("id")?,
+                order_id,
+            }
+        }
+    };
+    Ok(Parsed::Event(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::{AmountMinor, Currency};
+
+    fn read(body: &str) -> Parsed {
+        RazorpayFormat.read(body.as_bytes()).parsed
+    }
+
+    #[test]
+    fn the_event_id_comes_from_its_header_and_its_absence_is_told_apart() {
+        let scheme = RazorpayScheme::new(&[Secret::new("razorpay-webhook-secret")]);
+        let body = br#"{"event":"payment.captured"}"#;
+        let mut headers = scheme.sign_headers("evt_R1", body);
+        assert_eq!(
+            scheme.check(&headers, body).map(|v| v.naming),
+            Ok(Naming::Header("evt_R1".into()))
+        );
+        headers.retain(|(name, _)| !name.eq_ignore_ascii_case(EVENT_ID));
+        assert_eq!(
+            scheme.check(&headers, body).map(|v| v.naming),
+            Ok(Naming::MissingHeader(EVENT_ID))
+        );
+        assert_eq!(
+            scheme.check(&headers, br#"{"event":"payment.failed"}"#),
+            Err(SignatureError::NoMatch)
+        );
+    }
+
+    #[test]
+    fn a_captured_payment_is_a_capture_of_notes_order_id() {
+        let body = r#"{"entity":"event","event":"payment.captured","payload":{"payment":{"entity":{"id":"pay_1","amount":50000,"currency":"INR","status":"captured","notes":{"order_id":"12"}}}}}"#;
+        assert_eq!(
+            read(body),
+            Parsed::Event(PaymentEvent::Succeeded {
+                payment_id: "pay_1".into(),
+                order_id: Some(12),
+                amount: AmountMinor::parse(50000).unwrap(),
+                currency: Currency::parse("INR").unwrap(),
+            })
+        );
+        let empty_notes = body.replace(r#"{"order_id":"12"}"#, "[]");
+        assert!(matches!(
+            read(&empty_notes),
+            Parsed::Event(PaymentEvent::Succeeded { order_id: None, .. })
+        ));
+    }
+
+    #[test]
+    fn a_processed_refund_names_its_payment_and_refund_id() {
+        let body = r#"{"event":"refund.processed","payload":{"refund":{"entity":{"id":"rfnd_1","payment_id":"pay_1","amount":100,"currency":"INR"}}}}"#;
+        assert!(matches!(
+            read(body),
+            Parsed::Event(PaymentEvent::Refunded { ref refund_id, .. }) if refund_id.as_deref() == Some("rfnd_1")
+        ));
+        assert_eq!(
+            read(r#"{"event":"payment.authorized","payload":{}}"#),
+            Parsed::Ignored("unsupported_event_type")
+        );
+    }
+}

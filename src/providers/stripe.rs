@@ -1,0 +1,252 @@
+//! Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...]`, signed content `{t}.{body}`,
+//! key = the UTF-8 bytes of the whole secret string (no decoding); event id = body `id`. Its
+//! payload (`payload = "stripe"`): `payment_intent.succeeded` (`data.object`: `id`,
+//! `amount_received`, lowercase `currency`, `metadata.order_id`), `payment_intent.payment_failed`,
+//! `charge.refunded` (`payment_intent`, cumulative `amount_refunded`: the difference is posted).
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::body::{self, IdField, Object, Unusable};
+use super::connector::{
+    Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
+};
+use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::secret::Secret;
+use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
+
+const HEADER: &str = "stripe-signature";
+
+pub struct StripeScheme {
+    keys: Keys,
+}
+
+impl StripeScheme {
+    pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
+        Self {
+            keys: Keys::utf8(secrets.iter().map(Secret::expose), tolerance_secs),
+        }
+    }
+
+    /// Verifies a delivery's headers over its raw body at unix time `now`.
+    pub fn check(
+        &self,
+        headers: &dyn HeaderSource,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Verified, SignatureError> {
+        let header = headers
+            .header(HEADER)
+            .ok_or(SignatureError::MissingHeader("Stripe-Signature"))?;
+        let mut timestamp_text = None;
+        let mut candidates = Vec::new();
+        for item in header.split(',') {
+            let Some((key, value)) = item.trim().split_once('=') else {
+                continue;
+            };
+            match key {
+                "t" if timestamp_text.is_none() => timestamp_text = Some(value),
+                "t" => return Err(SignatureError::MalformedHeader("Stripe-Signature")),
+                // Stripe lists one v1 per active secret; v0 and unknown schemes are ignored.
+                "v1" => candidates.extend(hex::decode(value).ok()),
+                _ => {}
+            }
+        }
+        let timestamp_text =
+            timestamp_text.ok_or(SignatureError::MalformedHeader("Stripe-Signature"))?;
+        let timestamp = parse_timestamp(timestamp_text, "Stripe-Signature")?;
+        let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
+        self.keys.check(&parts, timestamp, now, &candidates)?;
+        Ok(Verified {
+            timestamp: Some(timestamp),
+            naming: Naming::Body,
+        })
+    }
+
+    /// The header that signs `body` with the first secret at `timestamp`.
+    pub fn sign_headers(&self, body: &[u8], timestamp: i64) -> Vec<(String, String)> {
+        let timestamp = timestamp.to_string();
+        let parts: [&[u8]; 3] = [timestamp.as_bytes(), b".", body];
+        let signature = hex::encode(self.keys.sign(&parts));
+        vec![(
+            "Stripe-Signature".to_owned(),
+            format!("t={timestamp},v1={signature}"),
+        )]
+    }
+}
+
+impl Connector for StripeScheme {
+    fn verify<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.check(headers, body, now.timestamp()).into()
+    }
+
+    fn sign(&self, _event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
+        Ok(Signed::headers(self.sign_headers(body, timestamp)))
+    }
+}
+
+/// Stripe's payload format.
+pub struct StripeFormat;
+
+/// A body in Stripe's format.
+pub fn read(body: &[u8]) -> Reading {
+    body::read(body, "type", parse)
+}
+
+impl Format for StripeFormat {
+    fn read(&self, body: &[u8]) -> Reading {
+        read(body)
+    }
+
+    fn event_id(&self, body: &[u8]) -> Result<String, PayloadError> {
+        body::event_id_from_body(body, IdField::Id)
+    }
+
+    fn sample(&self, event_type: &str, s: &Sample) -> String {
+        let stripe_type = match event_type {
+            "payment.succeeded" => "payment_intent.succeeded",
+            "payment.failed" => "payment_intent.payment_failed",
+            "refund.succeeded" => "charge.refunded",
+            other => other,
+        };
+        let metadata = match s.order_id {
+            Some(order_id) => json!({"order_id": order_id.to_string()}),
+            None => json!({}),
+        };
+        let object = if stripe_type == "charge.refunded" {
+            json!({"id": format!("ch_{}", s.payment_id), "object": "charge", "payment_intent": s.payment_id,
+                   "amount_refunded": s.amount_minor, "currency": s.currency.to_lowercase(), "metadata": metadata})
+        } else {
+            json!({"id": s.payment_id, "object": "payment_intent", "amount_received": s.amount_minor,
+                   "currency": s.currency.to_lowercase(), "metadata": metadata})
+        };
+        json!({"id": s.event_id, "object": "event", "type": stripe_type, "data": {"object": object}})
+            .to_string()
+    }
+}
+
+fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "payment_intent.succeeded" | "payment_intent.payment_failed" | "charge.refunded"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
+    let object = body.object("data")?.object("object")?;
+    let order_id = || -> Result<Option<i64>, PayloadError> {
+        Ok(object
+            .object_if_any("metadata")?
+            .and_then(|metadata| metadata.order_id("order_id")))
+    };
+    let event = match kind {
+        "payment_intent.succeeded" => PaymentEvent::Succeeded {
+            payment_id: object.id("id")?,
+            order_id: order_id()?,
+            amount: object.amount("amount_received")?,
+            currency: object.currency("currency", true)?,
+        },
+        "payment_intent.payment_failed" => PaymentEvent::Failed {
+            payment_id: object.id("id")?,
+            order_id: order_id()?,
+        },
+        _ => {
+            // A charge of the legacy Charges API has no PaymentIntent, so no payment the
+            // gateway could have captured.
+            if object.member("payment_intent").is_none() {
+                return Ok(Parsed::Ignored("no_payment_intent"));
+            }
+            let refunded = object.total("amount_refunded")?;
+            PaymentEvent::Refunded {
+                payment_id: object.id("payment_intent")?,
+                refund_id: None,
+                refund: RefundAmount::Cumulative(refunded),
+                currency: object.currency("currency", true)?,
+            }
+        }
+    };
+    Ok(Parsed::Event(event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Computed independently: printf '1700000000.{"id":"evt_1"}' | openssl dgst -sha256 -hmac whsec_test_secret
+    const SECRET: &str = "whsec_test_secret";
+    const BODY: &str = r#"{"id":"evt_1"}"#;
+    const SIGNATURE: &str = "248a374f50f943a28b0f6ab50faf9a7e7e29b710fa26df9fb1618b9bf8ea9c9a";
+    const T: i64 = 1_700_000_000;
+
+    fn scheme(secrets: &[&str]) -> StripeScheme {
+        let secrets: Vec<Secret> = secrets.iter().map(|s| Secret::new(*s)).collect();
+        StripeScheme::new(&secrets, 300)
+    }
+
+    fn header(value: &str) -> Vec<(String, String)> {
+        vec![("Stripe-Signature".into(), value.into())]
+    }
+
+    #[test]
+    fn the_whole_secret_string_is_the_key_without_decoding() {
+        let h = header(&format!("t={T},v1={SIGNATURE}"));
+        assert!(scheme(&[SECRET]).check(&h, BODY.as_bytes(), T).is_ok());
+    }
+
+    #[test]
+    fn signing_matches_an_independent_implementation() {
+        let signed = scheme(&[SECRET]).sign_headers(BODY.as_bytes(), T);
+        assert_eq!(signed[0].1, format!("t={T},v1={SIGNATURE}"));
+    }
+
+    #[test]
+    fn any_v1_may_match_and_v0_is_ignored() {
+        let h = header(&format!("t={T},v0=00ff,v1=deadbeef,v1={SIGNATURE}"));
+        assert!(
+            scheme(&["other", SECRET])
+                .check(&h, BODY.as_bytes(), T)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_tampered_body_or_a_wrong_secret_fails() {
+        let h = header(&format!("t={T},v1={SIGNATURE}"));
+        assert_eq!(
+            scheme(&[SECRET]).check(&h, br#"{"id":"evt_2"}"#, T),
+            Err(SignatureError::NoMatch)
+        );
+        assert_eq!(
+            scheme(&["whsec_other"]).check(&h, BODY.as_bytes(), T),
+            Err(SignatureError::NoMatch)
+        );
+    }
+
+    #[test]
+    fn a_header_without_timestamp_or_with_two_is_malformed() {
+        let s = scheme(&[SECRET]);
+        for value in [
+            format!("v1={SIGNATURE}"),
+            format!("t={T},t={T},v1={SIGNATURE}"),
+            "garbage".into(),
+        ] {
+            assert_eq!(
+                s.check(&header(&value), BODY.as_bytes(), T),
+                Err(SignatureError::MalformedHeader("Stripe-Signature"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_stale_timestamp_fails() {
+        let h = header(&format!("t={T},v1={SIGNATURE}"));
+        assert!(matches!(
+            scheme(&[SECRET]).check(&h, BODY.as_bytes(), T + 3600),
+            Err(SignatureError::OutsideTolerance { skew_secs: -3600 })
+        ));
+    }
+}

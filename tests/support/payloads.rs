@@ -1,0 +1,118 @@
+//! Test bodies of each provider, written for these tests from the providers' documentation
+//! (docs/providers.md names each field): a capture, a refund, a failed payment and a type the
+//! gateway does not handle, with the event id the gateway keys them by.
+
+use super::{ACME, ADYEN, CHECKOUT, PADDLE, PAYPAL, PLAIN, RAZORPAY, SQUARE, STRIPE, THIRD};
+
+/// What a test event says.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// `amount` captured for `order` (`None`: the body names no order).
+    Capture {
+        order: Option<i64>,
+        amount: i64,
+        currency: &'static str,
+    },
+    /// `amount` refunded under the refund id `refund_id` (Stripe: the cumulative total).
+    Refund {
+        amount: i64,
+        currency: &'static str,
+        refund_id: String,
+    },
+    Failed {
+        order: i64,
+    },
+    /// A type the gateway does not handle.
+    Unhandled,
+}
+
+/// One provider event: the id the gateway keys it by (for Razorpay and Standard Webhooks the
+/// id travels in a header the signer sets), and its body (Adyen's still unsigned).
+#[derive(Debug, Clone)]
+pub struct Payload {
+    pub event_id: String,
+    pub body: String,
+}
+
+/// `amount` minor units of `currency` as a decimal string (PayPal).
+pub fn decimal(amount: i64, currency: &str) -> String {
+    match currency {
+        "JPY" | "KRW" => amount.to_string(),
+        _ => format!("{}.{:02}", amount / 100, amount % 100),
+    }
+}
+
+/// An event `n` of `provider` about payment `payment`, saying `kind`.
+pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
+    let id = format!("evt_{provider}_{n}");
+    let order_text =
+        |order: Option<i64>| order.map_or_else(|| "none".to_owned(), |o| o.to_string());
+    let body = match provider {
+        ACME | PLAIN | THIRD => match kind {
+            Kind::Capture { order, amount, currency } => {
+                let order = order.map_or_else(String::new, |o| format!(r#","order_id":{o}"#));
+                format!(r#"{{"id":"{id}","type":"payment.succeeded","data":{{"payment_id":"{payment}","amount_minor":{amount},"currency":"{currency}"{order}}}}}"#)
+            }
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","type":"refund.succeeded","data":{{"payment_id":"{payment}","refund_id":"{refund_id}","amount_minor":{amount},"currency":"{currency}"}}}}"#),
+            Kind::Failed { order } => format!(r#"{{"id":"{id}","type":"payment.failed","data":{{"payment_id":"{payment}","order_id":{order}}}}}"#),
+            Kind::Unhandled => format!(r#"{{"id":"{id}","type":"customer.created","data":{{"id":"cus_{n}"}}}}"#),
+        },
+        STRIPE => match kind {
+            Kind::Capture { order, amount, currency } => format!(r#"{{"id":"{id}","object":"event","type":"payment_intent.succeeded","data":{{"object":{{"id":"{payment}","object":"payment_intent","amount_received":{amount},"currency":"{}","metadata":{{"order_id":"{}"}}}}}}}}"#, currency.to_lowercase(), order_text(*order)),
+            Kind::Refund { amount, currency, .. } => format!(r#"{{"id":"{id}","object":"event","type":"charge.refunded","data":{{"object":{{"id":"ch_{payment}","object":"charge","payment_intent":"{payment}","amount_refunded":{amount},"currency":"{}"}}}}}}"#, currency.to_lowercase()),
+            Kind::Failed { order } => format!(r#"{{"id":"{id}","object":"event","type":"payment_intent.payment_failed","data":{{"object":{{"id":"{payment}","metadata":{{"order_id":"{order}"}}}}}}}}"#),
+            Kind::Unhandled => format!(r#"{{"id":"{id}","object":"event","type":"customer.created","data":{{"object":{{"id":"cus_{n}"}}}}}}"#),
+        },
+        ADYEN => {
+            let (item, event_id) = match kind {
+                Kind::Capture { order, amount, currency } => (format!(r#"{{"pspReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"{}","amount":{{"value":{amount},"currency":"{currency}"}},"eventCode":"AUTHORISATION","success":"true","eventDate":"2026-12-01T10:00:00+01:00","paymentMethod":"mc"}}"#, order_text(*order)), format!("{payment}:AUTHORISATION:true")),
+                Kind::Refund { amount, currency, refund_id } => (format!(r#"{{"pspReference":"{refund_id}","originalReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"refund-{n}","amount":{{"value":{amount},"currency":"{currency}"}},"eventCode":"REFUND","success":"true","eventDate":"2026-12-01T10:05:00+01:00"}}"#), format!("{refund_id}:REFUND:true")),
+                Kind::Failed { order } => (format!(r#"{{"pspReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"{order}","amount":{{"value":100,"currency":"USD"}},"eventCode":"AUTHORISATION","success":"false","reason":"Refused"}}"#), format!("{payment}:AUTHORISATION:false")),
+                Kind::Unhandled => (format!(r#"{{"pspReference":"rep_{n}","merchantAccountCode":"GatewayTest","merchantReference":"","amount":{{"value":0,"currency":"EUR"}},"eventCode":"REPORT_AVAILABLE","success":"true","reason":"https://ca-test.adyen.com/report.csv"}}"#), format!("rep_{n}:REPORT_AVAILABLE:true")),
+            };
+            return Payload {
+                event_id,
+                body: format!(r#"{{"live":"false","notificationItems":[{{"NotificationRequestItem":{item}}}]}}"#),
+            };
+        }
+        SQUARE => match kind {
+            Kind::Capture { order, amount, currency } => format!(r#"{{"merchant_id":"MLGW","type":"payment.updated","event_id":"{id}","created_at":"2026-12-01T10:00:00Z","data":{{"type":"payment","id":"{payment}","object":{{"payment":{{"id":"{payment}","status":"COMPLETED","reference_id":"{}","source_type":"CARD","amount_money":{{"amount":{amount},"currency":"{currency}"}},"total_money":{{"amount":{amount},"currency":"{currency}"}}}}}}}}}}"#, order_text(*order)),
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"merchant_id":"MLGW","type":"refund.updated","event_id":"{id}","created_at":"2026-12-01T10:05:00Z","data":{{"type":"refund","id":"{refund_id}","object":{{"refund":{{"id":"{refund_id}","payment_id":"{payment}","status":"COMPLETED","amount_money":{{"amount":{amount},"currency":"{currency}"}}}}}}}}}}"#),
+            Kind::Failed { order } => format!(r#"{{"merchant_id":"MLGW","type":"payment.updated","event_id":"{id}","data":{{"type":"payment","id":"{payment}","object":{{"payment":{{"id":"{payment}","status":"FAILED","reference_id":"{order}","amount_money":{{"amount":100,"currency":"USD"}}}}}}}}}}"#),
+            Kind::Unhandled => format!(r#"{{"merchant_id":"MLGW","type":"customer.created","event_id":"{id}","data":{{"type":"customer","id":"C{n}","object":{{"customer":{{"id":"C{n}"}}}}}}}}"#),
+        },
+        RAZORPAY => match kind {
+            Kind::Capture { order, amount, currency } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"payment.captured","contains":["payment"],"payload":{{"payment":{{"entity":{{"id":"{payment}","entity":"payment","amount":{amount},"currency":"{currency}","status":"captured","captured":true,"notes":{{"order_id":"{}"}}}}}}}},"created_at":1764583200}}"#, order_text(*order)),
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"refund.processed","contains":["refund","payment"],"payload":{{"refund":{{"entity":{{"id":"{refund_id}","entity":"refund","amount":{amount},"currency":"{currency}","payment_id":"{payment}","status":"processed"}}}}}},"created_at":1764583500}}"#),
+            Kind::Failed { order } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"payment.failed","contains":["payment"],"payload":{{"payment":{{"entity":{{"id":"{payment}","amount":100,"currency":"INR","status":"failed","notes":{{"order_id":"{order}"}}}}}}}}}}"#),
+            Kind::Unhandled => r#"{"entity":"event","account_id":"acc_GW","event":"order.paid","contains":["order"],"payload":{"order":{"entity":{"id":"order_1"}}}}"#.to_owned(),
+        },
+        CHECKOUT => match kind {
+            Kind::Capture { order, amount, currency } => format!(r#"{{"id":"{id}","type":"payment_captured","version":"1.0.33","created_on":"2026-12-01T10:00:00Z","data":{{"id":"{payment}","action_id":"act_{n}","reference":"{}","amount":{amount},"currency":"{currency}","response_code":"10000"}}}}"#, order_text(*order)),
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","type":"payment_refunded","version":"1.0.33","created_on":"2026-12-01T10:05:00Z","data":{{"id":"{payment}","action_id":"{refund_id}","amount":{amount},"currency":"{currency}","response_code":"10000"}}}}"#),
+            Kind::Failed { order } => format!(r#"{{"id":"{id}","type":"payment_declined","data":{{"id":"{payment}","reference":"{order}","amount":100,"currency":"USD","response_code":"20005"}}}}"#),
+            Kind::Unhandled => format!(r#"{{"id":"{id}","type":"payment_approved","data":{{"id":"{payment}","amount":1,"currency":"USD"}}}}"#),
+        },
+        PADDLE => match kind {
+            Kind::Capture { order, amount, currency } => {
+                let custom = order.map_or_else(|| "null".to_owned(), |o| format!(r#"{{"order_id":"{o}"}}"#));
+                format!(r#"{{"event_id":"{id}","event_type":"transaction.completed","occurred_at":"2026-12-01T10:00:00Z","notification_id":"ntf_{n}","data":{{"id":"{payment}","status":"completed","currency_code":"{currency}","custom_data":{custom},"details":{{"totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}","grand_total":"{amount}"}}}}}}}}"#)
+            }
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"event_id":"{id}","event_type":"adjustment.created","occurred_at":"2026-12-01T10:05:00Z","notification_id":"ntf_{n}","data":{{"id":"{refund_id}","action":"refund","type":"partial","transaction_id":"{payment}","status":"approved","currency_code":"{currency}","reason":"requested","totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}"}}}}}}"#),
+            Kind::Failed { order } => format!(r#"{{"event_id":"{id}","event_type":"transaction.payment_failed","notification_id":"ntf_{n}","data":{{"id":"{payment}","status":"past_due","currency_code":"USD","custom_data":{{"order_id":"{order}"}}}}}}"#),
+            Kind::Unhandled => format!(r#"{{"event_id":"{id}","event_type":"customer.created","notification_id":"ntf_{n}","data":{{"id":"ctm_{n}","email":"a@b.example"}}}}"#),
+        },
+        PAYPAL => match kind {
+            Kind::Capture { order, amount, currency } => {
+                let custom = order.map_or_else(String::new, |o| format!(r#","custom_id":"{o}""#));
+                format!(r#"{{"id":"{id}","event_version":"1.0","create_time":"2026-12-01T10:00:00Z","resource_type":"capture","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.COMPLETED","summary":"Payment completed","resource":{{"id":"{payment}","status":"COMPLETED","final_capture":true,"amount":{{"currency_code":"{currency}","value":"{}"}}{custom}}}}}"#, decimal(*amount, currency))
+            }
+            Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","event_version":"1.0","create_time":"2026-12-01T10:05:00Z","resource_type":"refund","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.REFUNDED","summary":"A refund","resource":{{"id":"{refund_id}","status":"COMPLETED","amount":{{"currency_code":"{currency}","value":"{}"}},"links":[{{"href":"https://api.paypal.com/v2/payments/refunds/{refund_id}","rel":"self","method":"GET"}},{{"href":"https://api.paypal.com/v2/payments/captures/{payment}","rel":"up","method":"GET"}}]}}}}"#, decimal(*amount, currency)),
+            Kind::Failed { order } => format!(r#"{{"id":"{id}","event_version":"1.0","resource_type":"capture","event_type":"PAYMENT.CAPTURE.DENIED","resource":{{"id":"{payment}","status":"DECLINED","custom_id":"{order}","amount":{{"currency_code":"USD","value":"1.00"}}}}}}"#),
+            Kind::Unhandled => format!(r#"{{"id":"{id}","event_version":"1.0","resource_type":"checkout-order","event_type":"CHECKOUT.ORDER.APPROVED","resource":{{"id":"ORD{n}"}}}}"#),
+        },
+        other => panic!("no test payloads for provider {other}"),
+    };
+    // Razorpay's bodies name no event id: its header carries `id` (the signer sets it).
+    Payload { event_id: id, body }
+}
