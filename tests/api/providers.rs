@@ -6,13 +6,14 @@
 use callback_gateway::config::{SchemeName, Settings};
 use callback_gateway::providers::Provider;
 
+use crate::support::gateway::GatewayProcess;
 use crate::support::payloads::{Kind, Payload, payload};
 use crate::support::paypal::OTHER_SIGNING_KEY_PEM;
 use crate::support::paypal_host;
 use crate::support::sign::{provider_with, scheme_of, signed_at, signed_now};
 use crate::support::{
-    ADMIN_TOKEN, ADYEN, CHECKOUT, MERCHANT, PADDLE, PAYPAL, RAZORPAY, SQUARE, SQUARE_URL, TestApp,
-    all_providers, answer, spawn_app_with,
+    ACME, ADMIN_TOKEN, ADYEN, CHECKOUT, MERCHANT, PADDLE, PAYPAL, RAZORPAY, SQUARE, SQUARE_URL,
+    STRIPE, TestApp, all_providers, answer, connect, spawn_app_with,
 };
 
 fn json(body: &str) -> serde_json::Value {
@@ -223,31 +224,29 @@ async fn an_unhandled_type_is_acked_ignored(provider: &str) {
 fn wrong_key(scheme: SchemeName) -> &'static str {
     match scheme {
         SchemeName::Adyen => "00112233445566778899AABBCCDDEEFF00112233445566778899AABBCCDDEEFF",
+        // base64 of "not-the-configured-signing-key"
+        SchemeName::StandardWebhooks => "whsec_bm90LXRoZS1jb25maWd1cmVkLXNpZ25pbmcta2V5",
         _ => "not-the-configured-signing-key",
     }
 }
 
-async fn a_tampered_body_and_a_wrong_key_are_401_and_write_nothing(provider: &str) {
-    let app = app().await;
-    let order = app.create_order(MERCHANT, 2500, "USD").await;
-    let event = payload(provider, "1", "pay_1", &capture(order, 2500));
+/// The forged deliveries of `event` (whose body names `payment`) every provider refuses with
+/// 401: the body changed after signing, a signature by another key of the right shape, and no
+/// signature at all.
+fn forgeries(
+    provider: &str,
+    event: &Payload,
+    payment: &str,
+) -> [(&'static str, Headers, String); 3] {
     let scheme = if provider == PAYPAL {
         SchemeName::Paypal
     } else {
         scheme_of(provider).0
     };
-
     let (headers, body) = signed_now(provider, &event.event_id, &event.body);
-    let tampered = body.replacen("pay_1", "pay_2", 1);
+    let tampered = body.replacen(payment, &format!("{payment}x"), 1);
     assert_ne!(tampered, body);
-    let (status, _, text) = answer(app.post_callback(provider, &headers, &tampered).await).await;
-    assert_eq!(
-        (status, json(&text)["error"].as_str()),
-        (401, Some("invalid_signature")),
-        "{provider} tampered: {text}"
-    );
-
-    let (wrong_headers, body) = if provider == PAYPAL {
+    let wrong = if provider == PAYPAL {
         // A signature by another key, naming the certificate the allowed host serves.
         let headers = paypal_host::headers(
             OTHER_SIGNING_KEY_PEM,
@@ -267,15 +266,30 @@ async fn a_tampered_body_and_a_wrong_key_are_401_and_write_nothing(provider: &st
         let body = String::from_utf8(signed.body_or(event.body.as_bytes()).to_vec()).unwrap();
         (signed.headers, body)
     };
-    let (status, _, text) = answer(app.post_callback(provider, &wrong_headers, &body).await).await;
-    assert_eq!(
-        (status, json(&text)["error"].as_str()),
-        (401, Some("invalid_signature")),
-        "{provider} wrong key: {text}"
-    );
+    [
+        ("tampered", headers, tampered),
+        ("wrong key", wrong.0, wrong.1),
+        ("unsigned", Vec::new(), event.body.clone()),
+    ]
+}
 
-    let (status, _, text) = answer(app.post_callback(provider, &[], &event.body).await).await;
-    assert_eq!(status, 401, "{provider} unsigned: {text}");
+type Headers = Vec<(String, String)>;
+
+async fn a_tampered_body_and_a_wrong_key_are_401_and_write_nothing(provider: &str) {
+    let app = app().await;
+    let order = app.create_order(MERCHANT, 2500, "USD").await;
+    let event = payload(provider, "1", "pay_1", &capture(order, 2500));
+    for (what, headers, body) in forgeries(provider, &event, "pay_1") {
+        let (status, _, text) = answer(app.post_callback(provider, &headers, &body).await).await;
+        assert_eq!(status, 401, "{provider} {what}: {text}");
+        if what != "unsigned" {
+            assert_eq!(
+                json(&text)["error"],
+                "invalid_signature",
+                "{provider} {what}: {text}"
+            );
+        }
+    }
     assert_nothing_written(&app, provider).await;
     assert_eq!(app.order_status(order).await, "pending_payment");
 }
@@ -961,5 +975,209 @@ async fn adyen_an_item_in_flight_elsewhere_is_409_the_others_are_stored_and_the_
     assert_eq!(
         count(&app, "SELECT count(*) FROM ledger_transfers").await,
         2
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The same stories through the real binary
+// ---------------------------------------------------------------------------------------
+
+/// The answer of the real gateway process at `address` to `provider`'s delivery.
+async fn post_to(
+    client: &reqwest::Client,
+    address: &str,
+    provider: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> (u16, bool, String) {
+    let mut request = client
+        .post(format!("{address}/v1/callbacks/{provider}"))
+        .header("Content-Type", "application/json")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    answer(request.send().await.unwrap()).await
+}
+
+/// The deliveries each scheme refuses for a reason of its own, with the status it must get:
+/// Square signed over a notification URL one character off, Paddle's `ts` past the tolerance,
+/// Razorpay without its event-id header, PayPal naming a certificate URL off the allowlist.
+fn scheme_failures(provider: &str, event: &Payload) -> Vec<(&'static str, u16, Headers)> {
+    match provider {
+        SQUARE => {
+            let url = format!("{}X", &SQUARE_URL[..SQUARE_URL.len() - 1]);
+            let text = format!(
+                "[[providers]]\nname = \"s\"\nscheme = \"square\"\nmerchant_id = 1\nsecrets = [\"{}\"]\nnotification_url = \"{url}\"\n",
+                crate::support::SQUARE_KEY
+            );
+            let settings =
+                Settings::from_toml(&text, &callback_gateway::config::ProcessEnv).unwrap();
+            let signed = Provider::new(settings.providers[0].clone())
+                .sign(&event.event_id, event.body.as_bytes(), 0)
+                .unwrap();
+            vec![("notification URL one character off", 401, signed.headers)]
+        }
+        PADDLE => {
+            let late = chrono::Utc::now().timestamp() - 301;
+            let (headers, _) = signed_at(PADDLE, &event.event_id, &event.body, late);
+            vec![("ts outside the tolerance", 401, headers)]
+        }
+        RAZORPAY => {
+            let (mut headers, _) = signed_now(RAZORPAY, &event.event_id, &event.body);
+            headers.retain(|(name, _)| !name.eq_ignore_ascii_case("x-razorpay-event-id"));
+            vec![("no event-id header", 400, headers)]
+        }
+        PAYPAL => [
+            "https://paypal.com.evil.example/cert",
+            "https://127.0.0.1:9/cert",
+        ]
+        .into_iter()
+        .map(|url| {
+            let headers = paypal_host::headers(
+                crate::support::paypal::SIGNING_KEY_PEM,
+                url,
+                &event.body,
+                chrono::Utc::now(),
+            );
+            ("certificate URL off the allowlist", 401, headers)
+        })
+        .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One `callback-gateway serve` process with every provider configured, on one database. For
+/// each provider of merchant 42: the forgeries and the scheme's own failures are refused and
+/// write nothing; then a signed capture applies and its redelivery is the same bytes, a refund
+/// applies and an unhandled type is acked `ignored`; the books hold exactly those movements.
+#[tokio::test]
+async fn through_the_real_binary_every_provider_posts_once_replays_the_same_bytes_and_refuses_forgeries()
+ {
+    let gateway = GatewayProcess::spawn(&all_providers("")).await;
+    let address = gateway.address();
+    let db = connect(&gateway.database_url).await;
+    let client = reqwest::Client::new();
+    let count = |sql: String, provider: &'static str| {
+        let db = &db;
+        async move {
+            db.query_one(&sql, &[&provider])
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+        }
+    };
+    for (n, provider) in [
+        ACME, STRIPE, PAYPAL, ADYEN, SQUARE, RAZORPAY, CHECKOUT, PADDLE,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let order: i64 = db
+            .query_one(
+                "INSERT INTO orders (user_id, amount_minor, currency) VALUES ($1, 2500, 'USD') RETURNING id",
+                &[&MERCHANT],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let payment = format!("pay_bin_{n}");
+        let event = payload(provider, "1", &payment, &capture(order, 2500));
+
+        for (what, headers, body) in forgeries(provider, &event, &payment) {
+            let (status, _, text) = post_to(&client, &address, provider, &headers, &body).await;
+            assert_eq!(status, 401, "{provider} {what}: {text}");
+        }
+        for (what, expected, headers) in scheme_failures(provider, &event) {
+            let (status, _, text) =
+                post_to(&client, &address, provider, &headers, &event.body).await;
+            assert_eq!(status, expected, "{provider} {what}: {text}");
+        }
+        for table in ["callback_deliveries", "ledger_transfers"] {
+            assert_eq!(
+                count(
+                    format!("SELECT count(*) FROM {table} WHERE provider = $1"),
+                    provider
+                )
+                .await,
+                0,
+                "{provider}: a refused delivery writes nothing to {table}"
+            );
+        }
+
+        let (headers, body) = signed_now(provider, &event.event_id, &event.body);
+        let (status, replayed, first) = post_to(&client, &address, provider, &headers, &body).await;
+        assert_acked(provider, status, &first, &event.event_id);
+        assert!(!replayed, "{provider}");
+        let (status, replayed, again) = post_to(&client, &address, provider, &headers, &body).await;
+        assert_eq!((status, replayed), (200, true), "{provider}: {again}");
+        assert_eq!(again, first, "{provider}: a replay is the same bytes");
+
+        let refund = payload(
+            provider,
+            "2",
+            &payment,
+            &Kind::Refund {
+                amount: 1000,
+                currency: "USD",
+                refund_id: format!("re_bin_{n}"),
+            },
+        );
+        let unhandled = payload(provider, "9", &format!("pay_bin_9_{n}"), &Kind::Unhandled);
+        for event in [&refund, &unhandled] {
+            let (headers, body) = signed_now(provider, &event.event_id, &event.body);
+            let (status, _, text) = post_to(&client, &address, provider, &headers, &body).await;
+            assert_acked(provider, status, &text, &event.event_id);
+        }
+
+        let outcomes: Vec<(String, Option<String>)> = db
+            .query(
+                "SELECT outcome, reason FROM callback_deliveries WHERE provider = $1 ORDER BY id",
+                &[&provider],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(
+            outcomes.iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
+            ["applied", "applied", "ignored"],
+            "{provider}: {outcomes:?}"
+        );
+        assert_eq!(
+            outcomes[2].1.as_deref(),
+            Some("unsupported_event_type"),
+            "{provider}"
+        );
+        assert_eq!(
+            count(
+                "SELECT count(*) FROM ledger_transfers WHERE provider = $1".into(),
+                provider
+            )
+            .await,
+            2,
+            "{provider}: one capture and one refund posted"
+        );
+        let clearing: i64 = db
+            .query_one(
+                "SELECT coalesce(sum(amount_minor), 0)::bigint FROM ledger_entries WHERE account = 'psp_clearing:' || $1",
+                &[&provider],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(clearing, 1500, "{provider}: 2500 captured, 1000 refunded");
+        let status: String = db
+            .query_one("SELECT status FROM orders WHERE id = $1", &[&order])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(status, "partially_refunded", "{provider}");
+    }
+    assert!(
+        gateway.error_causes().is_empty(),
+        "{:?}",
+        gateway.error_causes()
     );
 }
