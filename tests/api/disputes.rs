@@ -9,10 +9,11 @@ use serde_json::Value;
 
 use crate::refunds::{json, post_refund, refund_body};
 use crate::support::gateway::GatewayProcess;
+use crate::support::payloads::{self, Kind, Payload};
 use crate::support::provider::FakeProvider;
 use crate::support::{
-    ACME, ADMIN_TOKEN, MERCHANT, STRIPE, TestApp, answer, connect, refund_config, sign,
-    spawn_app_with, until_lock_waiters_on,
+    ACME, ADMIN_TOKEN, MERCHANT, PADDLE, STRIPE, TestApp, all_providers, answer, connect,
+    refund_config, sign, spawn_app_with, until_lock_waiters_on,
 };
 
 /// A real gateway process and a connection to its database.
@@ -1095,4 +1096,229 @@ async fn the_attention_list_of_disputes_reads_its_partial_index_at_200k_disputes
         "closed, reinstated disputes are not listed"
     );
     assert_eq!(disputes[0]["dispute_id"], "dp_1000", "newest first");
+}
+
+// ---------------------------------------------------------------------------------------
+// The new providers' dispute events, through the real binary
+// ---------------------------------------------------------------------------------------
+
+impl Gateway {
+    /// Posts `event` signed as `provider` signs it now (Adyen's signature inside the body,
+    /// PayPal's from the test certificate host); the status, replay flag, body, and what was
+    /// sent.
+    async fn deliver_event(
+        &self,
+        provider: &str,
+        event: &Payload,
+    ) -> (u16, bool, String, Vec<(String, String)>, String) {
+        let (headers, body) = sign::signed_now(provider, &event.event_id, &event.body);
+        let (status, replayed, text) = self.post_signed(provider, &headers, &body).await;
+        (status, replayed, text, headers, body)
+    }
+
+    async fn post_signed(
+        &self,
+        provider: &str,
+        headers: &[(String, String)],
+        body: &str,
+    ) -> (u16, bool, String) {
+        let mut request = self
+            .client
+            .post(format!(
+                "{}/v1/callbacks/{provider}",
+                self.process.address()
+            ))
+            .header("Content-Type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        answer(request.send().await.unwrap()).await
+    }
+
+    /// The ack stored for `provider`'s event (for Adyen the item's own, behind `[accepted]`).
+    async fn stored_ack(&self, provider: &str, event_id: &str) -> Value {
+        let record: Value = self
+            .client
+            .get(format!(
+                "{}/admin/idempotency/{MERCHANT}/payment.callback/{provider}:{event_id}",
+                self.process.address()
+            ))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        record["response_body"].clone()
+    }
+
+    /// Delivers `event` and expects it stored with `outcome`; returns its stored ack.
+    async fn expect(&self, provider: &str, event: &Payload, outcome: &str) -> Value {
+        let (status, _, text, _, _) = self.deliver_event(provider, event).await;
+        assert_eq!(status, 200, "{provider} {}: {text}", event.event_id);
+        let ack = self.stored_ack(provider, &event.event_id).await;
+        assert_eq!(ack["outcome"], outcome, "{provider}: {ack}");
+        ack
+    }
+
+    /// (payment status, order status, disputed_minor) of `payment` and `order`.
+    async fn statuses_of(&self, payment: &str, order: i64) -> (String, String, i64) {
+        let row = self
+            .db
+            .query_one(
+                "SELECT p.status, o.status, p.disputed_minor FROM payments p, orders o \
+                 WHERE p.payment_id = $1 AND o.id = $2",
+                &[&payment, &order],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    }
+}
+
+/// A signed withdrawal of `provider` posts one chargeback with the books checked, its
+/// redelivery is the stored answer byte for byte and moves nothing, and (where the provider has
+/// one) its reinstatement posts one chargeback_reversal that gives the amount back.
+async fn a_providers_chargeback_posts_once_and_its_reinstatement_gives_it_back(provider: &str) {
+    let gateway = Gateway::with_config(&all_providers("")).await;
+    let clearing = format!("psp_clearing:{provider}");
+    let clearing = clearing.as_str();
+    let order = gateway.order(5000).await;
+    // Paddle names a chargeback by its transaction (the payment); the others by their own id.
+    let payment = format!("pay{order}");
+    let dispute = if provider == PADDLE {
+        payment.clone()
+    } else {
+        format!("dsp{order}")
+    };
+    let capture = payloads::payload(
+        provider,
+        "cap",
+        &payment,
+        &Kind::Capture {
+            order: Some(order),
+            amount: 5000,
+            currency: "USD",
+        },
+    );
+    gateway.expect(provider, &capture, "applied").await;
+    assert_eq!(
+        gateway.books().await,
+        books(&[(clearing, 5000), ("merchant_payable", -5000)])
+    );
+
+    let fee = if payloads::books_dispute_fees(provider) {
+        1500
+    } else {
+        0
+    };
+    let withdrawal = payloads::payload(
+        provider,
+        "cb",
+        &payment,
+        &Kind::Withdrawal {
+            dispute_id: dispute.clone(),
+            amount: 5000,
+            fee,
+            currency: "USD",
+        },
+    );
+    let (status, replayed, first, headers, body) =
+        gateway.deliver_event(provider, &withdrawal).await;
+    assert_eq!((status, replayed), (200, false), "{provider}: {first}");
+    let ack = gateway.stored_ack(provider, &withdrawal.event_id).await;
+    assert_eq!(ack["outcome"], "applied", "{provider}: {ack}");
+    assert_eq!(
+        gateway.books().await,
+        books(&[(clearing, -fee), ("dispute_fees", fee)]),
+        "{provider}: clearing -(amount + fee), merchant_payable +amount, dispute_fees +fee"
+    );
+    assert_eq!(
+        gateway.statuses_of(&payment, order).await,
+        ("disputed".into(), "disputed".into(), 5000),
+        "{provider}"
+    );
+    let chargebacks = format!(
+        "SELECT count(*) FROM ledger_transfers WHERE kind = 'chargeback' AND provider = '{provider}' AND dispute_id = '{dispute}'"
+    );
+    assert_eq!(gateway.count(&chargebacks).await, 1, "{provider}");
+
+    // The provider's redelivery: the same bytes, replayed, and nothing moves.
+    let (status, replayed, again) = gateway.post_signed(provider, &headers, &body).await;
+    assert_eq!(
+        (status, replayed, again.as_str()),
+        (200, true, first.as_str()),
+        "{provider}: a redelivery is the stored answer"
+    );
+    assert_eq!(gateway.count(&chargebacks).await, 1, "{provider}");
+    assert_eq!(
+        gateway.books().await,
+        books(&[(clearing, -fee), ("dispute_fees", fee)]),
+        "{provider}"
+    );
+    let attention = gateway.attention().await;
+    assert_eq!(
+        attention["disputes"][0]["dispute_id"], dispute,
+        "{provider}: the open dispute is in attention: {attention}"
+    );
+
+    if !payloads::reinstates(provider) {
+        return;
+    }
+    let reinstatement = payloads::payload(
+        provider,
+        "cbr",
+        &payment,
+        &Kind::Reinstatement {
+            dispute_id: dispute.clone(),
+            amount: 5000,
+            currency: "USD",
+        },
+    );
+    gateway.expect(provider, &reinstatement, "applied").await;
+    assert_eq!(
+        gateway
+            .count(&format!(
+                "SELECT count(*) FROM ledger_transfers WHERE kind = 'chargeback_reversal' AND provider = '{provider}' AND dispute_id = '{dispute}'"
+            ))
+            .await,
+        1,
+        "{provider}"
+    );
+    assert_eq!(
+        gateway.books().await,
+        books(&[
+            (clearing, 5000 - fee),
+            ("merchant_payable", -5000),
+            ("dispute_fees", fee)
+        ]),
+        "{provider}: the amount is back, the fee stays paid"
+    );
+    assert_eq!(
+        gateway.statuses_of(&payment, order).await,
+        ("succeeded".into(), "paid".into(), 0),
+        "{provider}"
+    );
+}
+
+macro_rules! every_new_provider {
+    ($($module:ident => $provider:expr),* $(,)?) => {$(
+        mod $module {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_chargeback_posts_once_its_redelivery_replays_and_its_reinstatement_gives_it_back() {
+                super::a_providers_chargeback_posts_once_and_its_reinstatement_gives_it_back($provider).await;
+            }
+        }
+    )*};
+}
+
+every_new_provider! {
+    adyen => crate::support::ADYEN,
+    square => crate::support::SQUARE,
+    razorpay => crate::support::RAZORPAY,
+    checkout => crate::support::CHECKOUT,
+    paddle => crate::support::PADDLE,
+    paypal => crate::support::PAYPAL,
 }

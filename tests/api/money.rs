@@ -776,7 +776,8 @@ mod simulated {
     }
 
     /// A seeded mix for all nine providers (each scheme, each payload format): captures, holds,
-    /// failures, refunds (some reported again under another event id), unhandled types.
+    /// failures, refunds (some reported again under another event id), chargebacks (with their
+    /// fees where the provider gives one) and reinstatements, unhandled types.
     async fn nine_world(db: &tokio_postgres::Client, seed: u64) -> NineWorld {
         use crate::support::payloads::{Kind, payload};
         use crate::support::{ADYEN, CHECKOUT, PADDLE, PAYPAL, RAZORPAY, SQUARE, STRIPE};
@@ -787,6 +788,8 @@ mod simulated {
             transfers: 0,
             held_payments: 0,
         };
+        // (payment, is its capture, event)
+        let mut tagged: Vec<(String, bool, Event)> = Vec::new();
         let providers: [(&'static str, i64); 9] = [
             (ACME, MERCHANT),
             (STRIPE, MERCHANT),
@@ -799,15 +802,21 @@ mod simulated {
             (PAYPAL, MERCHANT),
         ];
         for (provider, merchant) in providers {
-            let push = |events: &mut Vec<Event>, n: String, payment: &str, kind: Kind| {
-                let p = payload(provider, &n, payment, &kind);
-                events.push(Event {
-                    provider,
-                    id: p.event_id,
-                    body: p.body,
-                    amount_minor: 0,
-                });
-            };
+            let push =
+                |events: &mut Vec<(String, bool, Event)>, n: String, payment: &str, kind: Kind| {
+                    let p = payload(provider, &n, payment, &kind);
+                    let capture = matches!(kind, Kind::Capture { .. });
+                    events.push((
+                        payment.to_owned(),
+                        capture,
+                        Event {
+                            provider,
+                            id: p.event_id,
+                            body: p.body,
+                            amount_minor: 0,
+                        },
+                    ));
+                };
             for i in 0..24 {
                 let amount: i64 = rng.random_range(100..10_000);
                 let currency: &'static str = if rng.random_bool(0.5) { "USD" } else { "EUR" };
@@ -828,7 +837,7 @@ mod simulated {
                 let roll: f64 = rng.random();
                 let (captured, held) = if roll < 0.65 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount),
@@ -836,7 +845,7 @@ mod simulated {
                     (amount, false)
                 } else if roll < 0.75 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount + 1),
@@ -844,7 +853,7 @@ mod simulated {
                     (amount + 1, true)
                 } else if roll < 0.82 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(900_000_000 + i), amount),
@@ -852,13 +861,13 @@ mod simulated {
                     (amount, true)
                 } else if roll < 0.90 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_fail"),
                         &pay,
                         Kind::Failed { order },
                     );
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount),
@@ -877,6 +886,7 @@ mod simulated {
                     moved.held_captured += captured;
                     world.held_payments += 1;
                 }
+                let mut refunded_here = 0;
                 if rng.random_bool(0.5) {
                     let first = rng.random_range(1..=captured / 2);
                     // Stripe reports refunds cumulatively: one, so no older total can arrive late.
@@ -894,30 +904,102 @@ mod simulated {
                             currency,
                             refund_id: format!("re_{provider}_{i}_{n}"),
                         };
-                        push(&mut world.events, format!("{i}_ref{n}"), &pay, kind.clone());
+                        push(&mut tagged, format!("{i}_ref{n}"), &pay, kind.clone());
                         // The same refund reported again under another event id (Adyen's id is
                         // the refund's own pspReference, so it cannot be).
                         if provider != ADYEN && provider != STRIPE && rng.random_bool(0.3) {
-                            push(&mut world.events, format!("{i}_ref{n}_again"), &pay, kind);
+                            push(&mut tagged, format!("{i}_ref{n}_again"), &pay, kind);
                         }
                         world.transfers += 1;
+                        refunded_here += refund;
                         moved.refunded += refund;
                         if held {
                             moved.held_refunded += refund;
                         }
                     }
                 }
+                // A chargeback of at most what the refunds leave (so every refund fits in
+                // whichever order the events arrive), given back in half the cases where the
+                // provider has a reinstatement; each provider's own dispute events.
+                if captured > refunded_here && rng.random_bool(0.35) {
+                    let disputed = rng.random_range(1..=captured - refunded_here);
+                    let fee = if crate::support::payloads::books_dispute_fees(provider) {
+                        rng.random_range(0..=1500)
+                    } else {
+                        0
+                    };
+                    // Paddle names a chargeback by its transaction.
+                    let dispute_id = if provider == PADDLE {
+                        pay.clone()
+                    } else {
+                        format!("dp_{provider}_{i}")
+                    };
+                    push(
+                        &mut tagged,
+                        format!("{i}_cb"),
+                        &pay,
+                        Kind::Withdrawal {
+                            dispute_id: dispute_id.clone(),
+                            amount: disputed,
+                            fee,
+                            currency,
+                        },
+                    );
+                    world.transfers += 1;
+                    moved.withdrawn += disputed;
+                    moved.fees += fee;
+                    if held {
+                        moved.held_withdrawn += disputed;
+                    }
+                    if crate::support::payloads::reinstates(provider) && rng.random_bool(0.5) {
+                        push(
+                            &mut tagged,
+                            format!("{i}_cbr"),
+                            &pay,
+                            Kind::Reinstatement {
+                                dispute_id,
+                                amount: disputed,
+                                currency,
+                            },
+                        );
+                        world.transfers += 1;
+                        moved.reinstated += disputed;
+                        if held {
+                            moved.held_reinstated += disputed;
+                        }
+                    }
+                }
             }
             for i in 0..4 {
                 push(
-                    &mut world.events,
+                    &mut tagged,
                     format!("other_{i}"),
                     &format!("pay_{provider}_other_{i}"),
                     Kind::Unhandled,
                 );
             }
         }
-        world.events.shuffle(&mut rng);
+        // Shuffled, then kept near their capture: an event that needs its capture (a refund, a
+        // chargeback, a reinstatement) lands in the block of 24 positions its capture fell in,
+        // in any order inside it. Out of order still (a refund often comes before its capture),
+        // but never so far ahead that the 64 deliveries in flight could all be waiting for
+        // captures not yet sent.
+        tagged.shuffle(&mut rng);
+        let captured_at: std::collections::HashMap<String, usize> = tagged
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, capture, _))| *capture)
+            .map(|(i, (payment, _, _))| (payment.clone(), i))
+            .collect();
+        let mut keyed: Vec<(usize, Event)> = tagged
+            .into_iter()
+            .enumerate()
+            .map(|(i, (payment, _, event))| {
+                (captured_at.get(&payment).copied().unwrap_or(i) / 24, event)
+            })
+            .collect();
+        keyed.sort_by_key(|(block, _)| *block);
+        world.events = keyed.into_iter().map(|(_, event)| event).collect();
         world
     }
 
@@ -968,15 +1050,31 @@ mod simulated {
                      WHERE merchant_id = {merchant} AND currency = '{currency}' AND account = 'psp_clearing:{provider}'"
                 ))
                 .await,
-                moved.captured - moved.refunded,
-                "{provider} {currency}: what the provider holds"
+                moved.captured - moved.refunded - moved.withdrawn - moved.fees + moved.reinstated,
+                "{provider} {currency}: what the provider holds: captured - refunded - withdrawn - fees + reinstated"
             );
             let total = per_merchant.entry((*merchant, currency)).or_default();
             total.captured += moved.captured;
             total.refunded += moved.refunded;
+            total.withdrawn += moved.withdrawn;
+            total.fees += moved.fees;
+            total.reinstated += moved.reinstated;
             total.held_captured += moved.held_captured;
             total.held_refunded += moved.held_refunded;
+            total.held_withdrawn += moved.held_withdrawn;
+            total.held_reinstated += moved.held_reinstated;
         }
+        let disputed_providers = world
+            .moved
+            .iter()
+            .filter(|(_, moved)| moved.withdrawn > 0)
+            .map(|((provider, ..), _)| *provider)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(
+            disputed_providers.len(),
+            9,
+            "every provider's chargebacks: {disputed_providers:?}"
+        );
         for ((merchant, currency), moved) in per_merchant {
             let balance = |account: &str| {
                 sum(format!(
@@ -986,12 +1084,22 @@ mod simulated {
             };
             assert_eq!(
                 balance("unapplied_funds").await,
-                -(moved.held_captured - moved.held_refunded),
+                -(moved.held_captured - moved.held_refunded - moved.held_withdrawn
+                    + moved.held_reinstated),
                 "{merchant} {currency}"
             );
             assert_eq!(
                 balance("merchant_payable").await,
-                -(moved.captured - moved.held_captured - (moved.refunded - moved.held_refunded)),
+                -(moved.captured
+                    - moved.held_captured
+                    - (moved.refunded - moved.held_refunded)
+                    - (moved.withdrawn - moved.held_withdrawn)
+                    + (moved.reinstated - moved.held_reinstated)),
+                "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("dispute_fees").await,
+                moved.fees,
                 "{merchant} {currency}"
             );
         }
