@@ -38,7 +38,7 @@ diesel::table! {
         singleton -> Bool,
         through_delivery_id -> Int8,
         pending_delivery_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -73,7 +73,7 @@ diesel::table! {
         singleton -> Bool,
         through_entry_id -> Int8,
         pending_entry_id -> Nullable<Int8>,
-        pending_writers -> Nullable<Array<Text>>,
+        pending_writers -> Nullable<Array<Nullable<Text>>>,
     }
 }
 
@@ -99,6 +99,47 @@ diesel::table! {
         payment_id -> Text,
         created_at -> Timestamptz,
         refund_id -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    merchant_notifications (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        kind -> Text,
+        order_id -> Nullable<Int8>,
+        object_status -> Text,
+        reference -> Nullable<Text>,
+        amount_minor -> Nullable<Int8>,
+        currency -> Nullable<Text>,
+        provider -> Nullable<Text>,
+        event_id -> Nullable<Text>,
+        transfer_id -> Nullable<Int8>,
+        payment_id -> Nullable<Text>,
+        refund_request_id -> Nullable<Int8>,
+        detail -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
+        created_at -> Timestamptz,
+        status -> Text,
+        attempts -> Int4,
+        next_attempt_at -> Timestamptz,
+        last_attempt_at -> Nullable<Timestamptz>,
+        last_status -> Nullable<Int4>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    notification_endpoints (merchant_id) {
+        merchant_id -> Int8,
+        disabled_at -> Nullable<Timestamptz>,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<Timestamptz>,
+        last_success_at -> Nullable<Timestamptz>,
+        last_failure_at -> Nullable<Timestamptz>,
+        last_error -> Nullable<Text>,
     }
 }
 
@@ -115,6 +156,27 @@ diesel::table! {
 }
 
 diesel::table! {
+    payment_disputes (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        provider -> Text,
+        dispute_id -> Text,
+        payment_id -> Text,
+        order_id -> Nullable<Int8>,
+        funds -> Text,
+        outcome -> Text,
+        currency -> Text,
+        withdrawn_minor -> Int8,
+        fee_minor -> Int8,
+        reinstated_minor -> Int8,
+        account -> Nullable<Text>,
+        note -> Nullable<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     payments (id) {
         id -> Int8,
         merchant_id -> Int8,
@@ -127,6 +189,7 @@ diesel::table! {
         refunded_minor -> Int8,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        disputed_minor -> Int8,
     }
 }
 
@@ -167,7 +230,10 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_checkpoint_state,
     ledger_entries,
     ledger_transfers,
+    merchant_notifications,
+    notification_endpoints,
     orders,
+    payment_disputes,
     payments,
     refund_requests,
 );
