@@ -144,6 +144,16 @@ async fn json_logs_carry_request_fields_and_no_secret() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    // Read the log while the gateway runs: at debug level it fills a pipe's 64 KiB within
+    // seconds, and a gateway blocked on writing its log answers nothing (the test then hung).
+    let mut stderr = child.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut bytes = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut stderr, &mut bytes)
+            .await
+            .unwrap();
+        bytes
+    });
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let ready = async {
@@ -192,8 +202,9 @@ async fn json_logs_carry_request_fields_and_no_secret() {
     assert_eq!(refused.status(), 401);
 
     child.start_kill().unwrap();
-    let output = child.wait_with_output().await.unwrap();
-    let logs = String::from_utf8_lossy(&output.stderr);
+    child.wait().await.unwrap();
+    let log = log.await.unwrap();
+    let logs = String::from_utf8_lossy(&log);
     let _ = std::fs::remove_dir_all(&dir);
 
     let lines: Vec<serde_json::Value> = logs
