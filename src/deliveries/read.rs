@@ -13,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use crate::export::ExportRow;
+use crate::payments::dispute::{self, DisputeAttention, DisputeView};
 use crate::refunds::model::RefundAttention;
 use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
 use crate::schema::{orders, payments};
@@ -321,8 +322,8 @@ struct ExportColumns {
     body: Vec<u8>,
 }
 
-/// What finance must look at: the newest held and rejected events, and refund requests that
-/// failed or are stuck.
+/// What finance must look at: the newest held and rejected events, refund requests that
+/// failed or are stuck, and disputes that are open or need a look.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Attention {
     pub held: Vec<EventRow>,
@@ -330,10 +331,13 @@ pub struct Attention {
     /// Merchant refunds declined, left processing with no live lease, stopped for a person, or
     /// pending longer than `pending_overdue` (each with its reason).
     pub refund_requests: Vec<RefundAttention>,
+    /// Disputes not closed yet, closed won with their funds still withdrawn, or whose
+    /// withdrawal took more than remained of the payment (each with its reason).
+    pub disputes: Vec<DisputeAttention>,
 }
 
 /// The newest `limit` held and the newest `limit` rejected events, and the newest `limit`
-/// refund requests to look at.
+/// refund requests and disputes to look at.
 pub async fn attention(
     conn: &mut AsyncPgConnection,
     limit: i64,
@@ -351,10 +355,12 @@ pub async fn attention(
     let held = by_outcome(EventOutcome::Held).await?;
     let rejected = by_outcome(EventOutcome::Rejected).await?;
     let refund_requests = RefundAttention::newest(conn, limit, pending_overdue).await?;
+    let disputes = DisputeAttention::newest(conn, limit).await?;
     Ok(Attention {
         held,
         rejected,
         refund_requests,
+        disputes,
     })
 }
 
@@ -376,6 +382,8 @@ pub struct TransferView {
     pub order_id: Option<i64>,
     pub payment_id: String,
     pub refund_id: Option<String>,
+    /// A chargeback's or its reversal's dispute id.
+    pub dispute_id: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -395,6 +403,8 @@ pub struct PaymentView {
     pub amount_minor: i64,
     pub currency: String,
     pub refunded_minor: i64,
+    /// What disputes hold back of it (withdrawn minus reinstated).
+    pub disputed_minor: i64,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -421,6 +431,8 @@ pub struct EventDetail {
     pub ack: Option<serde_json::Value>,
     pub transfer: Option<TransferWithEntries>,
     pub payment: Option<PaymentView>,
+    /// The disputes of the payment, oldest first.
+    pub disputes: Vec<DisputeView>,
     pub order: Option<OrderView>,
 }
 
@@ -440,6 +452,8 @@ mod detail_sql {
     pub type Transfer<'a> = ledger_transfers::BoxedQuery<'a, Pg, SelectBy<TransferView, Pg>>;
     pub type Entries<'a> = ledger_entries::BoxedQuery<'a, Pg, SelectBy<EntryView, Pg>>;
     pub type Payment<'a> = payments::BoxedQuery<'a, Pg, SelectBy<PaymentView, Pg>>;
+    pub type Disputes<'a> =
+        crate::schema::payment_disputes::BoxedQuery<'a, Pg, SelectBy<DisputeView, Pg>>;
     pub type Order<'a> = orders::BoxedQuery<'a, Pg, SelectBy<OrderView, Pg>>;
 
     pub fn delivery<'a>(provider: &'a str, event_id: &'a str) -> Delivery<'a> {
@@ -489,6 +503,10 @@ mod detail_sql {
             .select(PaymentView::as_select())
             .limit(1)
             .into_boxed()
+    }
+
+    pub fn disputes<'a>(merchant_id: i64, provider: &'a str, payment_id: &'a str) -> Disputes<'a> {
+        dispute::of_payment_query(merchant_id, provider, payment_id)
     }
 
     pub fn order<'a>(order_id: i64, merchant_id: i64) -> Order<'a> {
@@ -545,6 +563,14 @@ pub async fn detail(
             .optional()?,
         None => None,
     };
+    let disputes: Vec<DisputeView> = match &payment {
+        Some(p) => {
+            detail_sql::disputes(merchant_id, provider, &p.payment_id)
+                .load(conn)
+                .await?
+        }
+        None => Vec::new(),
+    };
     let order_id = payment
         .as_ref()
         .and_then(|p| p.order_id)
@@ -562,6 +588,7 @@ pub async fn detail(
         ack,
         transfer,
         payment,
+        disputes,
         order,
     }))
 }
@@ -596,6 +623,9 @@ pub async fn explain_detail(
         ))
         .load(conn)
         .await?,
+        Explain(detail_sql::disputes(merchant_id, provider, payment_id))
+            .load(conn)
+            .await?,
         Explain(detail_sql::order(order_id, merchant_id))
             .load(conn)
             .await?,

@@ -14,6 +14,9 @@ pub const MERCHANT_PAYABLE: &str = "merchant_payable";
 /// Money captured for the merchant that could not be applied to an order (suspense).
 pub const UNAPPLIED_FUNDS: &str = "unapplied_funds";
 
+/// What the merchant paid in dispute fees: the fee a provider takes with a chargeback.
+pub const DISPUTE_FEES: &str = "dispute_fees";
+
 /// The provider's clearing account: money held at the payment provider.
 pub fn psp_clearing(provider: &str) -> String {
     format!("psp_clearing:{provider}")
@@ -23,6 +26,10 @@ pub fn psp_clearing(provider: &str) -> String {
 pub enum TransferKind {
     Payment,
     Refund,
+    /// A dispute's withdrawal: the provider took the amount back, and a fee.
+    Chargeback,
+    /// A dispute's reinstatement: the provider gave the amount back.
+    ChargebackReversal,
 }
 
 impl TransferKind {
@@ -30,7 +37,17 @@ impl TransferKind {
         match self {
             TransferKind::Payment => "payment",
             TransferKind::Refund => "refund",
+            TransferKind::Chargeback => "chargeback",
+            TransferKind::ChargebackReversal => "chargeback_reversal",
         }
+    }
+
+    /// Whether the transfer moves money into clearing (to the merchant's side) rather than out.
+    fn moves_money_in(self) -> bool {
+        matches!(
+            self,
+            TransferKind::Payment | TransferKind::ChargebackReversal
+        )
     }
 }
 
@@ -50,17 +67,28 @@ impl MerchantAccount {
             MerchantAccount::Unapplied => UNAPPLIED_FUNDS,
         }
     }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [MerchantAccount::Payable, MerchantAccount::Unapplied]
+            .into_iter()
+            .find(|account| account.name() == name)
+    }
 }
 
-/// A transfer's two entries, derived from one amount so they are balanced by construction:
-/// a payment moves money into clearing and owes it to the merchant side; a refund reverses
-/// that. Written by `ledger_post_transfer` (migration 000007), the ledger's one write.
+/// A transfer's entries, derived from its amounts so they are balanced by construction: a
+/// payment (or a chargeback's reversal) moves money into clearing and owes it to the merchant
+/// side; a refund (or a chargeback) reverses that, and a chargeback's fee is a third entry,
+/// paid from clearing into `dispute_fees`. Written by `payment_apply_all` (migrations 000021,
+/// 000032), the ledger's one writer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entries {
     pub account_a: String,
     pub amount_a: i64,
     pub account_b: String,
     pub amount_b: i64,
+    /// A chargeback's fee: `dispute_fees` +fee.
+    pub account_c: Option<String>,
+    pub amount_c: Option<i64>,
 }
 
 impl Entries {
@@ -72,16 +100,49 @@ impl Entries {
     ) -> Self {
         let clearing = psp_clearing(provider);
         let merchant = merchant.name().to_owned();
-        let (account_a, account_b) = match kind {
-            TransferKind::Payment => (clearing, merchant),
-            TransferKind::Refund => (merchant, clearing),
+        let (account_a, account_b) = if kind.moves_money_in() {
+            (clearing, merchant)
+        } else {
+            (merchant, clearing)
         };
         Self {
             account_a,
             amount_a: amount_minor,
             account_b,
             amount_b: -amount_minor,
+            account_c: None,
+            amount_c: None,
         }
+    }
+
+    /// A chargeback of `amount_minor` with its `fee_minor`: `merchant` +amount, clearing
+    /// -(amount + fee), `dispute_fees` +fee (no third entry without a fee). `None` when the sum
+    /// does not fit 64 bits (the parser's bounds keep it far below).
+    pub fn chargeback(
+        provider: &str,
+        merchant: MerchantAccount,
+        amount_minor: i64,
+        fee_minor: i64,
+    ) -> Option<Self> {
+        let total = amount_minor.checked_add(fee_minor)?;
+        let entries = Self::of(TransferKind::Chargeback, provider, merchant, amount_minor);
+        Some(if fee_minor == 0 {
+            entries
+        } else {
+            Self {
+                amount_b: -total,
+                account_c: Some(DISPUTE_FEES.to_owned()),
+                amount_c: Some(fee_minor),
+                ..entries
+            }
+        })
+    }
+
+    /// The entries' sum (zero for every transfer), exactly.
+    pub fn sum(&self) -> i128 {
+        i128::from(self.amount_a)
+            + i128::from(self.amount_b)
+            + i128::from(self.amount_c.unwrap_or(0))
     }
 }
 
@@ -150,12 +211,57 @@ mod tests {
 
     #[test]
     fn every_transfer_sums_to_zero() {
-        for kind in [TransferKind::Payment, TransferKind::Refund] {
+        for kind in [
+            TransferKind::Payment,
+            TransferKind::Refund,
+            TransferKind::Chargeback,
+            TransferKind::ChargebackReversal,
+        ] {
             for merchant in [MerchantAccount::Payable, MerchantAccount::Unapplied] {
                 let e = Entries::of(kind, "acme", merchant, 1999);
-                assert_eq!(e.amount_a + e.amount_b, 0, "{kind:?} {merchant:?}");
+                assert_eq!(e.sum(), 0, "{kind:?} {merchant:?}");
+                let fee = Entries::chargeback("acme", merchant, 1999, 1500).unwrap();
+                assert_eq!(fee.sum(), 0, "{merchant:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_chargeback_takes_the_amount_and_the_fee_from_clearing() {
+        let e = Entries::chargeback("acme", MerchantAccount::Payable, 5000, 1500).unwrap();
+        assert_eq!((e.account_a.as_str(), e.amount_a), (MERCHANT_PAYABLE, 5000));
+        assert_eq!(
+            (e.account_b.as_str(), e.amount_b),
+            ("psp_clearing:acme", -6500)
+        );
+        assert_eq!(
+            (e.account_c.as_deref(), e.amount_c),
+            (Some(DISPUTE_FEES), Some(1500))
+        );
+        let no_fee = Entries::chargeback("acme", MerchantAccount::Unapplied, 5000, 0).unwrap();
+        assert_eq!(
+            (no_fee.account_a.as_str(), no_fee.amount_a),
+            (UNAPPLIED_FUNDS, 5000)
+        );
+        assert_eq!((no_fee.account_c, no_fee.amount_c), (None, None));
+    }
+
+    #[test]
+    fn a_reinstatement_gives_the_amount_back_like_a_payment() {
+        let e = Entries::of(
+            TransferKind::ChargebackReversal,
+            "acme",
+            MerchantAccount::Payable,
+            5000,
+        );
+        assert_eq!(
+            (e.account_a.as_str(), e.amount_a),
+            ("psp_clearing:acme", 5000)
+        );
+        assert_eq!(
+            (e.account_b.as_str(), e.amount_b),
+            (MERCHANT_PAYABLE, -5000)
+        );
     }
 
     #[test]

@@ -14,6 +14,10 @@ pub enum OrderStatus {
     Paid,
     PartiallyRefunded,
     Refunded,
+    /// Its payment's funds are withdrawn for a dispute that has not closed lost.
+    Disputed,
+    /// Its payment's dispute closed lost.
+    ChargedBack,
 }
 
 impl OrderStatus {
@@ -23,6 +27,8 @@ impl OrderStatus {
             OrderStatus::Paid => "paid",
             OrderStatus::PartiallyRefunded => "partially_refunded",
             OrderStatus::Refunded => "refunded",
+            OrderStatus::Disputed => "disputed",
+            OrderStatus::ChargedBack => "charged_back",
         }
     }
 
@@ -32,9 +38,28 @@ impl OrderStatus {
             "paid" => Some(OrderStatus::Paid),
             "partially_refunded" => Some(OrderStatus::PartiallyRefunded),
             "refunded" => Some(OrderStatus::Refunded),
+            "disputed" => Some(OrderStatus::Disputed),
+            "charged_back" => Some(OrderStatus::ChargedBack),
             _ => None,
         }
     }
+}
+
+/// The order as the payment state machine needs it.
+#[derive(Debug, Clone)]
+pub struct OrderState {
+    pub id: i64,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub status: OrderStatus,
+}
+
+/// An order's status change: the state a plan saw, and the one it moves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrderMove {
+    pub order_id: i64,
+    pub from: OrderStatus,
+    pub to: OrderStatus,
 }
 
 impl Order {
@@ -74,7 +99,7 @@ pub struct NewOrder<'a> {
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct OrderView {
     pub id: i64,
-    /// pending_payment, paid, partially_refunded or refunded
+    /// pending_payment, paid, partially_refunded, refunded, disputed or charged_back
     pub status: String,
     pub amount_minor: i64,
     pub currency: String,

@@ -30,7 +30,8 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallbackOutcome {
     pub outcome: Outcome,
-    /// Why an event was held, ignored or rejected, e.g. `amount_mismatch`.
+    /// Why an event was held, ignored or rejected, e.g. `amount_mismatch`; or why an applied
+    /// one is in front of finance (`withdrawal_exceeds_remaining`).
     pub reason: Option<&'static str>,
     /// For an unusable body: what was wrong with it.
     pub detail: Option<String>,
@@ -97,7 +98,8 @@ pub struct Ack<'a> {
     pub event_id: &'a str,
     /// applied, held, ignored or rejected
     pub outcome: &'static str,
-    /// Why an event was held, ignored or rejected, e.g. amount_mismatch.
+    /// Why an event was held, ignored or rejected, e.g. amount_mismatch; on an applied
+    /// dispute withdrawal, withdrawal_exceeds_remaining or fee_not_booked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'a str>,
     /// What made a body unusable (with reason invalid_payload).

@@ -1,5 +1,5 @@
-//! Applying an [`Effect`] on the general path: `payment_apply` (migration 000007) runs the
-//! guarded writes in a subtransaction and says what it found, as a typed result.
+//! Applying an [`Effect`] on the general path: `payment_apply` (migrations 000007, 000032) runs
+//! the guarded writes in a subtransaction and says what it found, as a typed result.
 
 use diesel::QueryResult;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
@@ -22,7 +22,7 @@ pub enum Applied {
     Done(Option<i64>),
     /// A row was not in the state the plan was made for; nothing was written.
     StateChanged,
-    /// This event, or its refund id, was posted before; nothing was written.
+    /// This event, or its refund or dispute id, was posted before; nothing was written.
     AlreadyPosted,
 }
 
@@ -75,7 +75,7 @@ impl Query for PaymentApply<'_> {
 impl QueryFragment<Pg> for PaymentApply<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql("SELECT result, transfer_id FROM payment_apply(");
-        self.0.walk_params(&mut out)?;
+        self.0.walk_general_params(&mut out)?;
         out.push_sql(")");
         Ok(())
     }

@@ -12,6 +12,7 @@ use super::ack::{ACK_STATUS, CallbackOutcome};
 use super::apply::{Applied, apply};
 use super::batcher::{BatchItem, Batcher};
 use super::capture::{Capture, run_batch};
+use super::dispute::{Dispute, DisputeKey, DisputeState};
 use super::effect::Source;
 use super::event::{Parsed, PaymentEvent, Reading};
 use super::model::PaymentState;
@@ -124,27 +125,34 @@ impl ProcessCallback<'_> {
                 return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())).into());
             }
         };
-        let (mut order, mut payment) = self.read_state(conn, event).await?;
+        let mut state = self.read_state(conn, event).await?;
         for _ in 0..MAX_PLANS {
-            let plan = plan(event, order.as_ref(), payment.as_ref());
+            let plan = plan(
+                event,
+                state.order.as_ref(),
+                state.payment.as_ref(),
+                state.dispute.as_ref(),
+            );
             match self.apply_plan(conn, event, &plan).await? {
                 Some(outcome) => return Ok(outcome),
                 // Another first capture of this payment id committed between the read and the
                 // write: decide again from what is there now.
-                None => (order, payment) = self.read_state(conn, event).await?,
+                None => state = self.read_state(conn, event).await?,
             }
         }
         Err(IdempotencyError::NotYet("state_kept_changing"))
     }
 
     /// Reads the event's order and payment, locked, order first then payment, so two events of
-    /// one order (a payment and its refund) wait for each other instead of deadlocking.
-    /// Pipelined statements execute in the order they were sent, so that order holds.
+    /// one order (a payment and its refund or dispute) wait for each other instead of
+    /// deadlocking; then, for a dispute event, its dispute (every event of a dispute holds its
+    /// payment's lock by then). Pipelined statements execute in the order they were sent, so
+    /// that order holds.
     async fn read_state(
         &self,
         shared: &AsyncPgConnection,
         event: &PaymentEvent,
-    ) -> Result<(Option<OrderState>, Option<PaymentState>), IdempotencyError> {
+    ) -> Result<State, IdempotencyError> {
         let key = PaymentKey {
             merchant_id: self.source.merchant_id,
             provider: self.source.provider,
@@ -154,9 +162,11 @@ impl ProcessCallback<'_> {
             PaymentEvent::Succeeded { order_id, .. } | PaymentEvent::Failed { order_id, .. } => {
                 *order_id
             }
-            PaymentEvent::Refunded { .. } => Payment::find(shared, key, false)
-                .await?
-                .and_then(|p| p.order_id),
+            PaymentEvent::Refunded { .. } | PaymentEvent::Dispute { .. } => {
+                Payment::find(shared, key, false)
+                    .await?
+                    .and_then(|p| p.order_id)
+            }
         };
         let lock_order = async {
             match order_id {
@@ -164,11 +174,26 @@ impl ProcessCallback<'_> {
                 None => Ok(None),
             }
         };
-        let (order, payment) =
-            futures_util::try_join!(lock_order, Payment::find(shared, key, true))?;
-        let order = order.as_ref().map(order_state).transpose()?;
-        let payment = payment.map(|p| p.state()).transpose()?;
-        Ok((order, payment))
+        let read_dispute = async {
+            match event {
+                PaymentEvent::Dispute { dispute_id, .. } => {
+                    let key = DisputeKey {
+                        merchant_id: self.source.merchant_id,
+                        provider: self.source.provider,
+                        dispute_id,
+                    };
+                    Dispute::find(shared, key).await
+                }
+                _ => Ok(None),
+            }
+        };
+        let (order, payment, dispute) =
+            futures_util::try_join!(lock_order, Payment::find(shared, key, true), read_dispute)?;
+        Ok(State {
+            order: order.as_ref().map(order_state).transpose()?,
+            payment: payment.map(|p| p.state()).transpose()?,
+            dispute: dispute.map(|d| d.state()).transpose()?,
+        })
     }
 
     /// Applies `plan`: the decision, or `None` when the state changed under it.
@@ -252,6 +277,13 @@ impl ProcessCallback<'_> {
             Applied::StateChanged => Written::StateChanged,
         })
     }
+}
+
+/// What the general path read for an event.
+struct State {
+    order: Option<OrderState>,
+    payment: Option<PaymentState>,
+    dispute: Option<DisputeState>,
 }
 
 /// What the general path decided for a delivery.

@@ -49,6 +49,40 @@ pub enum PaymentEvent {
         refund: RefundAmount,
         currency: Currency,
     },
+    /// Money a provider takes back for a dispute (a chargeback), gives back, or the dispute's end.
+    Dispute {
+        payment_id: String,
+        /// The provider's dispute id: its withdrawal and its reinstatement post at most once.
+        dispute_id: String,
+        change: DisputeChange,
+    },
+}
+
+/// What a dispute event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisputeChange {
+    /// The provider took `amount` back from the merchant, and `fee_minor` (0 or more) for it.
+    FundsWithdrawn {
+        amount: AmountMinor,
+        fee_minor: i64,
+        currency: Currency,
+        /// The provider charged a fee in another currency than `currency`: it is not in
+        /// `fee_minor`, and the gateway cannot book it.
+        fee_in_other_currency: bool,
+    },
+    /// The provider gave `amount` back.
+    FundsReinstated {
+        amount: AmountMinor,
+        currency: Currency,
+    },
+    Closed(DisputeResult),
+}
+
+/// How a closed dispute ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisputeResult {
+    Won,
+    Lost,
 }
 
 /// A signed body, read.
@@ -79,7 +113,8 @@ impl PaymentEvent {
         match self {
             PaymentEvent::Succeeded { payment_id, .. }
             | PaymentEvent::Failed { payment_id, .. }
-            | PaymentEvent::Refunded { payment_id, .. } => payment_id,
+            | PaymentEvent::Refunded { payment_id, .. }
+            | PaymentEvent::Dispute { payment_id, .. } => payment_id,
         }
     }
 }

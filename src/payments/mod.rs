@@ -8,6 +8,7 @@ pub mod apply;
 pub mod batcher;
 pub mod callback;
 pub mod capture;
+pub mod dispute;
 pub mod effect;
 pub mod event;
 pub mod model;

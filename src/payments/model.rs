@@ -1,5 +1,5 @@
-//! The `payments` table, read: one row per provider payment, holding its state. Its one write
-//! is `payments_write`, reached through [`super::apply`] and the one-statement capture.
+//! The `payments` table, read: one row per provider payment, holding its state. Its one writer
+//! is `payment_apply_all`, reached through [`super::apply`] and the one-statement capture.
 
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -14,8 +14,13 @@ pub enum PaymentStatus {
     Failed,
     PartiallyRefunded,
     Refunded,
-    /// Captured, but not applicable to its order: the money sits in unapplied funds.
+    /// Captured, but not applicable to its order: the money sits in unapplied funds. A held
+    /// payment stays held through its disputes (their money moves in unapplied funds too).
     Held,
+    /// The provider withdrew funds for a dispute that has not closed lost.
+    Disputed,
+    /// A dispute closed lost while its funds were withdrawn.
+    ChargedBack,
 }
 
 impl PaymentStatus {
@@ -27,24 +32,28 @@ impl PaymentStatus {
             PaymentStatus::PartiallyRefunded => "partially_refunded",
             PaymentStatus::Refunded => "refunded",
             PaymentStatus::Held => "held",
+            PaymentStatus::Disputed => "disputed",
+            PaymentStatus::ChargedBack => "charged_back",
         }
     }
 
     /// Every status a payment can be in.
-    pub const ALL: [PaymentStatus; 6] = [
+    pub const ALL: [PaymentStatus; 8] = [
         PaymentStatus::Pending,
         PaymentStatus::Succeeded,
         PaymentStatus::Failed,
         PaymentStatus::PartiallyRefunded,
         PaymentStatus::Refunded,
         PaymentStatus::Held,
+        PaymentStatus::Disputed,
+        PaymentStatus::ChargedBack,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|status| status.as_str() == s)
     }
 
-    /// True once money was captured (held and refunded included).
+    /// True once money was captured (held, refunded and disputed included).
     pub fn is_captured(self) -> bool {
         matches!(
             self,
@@ -52,7 +61,25 @@ impl PaymentStatus {
                 | PaymentStatus::PartiallyRefunded
                 | PaymentStatus::Refunded
                 | PaymentStatus::Held
+                | PaymentStatus::Disputed
+                | PaymentStatus::ChargedBack
         )
+    }
+
+    /// True while a dispute holds funds of it back (or kept them, closed lost).
+    pub fn is_in_dispute(self) -> bool {
+        matches!(self, PaymentStatus::Disputed | PaymentStatus::ChargedBack)
+    }
+
+    /// An applied payment's status from its refunds alone (no dispute holding funds back).
+    pub fn settled(captured_minor: i64, refunded_minor: i64) -> Self {
+        if refunded_minor <= 0 {
+            PaymentStatus::Succeeded
+        } else if refunded_minor >= captured_minor {
+            PaymentStatus::Refunded
+        } else {
+            PaymentStatus::PartiallyRefunded
+        }
     }
 }
 
@@ -63,7 +90,19 @@ pub struct PaymentState {
     pub status: PaymentStatus,
     pub captured_minor: i64,
     pub refunded_minor: i64,
+    /// What disputes hold back of it: withdrawn minus reinstated.
+    pub disputed_minor: i64,
     pub currency: String,
+}
+
+impl PaymentState {
+    /// What may still be refunded: captured - refunded - withdrawn + reinstated (`None` beyond
+    /// 64 bits; negative when a withdrawal took more than remained).
+    pub fn refundable_minor(&self) -> Option<i64> {
+        self.captured_minor
+            .checked_sub(self.refunded_minor)?
+            .checked_sub(self.disputed_minor)
+    }
 }
 
 #[derive(Debug, Clone, Queryable, Selectable)]
@@ -73,6 +112,7 @@ pub struct Payment {
     pub status: String,
     pub amount_minor: i64,
     pub refunded_minor: i64,
+    pub disputed_minor: i64,
     pub currency: String,
 }
 
@@ -98,6 +138,7 @@ impl Payment {
             status,
             captured_minor: self.amount_minor,
             refunded_minor: self.refunded_minor,
+            disputed_minor: self.disputed_minor,
             currency: self.currency.clone(),
         })
     }
@@ -129,10 +170,20 @@ pub struct OrderPayment {
     pub payment_id: String,
     pub amount_minor: i64,
     pub refunded_minor: i64,
+    pub disputed_minor: i64,
     pub currency: String,
 }
 
 impl OrderPayment {
+    /// What may still be refunded of it, before refund requests in flight: captured - refunded
+    /// - withdrawn + reinstated, never below zero.
+    pub fn refundable_minor(&self) -> i64 {
+        self.amount_minor
+            .saturating_sub(self.refunded_minor)
+            .saturating_sub(self.disputed_minor)
+            .max(0)
+    }
+
     /// The merchant's payment applied to `order_id` (a held payment never is), if any.
     pub async fn of_order(
         conn: &mut AsyncPgConnection,
@@ -146,6 +197,8 @@ impl OrderPayment {
                 PaymentStatus::Succeeded.as_str(),
                 PaymentStatus::PartiallyRefunded.as_str(),
                 PaymentStatus::Refunded.as_str(),
+                PaymentStatus::Disputed.as_str(),
+                PaymentStatus::ChargedBack.as_str(),
             ]))
             .select(OrderPayment::as_select())
             .first(conn)

@@ -2,30 +2,20 @@
 //! Pure, so every rule is unit-tested without a database. Money a provider reports captured is
 //! never left outside the books: what cannot be applied to its order is held.
 
+mod dispute;
+
+use dispute::Decision;
+pub use dispute::{DisputePlan, DisputePosting};
+
 use super::ack::CallbackOutcome;
-use super::effect::{Effect, Source};
+use super::dispute::DisputeState;
+use super::effect::{DisputeWrite, Effect, Source};
 use super::event::{PaymentEvent, RefundAmount};
 use super::model::{PaymentState, PaymentStatus};
 use crate::ledger::{MerchantAccount, TransferKind};
 use crate::money::Currency;
 use crate::orders::model::OrderStatus;
-
-/// The order as the state machine needs it.
-#[derive(Debug, Clone)]
-pub struct OrderState {
-    pub id: i64,
-    pub amount_minor: i64,
-    pub currency: String,
-    pub status: OrderStatus,
-}
-
-/// An order's status change: the state the plan saw, and the one it moves to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OrderMove {
-    pub order_id: i64,
-    pub from: OrderStatus,
-    pub to: OrderStatus,
-}
+pub use crate::orders::model::{OrderMove, OrderState};
 
 /// Why an event under an id that posted another body was held or rejected.
 pub const EVENT_ID_REUSED: &str = "event_id_reused";
@@ -55,11 +45,16 @@ pub enum Plan {
         amount_minor: i64,
         refunded_before: i64,
         refunded_total: i64,
+        /// The payment's status and dispute amount the plan read (the writer's guard).
+        payment_from: PaymentStatus,
+        disputed_minor: i64,
         payment_to: PaymentStatus,
         order_move: Option<OrderMove>,
         from_unapplied: bool,
         currency: Currency,
     },
+    /// A dispute's withdrawal, reinstatement or close (see [`dispute`]).
+    Dispute(Box<DisputePlan>),
     /// Deterministic no-op (stale or superseded event), acknowledged.
     Ignore(&'static str),
     /// Deterministic business-rule violation, acknowledged without a ledger change.
@@ -105,6 +100,13 @@ impl Plan {
             amount_a: None,
             account_b: None,
             amount_b: None,
+            payment_from: None,
+            disputed_from: None,
+            disputed_to: None,
+            dispute_id: None,
+            account_c: None,
+            amount_c: None,
+            dispute: DisputeWrite::default(),
         };
         let effect = match self {
             &Plan::Capture {
@@ -136,6 +138,8 @@ impl Plan {
                 amount_minor,
                 refunded_before,
                 refunded_total,
+                payment_from,
+                disputed_minor,
                 payment_to,
                 order_move,
                 from_unapplied,
@@ -149,6 +153,9 @@ impl Plan {
                 let mut effect = Effect {
                     refunded_from: Some(refunded_before),
                     refunded_to: Some(refunded_total),
+                    payment_from: Some(payment_from.as_str()),
+                    disputed_from: Some(disputed_minor),
+                    disputed_to: Some(disputed_minor),
                     refund_id: refund_id.map(str::to_owned),
                     ..base(
                         order_move.map(|m| m.order_id),
@@ -162,6 +169,12 @@ impl Plan {
                     effect = effect.moving_order(from.as_str(), to.as_str());
                 }
                 effect
+            }
+            Plan::Dispute(dispute) => {
+                let base = base(dispute.order_id, dispute.payment_to, 0, &dispute.currency);
+                return dispute
+                    .effect(base, source.provider)
+                    .ok_or(NoWrites::Reject("amount_out_of_range"));
             }
             Plan::Ignore(reason) => return Err(NoWrites::Ignore(reason)),
             Plan::Reject(reason) => return Err(NoWrites::Reject(reason)),
@@ -200,6 +213,8 @@ impl Plan {
                 currency,
             },
             Plan::Refund { .. } => Plan::Reject(EVENT_ID_REUSED),
+            // Money moving out on an ambiguous id, as for a refund; a close posts no transfer.
+            Plan::Dispute(dispute) if dispute.posting.is_some() => Plan::Reject(EVENT_ID_REUSED),
             other => other.clone(),
         }
     }
@@ -208,6 +223,10 @@ impl Plan {
     pub fn outcome(&self, transfer_id: Option<i64>) -> CallbackOutcome {
         match self {
             Plan::Hold { reason, .. } => CallbackOutcome::held(reason, transfer_id),
+            Plan::Dispute(dispute) => CallbackOutcome {
+                reason: dispute.reason,
+                ..CallbackOutcome::applied(transfer_id)
+            },
             _ => CallbackOutcome::applied(transfer_id),
         }
     }
@@ -231,17 +250,19 @@ pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
         currency: currency.code().to_owned(),
         status: OrderStatus::PendingPayment,
     };
-    match plan(event, Some(&expected_order), None) {
+    match plan(event, Some(&expected_order), None, None) {
         capture @ Plan::Capture { .. } => Some(capture),
         _ => None,
     }
 }
 
-/// Decides what `event` does to `order` and `payment` (either may be unknown).
+/// Decides what `event` does to `order`, `payment` and, for a dispute event, its `dispute`
+/// (any of them may be unknown).
 pub fn plan(
     event: &PaymentEvent,
     order: Option<&OrderState>,
     payment: Option<&PaymentState>,
+    dispute: Option<&DisputeState>,
 ) -> Plan {
     match event {
         PaymentEvent::Succeeded {
@@ -263,6 +284,22 @@ pub fn plan(
         PaymentEvent::Refunded {
             refund, currency, ..
         } => plan_refund(*refund, *currency, order, payment),
+        PaymentEvent::Dispute {
+            payment_id,
+            dispute_id,
+            change,
+        } => {
+            let named = dispute::Named {
+                payment_id,
+                dispute_id,
+            };
+            match dispute::plan_dispute(named, *change, order, payment, dispute) {
+                Decision::Apply(plan) => Plan::Dispute(plan),
+                Decision::Ignore(reason) => Plan::Ignore(reason),
+                Decision::Reject(reason) => Plan::Reject(reason),
+                Decision::Wait(reason) => Plan::OutOfOrder(reason),
+            }
+        }
     }
 }
 
@@ -331,13 +368,21 @@ fn plan_refund(
     if refunded_total > payment.captured_minor {
         return Plan::Reject("refund_exceeds_captured");
     }
-    let fully = refunded_total == payment.captured_minor;
+    // What disputes hold back cannot be refunded too: the customer would be paid twice.
+    match payment.refundable_minor() {
+        Some(refundable) if amount_minor <= refundable => {}
+        Some(_) => return Plan::Reject("refund_exceeds_refundable"),
+        None => return Plan::Reject("amount_out_of_range"),
+    }
     let held = payment.status == PaymentStatus::Held;
-    let payment_to = match (held, fully) {
-        (true, _) => PaymentStatus::Held,
-        (false, true) => PaymentStatus::Refunded,
-        (false, false) => PaymentStatus::PartiallyRefunded,
+    // A payment in dispute stays in dispute; a reinstatement later returns it to what its
+    // refunds make it.
+    let payment_to = if held || payment.status.is_in_dispute() {
+        payment.status
+    } else {
+        PaymentStatus::settled(payment.captured_minor, refunded_total)
     };
+    let fully = refunded_total == payment.captured_minor;
     // A held payment's order never changes; an applied one's follows its refunds.
     let order_move = order
         .filter(|o| {
@@ -358,6 +403,8 @@ fn plan_refund(
         amount_minor,
         refunded_before: payment.refunded_minor,
         refunded_total,
+        payment_from: payment.status,
+        disputed_minor: payment.disputed_minor,
         payment_to,
         order_move,
         from_unapplied: held,
@@ -369,6 +416,15 @@ fn plan_refund(
 mod tests {
     use super::*;
     use crate::money::AmountMinor;
+
+    /// The plan of an event that is not a dispute's (no dispute to read).
+    fn plan(
+        event: &PaymentEvent,
+        order: Option<&OrderState>,
+        payment: Option<&PaymentState>,
+    ) -> Plan {
+        super::plan(event, order, payment, None)
+    }
 
     fn usd() -> Currency {
         Currency::parse("USD").unwrap()
@@ -389,6 +445,7 @@ mod tests {
             status,
             captured_minor: 5000,
             refunded_minor: refunded,
+            disputed_minor: 0,
             currency: "USD".into(),
         }
     }
@@ -550,6 +607,8 @@ mod tests {
                 amount_minor: 300,
                 refunded_before: 500,
                 refunded_total: 800,
+                payment_from: PaymentStatus::PartiallyRefunded,
+                disputed_minor: 0,
                 payment_to: PaymentStatus::PartiallyRefunded,
                 order_move: Some(OrderMove {
                     order_id: 7,
@@ -633,11 +692,130 @@ mod tests {
                 amount_minor: 1000,
                 refunded_before: 0,
                 refunded_total: 1000,
+                payment_from: PaymentStatus::Held,
+                disputed_minor: 0,
                 payment_to: PaymentStatus::Held,
                 order_move: None,
                 from_unapplied: true,
                 currency: usd()
             }
+        );
+    }
+
+    #[test]
+    fn a_refund_cannot_take_what_a_dispute_holds_back() {
+        let mut disputed = payment(PaymentStatus::Disputed, 0);
+        disputed.disputed_minor = 4000;
+        assert_eq!(
+            plan(
+                &refund(delta(1001)),
+                Some(&order(OrderStatus::Disputed)),
+                Some(&disputed)
+            ),
+            Plan::Reject("refund_exceeds_refundable")
+        );
+        // What remains may be refunded; the payment and its order stay disputed.
+        assert_eq!(
+            plan(
+                &refund(delta(1000)),
+                Some(&order(OrderStatus::Disputed)),
+                Some(&disputed)
+            ),
+            Plan::Refund {
+                amount_minor: 1000,
+                refunded_before: 0,
+                refunded_total: 1000,
+                payment_from: PaymentStatus::Disputed,
+                disputed_minor: 4000,
+                payment_to: PaymentStatus::Disputed,
+                order_move: None,
+                from_unapplied: false,
+                currency: usd()
+            }
+        );
+    }
+
+    #[test]
+    fn a_refund_of_a_charged_back_payment_is_rejected() {
+        let mut charged_back = payment(PaymentStatus::ChargedBack, 0);
+        charged_back.disputed_minor = 5000;
+        assert_eq!(
+            plan(
+                &refund(delta(1)),
+                Some(&order(OrderStatus::ChargedBack)),
+                Some(&charged_back)
+            ),
+            Plan::Reject("refund_exceeds_refundable")
+        );
+        // Reinstated funds are refundable again.
+        let mut reinstated = payment(PaymentStatus::Succeeded, 0);
+        reinstated.disputed_minor = 0;
+        assert!(matches!(
+            plan(
+                &refund(delta(5000)),
+                Some(&order(OrderStatus::Paid)),
+                Some(&reinstated)
+            ),
+            Plan::Refund {
+                payment_to: PaymentStatus::Refunded,
+                ..
+            }
+        ));
+    }
+
+    fn withdrawal(amount: i64) -> PaymentEvent {
+        PaymentEvent::Dispute {
+            payment_id: "pi_1".into(),
+            dispute_id: "du_1".into(),
+            change: crate::payments::event::DisputeChange::FundsWithdrawn {
+                amount: AmountMinor::parse(amount).unwrap(),
+                fee_minor: 0,
+                currency: usd(),
+                fee_in_other_currency: false,
+            },
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_under_a_reused_event_id_is_rejected_and_a_close_stays() {
+        let p = payment(PaymentStatus::Succeeded, 0);
+        let withdraw = super::plan(&withdrawal(5000), None, Some(&p), None);
+        assert!(matches!(withdraw, Plan::Dispute(_)), "{withdraw:?}");
+        assert_eq!(
+            withdraw.for_reused_event_id(),
+            Plan::Reject(EVENT_ID_REUSED)
+        );
+        let close = PaymentEvent::Dispute {
+            payment_id: "pi_1".into(),
+            dispute_id: "du_1".into(),
+            change: crate::payments::event::DisputeChange::Closed(
+                crate::payments::event::DisputeResult::Won,
+            ),
+        };
+        let close = super::plan(&close, None, Some(&p), None);
+        assert!(matches!(close, Plan::Dispute(_)), "{close:?}");
+        assert_eq!(close.for_reused_event_id(), close);
+    }
+
+    #[test]
+    fn a_withdrawal_beyond_what_remains_is_applied_with_its_reason() {
+        let p = payment(PaymentStatus::Succeeded, 0);
+        let outcome = super::plan(&withdrawal(6000), None, Some(&p), None).outcome(Some(9));
+        assert_eq!(
+            (outcome.outcome, outcome.reason, outcome.transfer_id),
+            (
+                crate::payments::ack::Outcome::Applied,
+                Some("withdrawal_exceeds_remaining"),
+                Some(9)
+            )
+        );
+    }
+
+    #[test]
+    fn a_dispute_of_an_uncaptured_payment_waits_like_a_refund() {
+        assert_eq!(
+            super::plan(&withdrawal(100), None, None, None),
+            Plan::OutOfOrder("payment_not_captured")
         );
     }
 

@@ -12,6 +12,14 @@
 //! arrives first posts it); `REFUND` refunds `originalReference`, its own `pspReference` being
 //! the refund id. Amounts are in Adyen's minor units, which differ from ISO 4217 for four
 //! currencies; they are converted to the ISO minor units the ledger keeps.
+//!
+//! Disputes (the dispute's `pspReference` is its id, `originalReference` the disputed payment,
+//! `amount` what moves): `CHARGEBACK` (and `DISPUTE_OPENED_WITH_CHARGEBACK`, which Adyen sends
+//! when a chargeback comes without a notice first: the same dispute, posted once) withdraws,
+//! `CHARGEBACK_REVERSED` reinstates, `SECOND_CHARGEBACK` withdraws again as the dispute's second
+//! stage (`{pspReference}:second`, its own once-only id), which `PREARBITRATION_WON` /
+//! `PREARBITRATION_LOST` close. Adyen's chargeback fee is not among the signed fields (it comes
+//! with the settlement), so no fee is booked. The notices that move no money are ignored.
 
 use std::borrow::Cow;
 
@@ -30,7 +38,8 @@ use super::connector::{
 };
 use crate::money::{self, AmountMinor, Currency};
 use crate::payments::event::{
-    Parsed, PayloadError, PaymentEvent, Reading, RefundAmount, check_event_id,
+    DisputeChange, DisputeResult, MAX_EVENT_ID_LEN, Parsed, PayloadError, PaymentEvent, Reading,
+    RefundAmount, check_event_id,
 };
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
@@ -421,9 +430,70 @@ fn parse(kind: &str, item: &Object<'_>) -> Result<Parsed, Unusable> {
                 currency,
             }
         }
+        "CHARGEBACK"
+        | "DISPUTE_OPENED_WITH_CHARGEBACK"
+        | "CHARGEBACK_REVERSED"
+        | "SECOND_CHARGEBACK"
+        | "PREARBITRATION_WON"
+        | "PREARBITRATION_LOST" => return dispute(kind, success, item),
+        // Notices of a dispute's progress: no money moves with them.
+        "NOTIFICATION_OF_CHARGEBACK"
+        | "REQUEST_FOR_INFORMATION"
+        | "NOTIFICATION_OF_FRAUD"
+        | "INFORMATION_SUPPLIED"
+        | "DISPUTE_DEFENSE_PERIOD_ENDED"
+        | "ISSUER_RESPONSE_TIMEFRAME_EXPIRED"
+        | "ISSUER_COMMENTS" => return Ok(Parsed::Ignored("no_funds_moved")),
         _ => return Ok(Parsed::Ignored("unsupported_event_type")),
     };
     Ok(Parsed::Event(event))
+}
+
+/// A dispute item: `pspReference` names the dispute (every event of one dispute has it),
+/// `originalReference` the disputed payment, `amount` the money that moves.
+fn dispute(kind: &str, success: bool, item: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !success {
+        return Ok(Parsed::Ignored("unsuccessful"));
+    }
+    let first_stage = item.id("pspReference")?;
+    // The second stage withdraws again after a reversal: its own id, so it posts once too.
+    let second_stage = || {
+        let id = format!("{first_stage}:second");
+        if id.len() > MAX_EVENT_ID_LEN {
+            return Err(invalid(format!(
+                "pspReference is too long to name a second chargeback (at most {} characters)",
+                MAX_EVENT_ID_LEN - ":second".len()
+            )));
+        }
+        Ok(id)
+    };
+    let withdrawn = |item: &Object<'_>| -> Result<DisputeChange, Unusable> {
+        let (amount, currency) = amount_of(item)?;
+        Ok(DisputeChange::FundsWithdrawn {
+            amount,
+            fee_minor: 0,
+            currency,
+            fee_in_other_currency: false,
+        })
+    };
+    let (dispute_id, change) = match kind {
+        "CHARGEBACK" | "DISPUTE_OPENED_WITH_CHARGEBACK" => (first_stage.clone(), withdrawn(item)?),
+        "SECOND_CHARGEBACK" => (second_stage()?, withdrawn(item)?),
+        "CHARGEBACK_REVERSED" => {
+            let (amount, currency) = amount_of(item)?;
+            (
+                first_stage.clone(),
+                DisputeChange::FundsReinstated { amount, currency },
+            )
+        }
+        "PREARBITRATION_WON" => (second_stage()?, DisputeChange::Closed(DisputeResult::Won)),
+        _ => (second_stage()?, DisputeChange::Closed(DisputeResult::Lost)),
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: item.id("originalReference")?,
+        dispute_id,
+        change,
+    }))
 }
 
 /// An item's `amount` in the ISO 4217 minor units the ledger keeps.
@@ -632,5 +702,38 @@ mod tests {
             Err(Unusable::InvalidAmount(_))
         ));
         assert!(matches!(convert(15000, "IDR"), Ok(1500000)));
+    }
+
+    #[test]
+    fn chargebacks_withdraw_reversals_reinstate_and_notices_move_nothing() {
+        let read = |code: &str, success: &str| {
+            let item = format!(
+                r#"{{"pspReference":"D1","originalReference":"P1","merchantAccountCode":"TestMerchant","merchantReference":"5","amount":{{"value":1130,"currency":"EUR"}},"eventCode":"{code}","success":"{success}"}}"#
+            );
+            body::dispute_summary(&AdyenFormat.read(item.as_bytes()).parsed)
+        };
+        for (code, expected) in [
+            ("CHARGEBACK", "withdrawn P1 D1 1130+0 EUR"),
+            (
+                "DISPUTE_OPENED_WITH_CHARGEBACK",
+                "withdrawn P1 D1 1130+0 EUR",
+            ),
+            ("CHARGEBACK_REVERSED", "reinstated P1 D1 1130 EUR"),
+            ("SECOND_CHARGEBACK", "withdrawn P1 D1:second 1130+0 EUR"),
+            ("PREARBITRATION_WON", "closed P1 D1:second won"),
+            ("PREARBITRATION_LOST", "closed P1 D1:second lost"),
+            ("NOTIFICATION_OF_CHARGEBACK", "ignored no_funds_moved"),
+            ("REQUEST_FOR_INFORMATION", "ignored no_funds_moved"),
+            ("NOTIFICATION_OF_FRAUD", "ignored no_funds_moved"),
+            ("DISPUTE_DEFENSE_PERIOD_ENDED", "ignored no_funds_moved"),
+        ] {
+            assert_eq!(read(code, "true"), expected, "{code}");
+        }
+        assert_eq!(read("CHARGEBACK", "false"), "ignored unsuccessful");
+        let no_payment = item("D2", "CHARGEBACK", 100);
+        assert_eq!(
+            body::dispute_summary(&AdyenFormat.read(no_payment.as_bytes()).parsed),
+            "rejected invalid_payload"
+        );
     }
 }

@@ -1,13 +1,16 @@
 //! The gateway's own payload (`payload = "canonical"`), for Standard Webhooks and plain HMAC
 //! senders: `{"id","type","data":{"payment_id","order_id","amount_minor","currency"}}` with
 //! types `payment.succeeded`, `payment.failed` and `refund.succeeded` (which may carry
-//! `data.refund_id`: it posts once per merchant and provider).
+//! `data.refund_id`: it posts once per merchant and provider), and the disputes'
+//! `dispute.funds_withdrawn` / `dispute.funds_reinstated` / `dispute.closed`.
 
 use serde_json::json;
 
 use super::body::{self, IdField, Object, Unusable};
 use super::connector::{Format, Sample};
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::payments::event::{
+    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 
 pub struct Canonical;
 
@@ -38,6 +41,9 @@ impl Format for Canonical {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if kind.starts_with("dispute.") {
+        return parse_dispute(kind, body);
+    }
     if !matches!(
         kind,
         "payment.succeeded" | "payment.failed" | "refund.succeeded"
@@ -64,4 +70,42 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         },
     };
     Ok(Parsed::Event(event))
+}
+
+/// `dispute.funds_withdrawn` (`data.dispute_id, payment_id, amount_minor, currency`, optional
+/// `fee_minor`), `dispute.funds_reinstated` (the same without a fee) and `dispute.closed`
+/// (`data.dispute_id, payment_id, status` won or lost).
+fn parse_dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "dispute.funds_withdrawn" | "dispute.funds_reinstated" | "dispute.closed"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
+    let data = body.object("data")?;
+    let change = match kind {
+        "dispute.funds_withdrawn" => DisputeChange::FundsWithdrawn {
+            amount: data.amount("amount_minor")?,
+            fee_minor: match data.member("fee_minor") {
+                None => 0,
+                Some(_) => data.total("fee_minor")?,
+            },
+            currency: data.currency("currency", false)?,
+            fee_in_other_currency: false,
+        },
+        "dispute.funds_reinstated" => DisputeChange::FundsReinstated {
+            amount: data.amount("amount_minor")?,
+            currency: data.currency("currency", false)?,
+        },
+        _ => match data.string("status").as_deref() {
+            Some("won") => DisputeChange::Closed(DisputeResult::Won),
+            Some("lost") => DisputeChange::Closed(DisputeResult::Lost),
+            _ => return Err(body::invalid("data.status must be \"won\" or \"lost\"").into()),
+        },
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: data.id("payment_id")?,
+        dispute_id: data.id("dispute_id")?,
+        change,
+    }))
 }

@@ -4,6 +4,10 @@
 //! applies to `ts`. Event id = body `event_id`. Money events: `transaction.completed`,
 //! `transaction.payment_failed`, and `adjustment.created` / `adjustment.updated` of action
 //! `refund` once `approved`; Paddle writes amounts as strings of minor units (`"1180"`).
+//! Chargebacks are adjustments too: action `chargeback` withdraws `totals.total` with the fee
+//! `payout_totals.chargeback_fee.amount`, action `chargeback_reverse` reinstates, each once
+//! `approved`. Paddle gives a chargeback no id of its own, so its transaction's id names the
+//! dispute; `chargeback_warning` (a warning, no money moved for the transaction) is ignored.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -12,7 +16,10 @@ use super::body::{self, IdField, Object, Unusable};
 use super::connector::{
     Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
 };
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::money::Currency;
+use crate::payments::event::{
+    DisputeChange, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
 
@@ -159,6 +166,13 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
             payment_id: data.id("id")?,
             order_id: order_id()?,
         },
+        _ if matches!(
+            data.string("action").as_deref(),
+            Some("chargeback" | "chargeback_reverse" | "chargeback_warning")
+        ) =>
+        {
+            return chargeback(&data);
+        }
         _ => {
             if data.string("action").as_deref() != Some("refund") {
                 return Ok(Parsed::Ignored("unsupported_adjustment"));
@@ -176,6 +190,57 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         }
     };
     Ok(Parsed::Event(event))
+}
+
+/// A chargeback adjustment (`action` `chargeback`, `chargeback_reverse` or `chargeback_warning`).
+fn chargeback(data: &Object<'_>) -> Result<Parsed, Unusable> {
+    let action = data.string("action").unwrap_or_default();
+    if action == "chargeback_warning" {
+        return Ok(Parsed::Ignored("chargeback_warning"));
+    }
+    if data.string("status").as_deref() != Some("approved") {
+        return Ok(Parsed::Ignored("chargeback_not_approved"));
+    }
+    let amount = data.object("totals")?.amount_in_text("total")?;
+    let currency = data.currency("currency_code", false)?;
+    let change = if action == "chargeback" {
+        let (fee_minor, fee_in_other_currency) = chargeback_fee(data, currency)?;
+        DisputeChange::FundsWithdrawn {
+            amount,
+            fee_minor,
+            currency,
+            fee_in_other_currency,
+        }
+    } else {
+        DisputeChange::FundsReinstated { amount, currency }
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: data.id("transaction_id")?,
+        dispute_id: data.id("transaction_id")?,
+        change,
+    }))
+}
+
+/// `payout_totals.chargeback_fee.amount`, in the payout's `currency_code`: booked when that is
+/// the adjustment's currency; in another currency it is not booked, and the dispute is noted.
+fn chargeback_fee(data: &Object<'_>, currency: Currency) -> Result<(i64, bool), Unusable> {
+    let Some(payout) = data.object_if_any("payout_totals")? else {
+        return Ok((0, false));
+    };
+    let Some(fee) = payout.object_if_any("chargeback_fee")? else {
+        return Ok((0, false));
+    };
+    let zero = fee
+        .string("amount")
+        .is_some_and(|a| !a.is_empty() && a.bytes().all(|b| b == b'0'));
+    if zero {
+        return Ok((0, false));
+    }
+    let amount = fee.amount_in_text("amount")?.get();
+    if payout.currency("currency_code", false)? != currency {
+        return Ok((0, true));
+    }
+    Ok((amount, false))
 }
 
 #[cfg(test)]
@@ -287,5 +352,68 @@ mod tests {
             read(&body.replace(r#""refund""#, r#""credit""#)),
             Parsed::Ignored("unsupported_adjustment")
         );
+    }
+
+    #[test]
+    fn chargeback_adjustments_withdraw_with_their_fee_and_reverse() {
+        let adjustment = |action: &str, status: &str, payout: &str| {
+            let body = format!(
+                r#"{{"event_id":"evt_1","event_type":"adjustment.created","notification_id":"ntf_1","data":{{"id":"adj_1","action":"{action}","type":"full","transaction_id":"txn_1","status":"{status}","currency_code":"USD","reason":"fraud","totals":{{"subtotal":"5000","tax":"0","total":"5000","fee":"0","earnings":"-5000","currency_code":"USD"}}{payout}}}}}"#
+            );
+            body::dispute_summary(&read(&body))
+        };
+        let fee = r#","payout_totals":{"subtotal":"5000","tax":"0","total":"5000","fee":"0","chargeback_fee":{"amount":"1500","original":null},"earnings":"-6500","currency_code":"USD"}"#;
+        let fee_in_eur = fee.replace(r#""currency_code":"USD""#, r#""currency_code":"EUR""#);
+        let no_fee = r#","payout_totals":{"total":"5000","chargeback_fee":{"amount":"0","original":null},"currency_code":"USD"}"#;
+        for (action, status, payout, expected) in [
+            (
+                "chargeback",
+                "approved",
+                fee,
+                "withdrawn txn_1 txn_1 5000+1500 USD",
+            ),
+            (
+                "chargeback",
+                "approved",
+                fee_in_eur.as_str(),
+                "withdrawn txn_1 txn_1 5000+0? USD",
+            ),
+            (
+                "chargeback",
+                "approved",
+                no_fee,
+                "withdrawn txn_1 txn_1 5000+0 USD",
+            ),
+            (
+                "chargeback",
+                "approved",
+                "",
+                "withdrawn txn_1 txn_1 5000+0 USD",
+            ),
+            (
+                "chargeback_reverse",
+                "approved",
+                "",
+                "reinstated txn_1 txn_1 5000 USD",
+            ),
+            (
+                "chargeback",
+                "pending_approval",
+                fee,
+                "ignored chargeback_not_approved",
+            ),
+            (
+                "chargeback_warning",
+                "approved",
+                fee,
+                "ignored chargeback_warning",
+            ),
+        ] {
+            assert_eq!(
+                adjustment(action, status, payout),
+                expected,
+                "{action} {status}"
+            );
+        }
     }
 }

@@ -9,6 +9,11 @@
 //! `resource`), `PAYMENT.CAPTURE.REFUNDED` (the `resource` is the refund; its capture is named
 //! only by the refund's `up` link). Amounts are decimal strings (`"10.00"`), converted to minor
 //! units with the currency's ISO 4217 exponent exactly.
+//!
+//! Disputes: PayPal takes a chargeback's money back as a capture reversal,
+//! `PAYMENT.CAPTURE.REVERSED` (the `resource` is the reversal, whose `id` is the dispute id here
+//! and whose `up` link names the capture): a withdrawal, without a fee (PayPal gives none in
+//! it). `CUSTOMER.DISPUTE.*` events carry no money movement of their own and are ignored.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -19,7 +24,9 @@ use super::connector::{
 };
 use crate::config::{PaypalProviderSettings, ProviderSettings};
 use crate::money::{self, AmountMinor, Currency};
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::payments::event::{
+    DisputeChange, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 use crate::signature::paypal::{PaypalError, PaypalSettings, PaypalVerifier};
 use crate::signature::scheme::HeaderSource;
 
@@ -143,6 +150,23 @@ impl Format for PaypalFormat {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if kind == "PAYMENT.CAPTURE.REVERSED" {
+        let resource = body.object("resource")?;
+        let (amount, currency) = amount_of(&resource)?;
+        return Ok(Parsed::Event(PaymentEvent::Dispute {
+            payment_id: refunded_capture(&resource)?,
+            dispute_id: resource.id("id")?,
+            change: DisputeChange::FundsWithdrawn {
+                amount,
+                fee_minor: 0,
+                currency,
+                fee_in_other_currency: false,
+            },
+        }));
+    }
+    if kind.starts_with("CUSTOMER.DISPUTE.") {
+        return Ok(Parsed::Ignored("no_funds_moved"));
+    }
     if !matches!(
         kind,
         "PAYMENT.CAPTURE.COMPLETED" | "PAYMENT.CAPTURE.DENIED" | "PAYMENT.CAPTURE.REFUNDED"
@@ -310,5 +334,22 @@ mod tests {
     fn the_gateway_cannot_sign_for_paypal() {
         let scheme = PaypalScheme { verifier: None };
         assert!(scheme.sign("WH-1", b"{}", 0).is_err());
+    }
+
+    #[test]
+    fn a_capture_reversal_withdraws_from_the_capture_its_up_link_names() {
+        let body = r#"{"id":"WH-3","event_type":"PAYMENT.CAPTURE.REVERSED","resource_type":"refund","resource":{"id":"RV1","status":"COMPLETED","note_to_payer":"Payment reversed","amount":{"currency_code":"EUR","value":"12.34"},"links":[{"rel":"self","href":"https://api.paypal.com/v2/payments/refunds/RV1"},{"rel":"up","href":"https://api.paypal.com/v2/payments/captures/CAP9"}]}}"#;
+        assert_eq!(
+            super::body::dispute_summary(&read(body)),
+            "withdrawn CAP9 RV1 1234+0 EUR"
+        );
+        let too_precise = body.replace("12.34", "12.345");
+        assert_eq!(reason(read(&too_precise)), "invalid_amount");
+        for kind in ["CUSTOMER.DISPUTE.CREATED", "CUSTOMER.DISPUTE.RESOLVED"] {
+            let dispute = format!(
+                r#"{{"id":"WH-4","event_type":"{kind}","resource":{{"dispute_id":"PP-D-1","status":"RESOLVED"}}}}"#
+            );
+            assert_eq!(reason(read(&dispute)), "no_funds_moved", "{kind}");
+        }
     }
 }

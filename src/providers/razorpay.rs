@@ -2,7 +2,12 @@
 //! webhook secret's UTF-8 bytes; no timestamp is signed. The event id travels in the header
 //! `x-razorpay-event-id`, not in the body: a delivery without it cannot be keyed (400
 //! `invalid_payload`, nothing stored). Money events: `payment.captured`, `payment.failed`
-//! (`payload.payment.entity`) and `refund.processed` (`payload.refund.entity`).
+//! (`payload.payment.entity`) and `refund.processed` (`payload.refund.entity`); disputes
+//! `payment.dispute.*` (`payload.dispute.entity`: `id`, `payment_id`, `amount`, `currency`,
+//! `amount_deducted`). Razorpay deducts a dispute's money when it is lost, or at once for
+//! accounts with "deduct at onset": a dispute event posts a withdrawal of `amount_deducted`
+//! whenever it is above 0 (and `lost` always withdraws, `amount` when nothing says more), once
+//! per dispute; `won` closes it won. Razorpay gives no fee in the dispute, so none is booked.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -11,7 +16,10 @@ use super::body::{self, Object, Unusable};
 use super::connector::{
     Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
 };
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::money::AmountMinor;
+use crate::payments::event::{
+    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
 
@@ -135,6 +143,9 @@ impl Format for RazorpayFormat {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if kind.starts_with("payment.dispute.") {
+        return dispute(kind, body);
+    }
     if !matches!(
         kind,
         "payment.captured" | "payment.failed" | "refund.processed"
@@ -171,6 +182,48 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         }
     };
     Ok(Parsed::Event(event))
+}
+
+/// A dispute event: the money is `amount_deducted` (what Razorpay took from the balance).
+fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    let dispute = match kind {
+        "payment.dispute.created"
+        | "payment.dispute.under_review"
+        | "payment.dispute.action_required"
+        | "payment.dispute.lost"
+        | "payment.dispute.won" => body
+            .object("payload")?
+            .object("dispute")?
+            .object("entity")?,
+        // `closed` ends a fraud or retrieval case, which never moved money.
+        "payment.dispute.closed" => return Ok(Parsed::Ignored("no_funds_moved")),
+        _ => return Ok(Parsed::Ignored("unsupported_event_type")),
+    };
+    let change = if kind == "payment.dispute.won" {
+        DisputeChange::Closed(DisputeResult::Won)
+    } else {
+        let deducted = match dispute.member("amount_deducted") {
+            Some(_) => dispute.total("amount_deducted")?,
+            None => 0,
+        };
+        let amount = match AmountMinor::parse(deducted) {
+            Some(amount) if deducted > 0 => amount,
+            // A lost dispute's money is taken: the disputed amount, when no deduction is given.
+            _ if kind == "payment.dispute.lost" => dispute.amount("amount")?,
+            _ => return Ok(Parsed::Ignored("no_funds_moved")),
+        };
+        DisputeChange::FundsWithdrawn {
+            amount,
+            fee_minor: 0,
+            currency: dispute.currency("currency", false)?,
+            fee_in_other_currency: false,
+        }
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: dispute.id("payment_id")?,
+        dispute_id: dispute.id("id")?,
+        change,
+    }))
 }
 
 #[cfg(test)]
@@ -231,6 +284,45 @@ mod tests {
         assert_eq!(
             read(r#"{"event":"payment.authorized","payload":{}}"#),
             Parsed::Ignored("unsupported_event_type")
+        );
+    }
+
+    #[test]
+    fn a_dispute_withdraws_what_razorpay_deducted_and_a_won_one_closes() {
+        let dispute = |kind: &str, deducted: &str| {
+            let body = format!(
+                r#"{{"entity":"event","account_id":"acc_1","event":"{kind}","contains":["payment","dispute"],"payload":{{"payment":{{"entity":{{"id":"pay_1","amount":10000,"currency":"INR"}}}},"dispute":{{"entity":{{"id":"disp_1","entity":"dispute","payment_id":"pay_1","amount":10000,"currency":"INR"{deducted},"reason_code":"chargeback","status":"open","phase":"chargeback"}}}}}},"created_at":1}}"#
+            );
+            body::dispute_summary(&read(&body))
+        };
+        let deducted = r#","amount_deducted":10000"#;
+        let nothing = r#","amount_deducted":0"#;
+        for (kind, amount, expected) in [
+            (
+                "payment.dispute.created",
+                deducted,
+                "withdrawn pay_1 disp_1 10000+0 INR",
+            ),
+            ("payment.dispute.created", nothing, "ignored no_funds_moved"),
+            ("payment.dispute.under_review", "", "ignored no_funds_moved"),
+            (
+                "payment.dispute.lost",
+                deducted,
+                "withdrawn pay_1 disp_1 10000+0 INR",
+            ),
+            (
+                "payment.dispute.lost",
+                nothing,
+                "withdrawn pay_1 disp_1 10000+0 INR",
+            ),
+            ("payment.dispute.won", nothing, "closed pay_1 disp_1 won"),
+            ("payment.dispute.closed", nothing, "ignored no_funds_moved"),
+        ] {
+            assert_eq!(dispute(kind, amount), expected, "{kind} {amount}");
+        }
+        assert_eq!(
+            dispute("payment.dispute.lost", r#","amount_deducted":-5"#),
+            "rejected invalid_payload"
         );
     }
 }

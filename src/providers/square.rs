@@ -2,8 +2,10 @@
 //! notification URL exactly as registered (`notification_url`, byte for byte) followed by the
 //! raw body, keyed with the signature key's UTF-8 bytes; no timestamp is signed. Event id =
 //! body `event_id`. Money events: `payment.created` / `payment.updated` with
-//! `data.object.payment`, `refund.created` / `refund.updated` with `data.object.refund`
-//! (docs/providers.md names the source of every mapped field).
+//! `data.object.payment`, `refund.created` / `refund.updated` with `data.object.refund`, and
+//! `dispute.created` / `dispute.state.updated` (`dispute.state.changed` before 2021) with
+//! `data.object.dispute`, read by its `state` (docs/providers.md names the source of every
+//! mapped field).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -15,7 +17,9 @@ use super::connector::{
     Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
 };
 use crate::money::{AmountMinor, Currency};
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::payments::event::{
+    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
 
@@ -119,6 +123,12 @@ impl Format for SquareFormat {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if matches!(
+        kind,
+        "dispute.created" | "dispute.state.updated" | "dispute.state.changed"
+    ) {
+        return dispute(&body.object("data")?.object("object")?.object("dispute")?);
+    }
     let object = match kind {
         "payment.created" | "payment.updated" | "refund.created" | "refund.updated" => {
             body.object("data")?.object("object")?
@@ -163,6 +173,47 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         }
     };
     Ok(Parsed::Event(event))
+}
+
+/// A Square `Dispute` by its `state`: Square takes the disputed `amount_money` from the
+/// seller once the chargeback is formal (`EVIDENCE_REQUIRED`, `PROCESSING`,
+/// `WAITING_THIRD_PARTY`: one withdrawal, however many of them arrive), gives it back when it is
+/// `WON`, and keeps it when `LOST` or `ACCEPTED`. An inquiry (`INQUIRY_*`) moves no money, and
+/// Square charges no dispute fee. The dispute is its `id` (`dispute_id` in older versions), its
+/// payment `disputed_payment.payment_id`.
+fn dispute(dispute: &Object<'_>) -> Result<Parsed, Unusable> {
+    let change = match dispute.string("state").as_deref() {
+        Some("EVIDENCE_REQUIRED" | "PROCESSING" | "WAITING_THIRD_PARTY") => {
+            let (amount, currency) = money_of(&dispute.object("amount_money")?)?;
+            DisputeChange::FundsWithdrawn {
+                amount,
+                fee_minor: 0,
+                currency,
+                fee_in_other_currency: false,
+            }
+        }
+        Some("WON") => {
+            let (amount, currency) = money_of(&dispute.object("amount_money")?)?;
+            DisputeChange::FundsReinstated { amount, currency }
+        }
+        Some("LOST" | "ACCEPTED") => DisputeChange::Closed(DisputeResult::Lost),
+        Some(state) if state.starts_with("INQUIRY_") => return Ok(Parsed::Ignored("inquiry")),
+        Some(_) => return Ok(Parsed::Ignored("unsupported_dispute_state")),
+        None => {
+            return Err(
+                body::invalid(format!("{} must be a string", dispute.path_of("state"))).into(),
+            );
+        }
+    };
+    let dispute_id = match dispute.member("id") {
+        Some(_) => dispute.id("id")?,
+        None => dispute.id("dispute_id")?,
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: dispute.object("disputed_payment")?.id("payment_id")?,
+        dispute_id,
+        change,
+    }))
 }
 
 /// A Square `Money` object: `amount` in the currency's smallest unit, `currency` upper case.
@@ -277,5 +328,61 @@ mod tests {
             Parsed::Event(PaymentEvent::Refunded { .. })
         ));
         assert_eq!(SquareFormat.event_id(refund.as_bytes()), Ok("evt_1".into()));
+    }
+
+    #[test]
+    fn a_dispute_is_read_by_its_state() {
+        let dispute = |kind: &str, state: &str, id_field: &str| {
+            let body = format!(
+                r#"{{"merchant_id":"ML1","type":"{kind}","event_id":"e1","data":{{"type":"dispute","id":"DP1","object":{{"dispute":{{"{id_field}":"DP1","amount_money":{{"amount":2500,"currency":"USD"}},"reason":"NOT_RECEIVED","state":"{state}","disputed_payment":{{"payment_id":"PAY1"}},"card_brand":"VISA"}}}}}}}}"#
+            );
+            body::dispute_summary(&read(&body))
+        };
+        for (kind, state, expected) in [
+            (
+                "dispute.created",
+                "EVIDENCE_REQUIRED",
+                "withdrawn PAY1 DP1 2500+0 USD",
+            ),
+            (
+                "dispute.state.updated",
+                "PROCESSING",
+                "withdrawn PAY1 DP1 2500+0 USD",
+            ),
+            (
+                "dispute.state.changed",
+                "WAITING_THIRD_PARTY",
+                "withdrawn PAY1 DP1 2500+0 USD",
+            ),
+            (
+                "dispute.state.updated",
+                "WON",
+                "reinstated PAY1 DP1 2500 USD",
+            ),
+            ("dispute.state.updated", "LOST", "closed PAY1 DP1 lost"),
+            ("dispute.state.updated", "ACCEPTED", "closed PAY1 DP1 lost"),
+            (
+                "dispute.created",
+                "INQUIRY_EVIDENCE_REQUIRED",
+                "ignored inquiry",
+            ),
+            ("dispute.state.updated", "INQUIRY_CLOSED", "ignored inquiry"),
+            (
+                "dispute.state.updated",
+                "SOMETHING_NEW",
+                "ignored unsupported_dispute_state",
+            ),
+        ] {
+            assert_eq!(dispute(kind, state, "id"), expected, "{kind} {state}");
+        }
+        // Older versions name the dispute `dispute_id`.
+        assert_eq!(
+            dispute("dispute.created", "EVIDENCE_REQUIRED", "dispute_id"),
+            "withdrawn PAY1 DP1 2500+0 USD"
+        );
+        assert_eq!(
+            dispute("dispute.evidence.added", "PROCESSING", "id"),
+            "ignored unsupported_event_type"
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! key = the UTF-8 bytes of the whole secret string (no decoding); event id = body `id`. Its
 //! payload (`payload = "stripe"`): `payment_intent.succeeded` (`data.object`: `id`,
 //! `amount_received`, lowercase `currency`, `metadata.order_id`), `payment_intent.payment_failed`,
-//! `charge.refunded` (`payment_intent`, cumulative `amount_refunded`: the difference is posted).
+//! `charge.refunded` (`payment_intent`, cumulative `amount_refunded`: the difference is posted),
+//! and `charge.dispute.funds_withdrawn` / `.funds_reinstated` / `.closed` (`data.object` is the
+//! Dispute: `id`, `payment_intent`, `amount`, `currency`, `status`, `balance_transactions[].fee`).
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -11,7 +13,10 @@ use super::body::{self, IdField, Object, Unusable};
 use super::connector::{
     Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
 };
-use crate::payments::event::{Parsed, PayloadError, PaymentEvent, Reading, RefundAmount};
+use crate::money::{AmountMinor, Currency};
+use crate::payments::event::{
+    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
 
@@ -131,6 +136,9 @@ impl Format for StripeFormat {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if kind.starts_with("charge.dispute.") {
+        return parse_dispute(kind, body);
+    }
     if !matches!(
         kind,
         "payment_intent.succeeded" | "payment_intent.payment_failed" | "charge.refunded"
@@ -170,6 +178,80 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         }
     };
     Ok(Parsed::Event(event))
+}
+
+/// `charge.dispute.funds_withdrawn`, `.funds_reinstated` and `.closed`: `data.object` is the
+/// Dispute (`id`, `payment_intent`, `amount` and lowercase `currency` of the disputed payment,
+/// `status`, and `balance_transactions`: the withdrawal, then the reinstatement, each with the
+/// `fee` Stripe charged for it in the balance's own `currency`).
+fn parse_dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if !matches!(
+        kind,
+        "charge.dispute.funds_withdrawn"
+            | "charge.dispute.funds_reinstated"
+            | "charge.dispute.closed"
+    ) {
+        return Ok(Parsed::Ignored("unsupported_event_type"));
+    }
+    let object = body.object("data")?.object("object")?;
+    // A dispute of a legacy Charges-API charge: no payment the gateway could have captured.
+    if object.member("payment_intent").is_none() {
+        return Ok(Parsed::Ignored("no_payment_intent"));
+    }
+    let change = match kind {
+        "charge.dispute.funds_withdrawn" => {
+            let currency = object.currency("currency", true)?;
+            let (fee_minor, fee_in_other_currency) = dispute_fee(&object, currency)?;
+            DisputeChange::FundsWithdrawn {
+                amount: object.amount("amount")?,
+                fee_minor,
+                currency,
+                fee_in_other_currency,
+            }
+        }
+        "charge.dispute.funds_reinstated" => DisputeChange::FundsReinstated {
+            amount: object.amount("amount")?,
+            currency: object.currency("currency", true)?,
+        },
+        _ => match object.string("status").as_deref() {
+            Some("won") => DisputeChange::Closed(DisputeResult::Won),
+            Some("lost") => DisputeChange::Closed(DisputeResult::Lost),
+            // An inquiry closed without becoming a chargeback: no money moved.
+            Some("warning_closed") => return Ok(Parsed::Ignored("inquiry_closed")),
+            Some(_) => return Ok(Parsed::Ignored("unsupported_dispute_status")),
+            None => return Err(body::invalid("data.object.status must be a string").into()),
+        },
+    };
+    Ok(Parsed::Event(PaymentEvent::Dispute {
+        payment_id: object.id("payment_intent")?,
+        dispute_id: object.id("id")?,
+        change,
+    }))
+}
+
+/// The fee of a Stripe dispute's withdrawal: the sum of the positive `fee`s of its balance
+/// transactions (a reinstatement's is 0 or negative: a fee given back, which the contract does
+/// not book), each in its balance transaction's `currency`. A fee in another currency than the
+/// dispute's cannot be booked against the payment (the ledger keeps one currency a payment):
+/// it is left out and reported.
+fn dispute_fee(object: &Object<'_>, currency: Currency) -> Result<(i64, bool), Unusable> {
+    let mut fee_minor = 0i64;
+    let mut other_currency = false;
+    for transaction in object.objects("balance_transactions")? {
+        let fee = transaction.signed("fee")?;
+        if fee <= 0 {
+            continue;
+        }
+        if transaction.currency("currency", true)? != currency {
+            other_currency = true;
+            continue;
+        }
+        fee_minor = fee_minor
+            .checked_add(fee)
+            .filter(|sum| *sum <= AmountMinor::MAX)
+            .ok_or_else(|| body::out_of_range(&transaction.path_of("fee")))?;
+    }
+    Ok((fee_minor, other_currency))
 }
 
 #[cfg(test)]

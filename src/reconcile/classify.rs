@@ -5,27 +5,38 @@ use serde::Serialize;
 
 use crate::money::Currency;
 
-/// A money movement's direction, as the report and `ledger_transfers.kind` both name it.
+/// A money movement's kind, as the report and `ledger_transfers.kind` both name it; a
+/// chargeback's fee is its own kind, `dispute_fee` (the chargeback's amount excludes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Payment,
     Refund,
+    Chargeback,
+    ChargebackReversal,
+    DisputeFee,
 }
 
 impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Payment,
+        Kind::Refund,
+        Kind::Chargeback,
+        Kind::ChargebackReversal,
+        Kind::DisputeFee,
+    ];
+
     pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "payment" => Some(Kind::Payment),
-            "refund" => Some(Kind::Refund),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Payment => "payment",
             Kind::Refund => "refund",
+            Kind::Chargeback => "chargeback",
+            Kind::ChargebackReversal => "chargeback_reversal",
+            Kind::DisputeFee => "dispute_fee",
         }
     }
 
@@ -34,6 +45,9 @@ impl Kind {
         match self {
             Kind::Payment => 0,
             Kind::Refund => 1,
+            Kind::Chargeback => 2,
+            Kind::ChargebackReversal => 3,
+            Kind::DisputeFee => 4,
         }
     }
 }

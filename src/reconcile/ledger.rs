@@ -7,7 +7,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 
 use super::classify::Kind;
-use crate::ledger::{UNAPPLIED_FUNDS, psp_clearing};
+use crate::ledger::{DISPUTE_FEES, UNAPPLIED_FUNDS, psp_clearing};
 use crate::money::Currency;
 
 /// The query, kept beside this file so a test can EXPLAIN exactly what runs.
@@ -26,10 +26,11 @@ struct Row {
     #[diesel(sql_type = BigInt)]
     amount_minor: i64,
     #[diesel(sql_type = Text)]
-    other_account: String,
+    account: String,
 }
 
-/// One ledger transfer as the reconciliation sees it.
+/// One ledger movement as the reconciliation sees it: a transfer's amount for the payment, or
+/// a chargeback's fee.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transfer {
     pub payment_id: String,
@@ -37,14 +38,19 @@ pub struct Transfer {
     pub created_at: DateTime<Utc>,
     /// `None` when the stored code is not one the gateway knows: the item can only mismatch.
     pub currency: Option<Currency>,
-    /// What moved at the provider: the clearing entry's size, whatever its sign.
+    /// What moved at the provider: the entry's size, whatever its sign.
     pub amount_minor: i64,
     pub held: bool,
 }
 
 impl Transfer {
     fn from_row(row: Row) -> Option<Self> {
-        let Some(kind) = Kind::parse(&row.kind) else {
+        let kind = if row.account == DISPUTE_FEES {
+            Some(Kind::DisputeFee)
+        } else {
+            Kind::parse(&row.kind).filter(|kind| *kind != Kind::DisputeFee)
+        };
+        let Some(kind) = kind else {
             tracing::warn!(
                 kind = row.kind,
                 payment_id = row.payment_id,
@@ -55,7 +61,7 @@ impl Transfer {
         Some(Self {
             currency: Currency::parse(&row.currency),
             amount_minor: row.amount_minor.saturating_abs(),
-            held: row.other_account == UNAPPLIED_FUNDS,
+            held: row.account == UNAPPLIED_FUNDS,
             payment_id: row.payment_id,
             kind,
             created_at: row.created_at,
@@ -63,8 +69,8 @@ impl Transfer {
     }
 }
 
-/// Streams every transfer of `merchant_id` from `provider` created in `[from, to)` into `each`;
-/// returns how many were read.
+/// Streams every transfer of `merchant_id` from `provider` created in `[from, to)` into `each`
+/// (a chargeback with a fee twice: its amount and its fee); returns how many transfers were read.
 pub async fn for_each_transfer(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
@@ -83,7 +89,9 @@ pub async fn for_each_transfer(
         .await?;
     let mut read = 0u64;
     while let Some(row) = rows.try_next().await? {
-        read += 1;
+        if row.account != DISPUTE_FEES {
+            read += 1;
+        }
         if let Some(transfer) = Transfer::from_row(row) {
             each(transfer);
         }
@@ -95,23 +103,42 @@ pub async fn for_each_transfer(
 mod tests {
     use super::*;
 
-    fn row(kind: &str, amount_minor: i64, other_account: &str) -> Row {
+    fn row(kind: &str, amount_minor: i64, account: &str) -> Row {
         Row {
             payment_id: "pay_1".into(),
             kind: kind.into(),
             created_at: DateTime::<Utc>::UNIX_EPOCH,
             currency: "EUR".into(),
             amount_minor,
-            other_account: other_account.into(),
+            account: account.into(),
         }
     }
 
     #[test]
-    fn a_refund_counts_the_size_of_its_negative_clearing_entry() {
-        let transfer = Transfer::from_row(row("refund", -500, "merchant_payable"));
+    fn a_refund_counts_the_size_of_its_merchant_entry() {
+        let transfer = Transfer::from_row(row("refund", 500, "merchant_payable"));
         assert_eq!(
             transfer.map(|t| (t.kind, t.amount_minor, t.held)),
             Some((Kind::Refund, 500, false))
+        );
+    }
+
+    #[test]
+    fn a_chargeback_is_its_amount_and_its_fee_apart() {
+        let amount = Transfer::from_row(row("chargeback", 5000, "merchant_payable"));
+        assert_eq!(
+            amount.map(|t| (t.kind, t.amount_minor)),
+            Some((Kind::Chargeback, 5000))
+        );
+        let fee = Transfer::from_row(row("chargeback", 1500, DISPUTE_FEES));
+        assert_eq!(
+            fee.map(|t| (t.kind, t.amount_minor, t.held)),
+            Some((Kind::DisputeFee, 1500, false))
+        );
+        let back = Transfer::from_row(row("chargeback_reversal", -5000, UNAPPLIED_FUNDS));
+        assert_eq!(
+            back.map(|t| (t.kind, t.amount_minor, t.held)),
+            Some((Kind::ChargebackReversal, 5000, true))
         );
     }
 
@@ -126,6 +153,11 @@ mod tests {
         assert_eq!(
             Transfer::from_row(row("payout", 1, "merchant_payable")),
             None
+        );
+        assert_eq!(
+            Transfer::from_row(row("dispute_fee", 1, "merchant_payable")),
+            None,
+            "no transfer has that kind"
         );
     }
 }

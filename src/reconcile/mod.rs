@@ -26,7 +26,7 @@ pub struct ReconcileArgs {
     /// The provider the report comes from (a `[[providers]]` name; its merchant_id is used).
     #[arg(long)]
     pub provider: String,
-    /// JSONL, one movement a line: {"payment_id","kind":"payment"|"refund","amount_minor","currency","at","reference"}.
+    /// JSONL, one movement a line: {"payment_id","kind":"payment"|"refund"|"chargeback"|"chargeback_reversal"|"dispute_fee","amount_minor","currency","at","reference"}.
     #[arg(value_name = "REPORT")]
     pub file: PathBuf,
     /// Only movements at or after this time (RFC 3339).
@@ -99,7 +99,7 @@ impl Window {
 
 /// Both sides, per kind, keyed by payment id (so a line's borrowed id can look it up).
 #[derive(Default)]
-struct Items([HashMap<Box<str>, Item>; 2]);
+struct Items([HashMap<Box<str>, Item>; Kind::ALL.len()]);
 
 impl Items {
     fn entry(&mut self, payment_id: &str, kind: Kind) -> &mut Item {
@@ -119,7 +119,7 @@ impl Items {
     /// Judged items that pass `keep`, by payment id then kind. References only: sorting a
     /// million of them costs 32 MB, not a second copy of the items.
     fn sorted(&self, keep: impl Fn(&Item) -> bool) -> Vec<(&str, Kind, &Item)> {
-        let mut out: Vec<(&str, Kind, &Item)> = [Kind::Payment, Kind::Refund]
+        let mut out: Vec<(&str, Kind, &Item)> = Kind::ALL
             .into_iter()
             .flat_map(|kind| {
                 self.0[kind.index()]

@@ -42,7 +42,8 @@ pub fn parse_line(bytes: &[u8]) -> Result<Movement<'_>, String> {
     }
     let kind = Kind::parse(&line.kind).ok_or_else(|| {
         format!(
-            "kind must be \"payment\" or \"refund\", not {:?}",
+            "kind must be \"payment\", \"refund\", \"chargeback\", \"chargeback_reversal\" \
+             or \"dispute_fee\", not {:?}",
             line.kind
         )
     })?;
@@ -88,6 +89,21 @@ mod tests {
             (Kind::Refund, "USD")
         );
         assert_eq!(movement.at.to_rfc3339(), "2026-11-30T09:00:00+00:00");
+    }
+
+    #[test]
+    fn dispute_kinds_are_movements_of_their_own() {
+        for (kind, expected) in [
+            ("chargeback", Kind::Chargeback),
+            ("chargeback_reversal", Kind::ChargebackReversal),
+            ("dispute_fee", Kind::DisputeFee),
+        ] {
+            let line = format!(
+                r#"{{"payment_id":"pi_1","kind":"{kind}","amount_minor":1500,"currency":"usd","at":"2026-12-01T10:00:00Z"}}"#
+            );
+            let movement = parse_line(line.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(movement.kind, expected);
+        }
     }
 
     #[test]

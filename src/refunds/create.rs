@@ -383,11 +383,19 @@ async fn reserve(
         return Ok(Err(not_found()));
     };
     let status = order.status()?;
-    if !matches!(status, OrderStatus::Paid | OrderStatus::PartiallyRefunded) {
+    // A disputed or charged-back order may still have something left to refund (a dispute of
+    // part of it); what is left is decided by the amounts below, as for the others.
+    if !matches!(
+        status,
+        OrderStatus::Paid
+            | OrderStatus::PartiallyRefunded
+            | OrderStatus::Disputed
+            | OrderStatus::ChargedBack
+    ) {
         return Ok(Err(RefundRefusal::new(
             RefusalKind::NotRefundable,
             format!(
-                "the order is {}; only paid or partially refunded orders can be refunded",
+                "the order is {}; only paid, partially refunded or disputed orders can be refunded",
                 status.as_str()
             ),
         )));
@@ -407,21 +415,21 @@ async fn reserve(
             ),
         )));
     }
+    // What disputes hold back is not refundable: the bank already paid the customer. The
+    // order's row lock orders this against a withdrawal, which locks it before it posts.
     let reserved = RefundRequest::reserved_minor(conn, order.id).await?;
-    let refundable = payment
-        .amount_minor
-        .saturating_sub(payment.refunded_minor)
-        .saturating_sub(reserved)
-        .max(0);
+    let refundable = payment.refundable_minor().saturating_sub(reserved).max(0);
     if valid.amount.get() > refundable {
         return Ok(Err(RefundRefusal::new(
             RefusalKind::AmountExceedsRefundable,
             format!(
                 "amount_minor {} is more than the {refundable} still refundable \
-                 ({} captured, {} refunded, {reserved} in refund requests in flight)",
+                 ({} captured, {} refunded, {} held back by disputes, {reserved} in refund \
+                 requests in flight)",
                 valid.amount.get(),
                 payment.amount_minor,
-                payment.refunded_minor
+                payment.refunded_minor,
+                payment.disputed_minor
             ),
         )));
     }

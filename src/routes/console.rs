@@ -24,6 +24,7 @@ use crate::deliveries::minutes;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
 use crate::error::ApiError;
 use crate::ledger;
+use crate::payments::dispute::{DisputeAttention, DisputeView};
 use crate::providers::Providers;
 use crate::refunds::model::RefundAttention;
 use view::{Chart, EventLine, filter_query, pretty_json, time};
@@ -302,6 +303,7 @@ struct TransferText {
     id: i64,
     kind: String,
     payment_id: String,
+    dispute_id: Option<String>,
     created_at: String,
     entries: Vec<EntryView>,
 }
@@ -315,6 +317,7 @@ struct EventPage {
     raw_body: String,
     transfer: Option<TransferText>,
     payment: Option<PaymentView>,
+    disputes: Vec<DisputeView>,
     order: Option<OrderView>,
 }
 
@@ -344,10 +347,12 @@ async fn event(
                 id: t.transfer.id,
                 kind: t.transfer.kind,
                 payment_id: t.transfer.payment_id,
+                dispute_id: t.transfer.dispute_id,
                 created_at: time(t.transfer.created_at),
                 entries: t.entries,
             }),
             payment: detail.payment,
+            disputes: detail.disputes,
             order: detail.order,
         },
     )
@@ -360,10 +365,11 @@ struct AttentionPage {
     held: Vec<EventLine>,
     rejected: Vec<EventLine>,
     refund_requests: Vec<RefundAttention>,
+    disputes: Vec<DisputeAttention>,
 }
 
-/// `GET /console/attention`: held and rejected events, and stuck or failed refund requests,
-/// newest first.
+/// `GET /console/attention`: held and rejected events, stuck or failed refund requests, and
+/// open or noted disputes, newest first.
 async fn attention(
     _session: Session,
     read_pool: web::Data<ReadPool>,
@@ -379,6 +385,7 @@ async fn attention(
             held: attention.held.iter().map(EventLine::from).collect(),
             rejected: attention.rejected.iter().map(EventLine::from).collect(),
             refund_requests: attention.refund_requests,
+            disputes: attention.disputes,
         },
     )
 }

@@ -737,3 +737,87 @@ async fn the_console_shows_amounts_in_major_units_beside_minor_units() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_console_shows_open_disputes_dispute_transfers_and_dispute_fees() {
+    let app = spawn_app().await;
+    let order_id = app.create_order(MERCHANT, 5000, "USD").await;
+    let paid = format!(
+        r#"{{"id":"evt_paid","type":"payment.succeeded","data":{{"payment_id":"pay_d","order_id":{order_id},"amount_minor":5000,"currency":"USD"}}}}"#
+    );
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_paid", &paid).await).await;
+    assert_eq!(status, 200, "{ack}");
+    // A provider's dispute id is shown as the characters it is, never as markup.
+    let withdrawn = r#"{"id":"evt_dw","type":"dispute.funds_withdrawn","data":{"dispute_id":"dp_<b>1</b>","payment_id":"pay_d","amount_minor":5000,"currency":"USD","fee_minor":1500}}"#;
+    let (status, _, ack) = answer(app.deliver(ACME, "evt_dw", withdrawn).await).await;
+    assert_eq!(status, 200, "{ack}");
+    let client = no_redirects();
+    let cookie = session_cookie(&app, &client).await;
+    let page = async |path: &str| {
+        client
+            .get(app.url(path))
+            .header("Cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let attention = page("/console/attention").await;
+    let disputes = attention
+        .split(r#"<table id="disputes">"#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no disputes table:\n{attention}"));
+    for text in [
+        "dp_&#60;b&#62;1&#60;/b&#62;",
+        "pay_d",
+        "5000 USD",
+        "50.00 USD",
+        "withdrawn",
+        "open",
+    ] {
+        assert!(
+            disputes.contains(text),
+            "attention lacks {text}:\n{disputes}"
+        );
+    }
+    assert!(!attention.contains("<b>1</b>"), "{attention}");
+
+    let event = page("/console/events/acme/evt_dw").await;
+    for text in [
+        r#"<span id="transfer-kind">chargeback</span>"#,
+        r#"<code id="transfer-dispute">dp_&#60;b&#62;1&#60;/b&#62;</code>"#,
+        "dispute_fees",
+        "-6500",
+        "-65.00 USD",
+        r#"<table class="entries" id="disputes">"#,
+        r#"<dd id="payment-disputed">5000"#,
+    ] {
+        assert!(
+            event.contains(text),
+            "the event page lacks {text}:\n{event}"
+        );
+    }
+    let balances = page("/console/balances").await;
+    for text in ["dispute_fees", "15.00 USD", "-15.00 USD"] {
+        assert!(balances.contains(text), "balances lack {text}:\n{balances}");
+    }
+    // And the same in the admin API's event detail.
+    let detail: serde_json::Value = app
+        .admin_get("/admin/events/acme/evt_dw")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["transfer"]["kind"], "chargeback", "{detail}");
+    assert_eq!(detail["transfer"]["dispute_id"], "dp_<b>1</b>", "{detail}");
+    assert_eq!(
+        detail["transfer"]["entries"].as_array().unwrap().len(),
+        3,
+        "{detail}"
+    );
+    assert_eq!(detail["disputes"][0]["funds"], "withdrawn", "{detail}");
+    assert_eq!(detail["payment"]["status"], "disputed", "{detail}");
+    assert_eq!(detail["order"]["status"], "disputed", "{detail}");
+}

@@ -648,8 +648,9 @@ async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
     );
 }
 
-/// The event detail's six statements (the delivery, its ack, its transfer, the transfer's
-/// entries, the payment, the order) are index lookups at 200,000 rows in every table.
+/// The event detail's seven statements (the delivery, its ack, its transfer, the transfer's
+/// entries, the payment, the payment's disputes, the order) are index lookups at 200,000 rows
+/// in every table (4,000 disputes).
 #[tokio::test]
 async fn an_events_detail_is_index_lookups_at_200k_rows() {
     use diesel_async::AsyncConnection;
@@ -672,6 +673,10 @@ async fn an_events_detail_is_index_lookups_at_200k_rows() {
                                            response_body, expires_at) \
              SELECT 42, 'payment.callback', 'acme:evt_' || g, 'h', 'succeeded', 200, '{}'::jsonb, \
                     now() + interval '1 day' FROM generate_series(1, 200000) g; \
+             INSERT INTO payment_disputes (merchant_id, provider, dispute_id, payment_id, order_id, funds, \
+                                           outcome, currency, withdrawn_minor) \
+             SELECT 42, 'acme', 'dp_' || g, 'pay_' || g, g, 'withdrawn', 'lost', 'USD', 1000 \
+             FROM generate_series(1, 200000, 50) g; \
              ANALYZE;",
         )
         .await
@@ -689,10 +694,12 @@ async fn an_events_detail_is_index_lookups_at_200k_rows() {
     .unwrap();
     println!("-- event detail:\n{plans}\n");
     let statements: Vec<&str> = plans.split("\n--\n").collect();
-    assert_eq!(statements.len(), 6, "{plans}");
-    for (statement, plan) in ["delivery", "ack", "transfer", "entries", "payment", "order"]
-        .iter()
-        .zip(statements)
+    assert_eq!(statements.len(), 7, "{plans}");
+    for (statement, plan) in [
+        "delivery", "ack", "transfer", "entries", "payment", "disputes", "order",
+    ]
+    .iter()
+    .zip(statements)
     {
         assert!(
             !plan.contains("Seq Scan") && plan.contains("Index"),

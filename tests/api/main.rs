@@ -15,6 +15,7 @@ mod cli;
 mod console;
 mod database_switch;
 mod deploy;
+mod disputes;
 mod events;
 mod hardening;
 mod health;

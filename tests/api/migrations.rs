@@ -48,6 +48,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_entries",
             "ledger_transfers",
             "orders",
+            "payment_disputes",
             "payments",
             "refund_requests"
         ]

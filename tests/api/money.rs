@@ -389,14 +389,20 @@ mod simulated {
         spawn_app_on,
     };
 
-    /// What the provider knows it moved: per (merchant, currency), captured and refunded, and
-    /// the part of each that sits in unapplied funds.
+    /// What the provider knows it moved: per (merchant, currency), captured, refunded, taken
+    /// back by disputes (withdrawn, and the fees) and given back (reinstated), and the part of
+    /// each that sits in unapplied funds.
     #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
     struct Moved {
         captured: i64,
         refunded: i64,
+        withdrawn: i64,
+        fees: i64,
+        reinstated: i64,
         held_captured: i64,
         held_refunded: i64,
+        held_withdrawn: i64,
+        held_reinstated: i64,
     }
 
     struct World {
@@ -404,6 +410,10 @@ mod simulated {
         moved: BTreeMap<(i64, &'static str), Moved>,
         transfers: i64,
         held_payments: i64,
+        /// Applied payments whose dispute is lost, open (funds withdrawn) or won.
+        charged_back: i64,
+        disputed: i64,
+        won: i64,
     }
 
     fn event(provider: &'static str, id: String, kind: &str, data: String) -> Event {
@@ -417,7 +427,8 @@ mod simulated {
 
     /// A seeded mix of what providers send for three merchants: captures, holds (wrong amount,
     /// unknown order), failures before or after success, partial refunds (some repeated under
-    /// another event id with the same refund id), unsupported types, malformed signed bodies.
+    /// another event id with the same refund id), disputes won, lost or open (some withdrawals
+    /// repeated under another event id), unsupported types, malformed signed bodies.
     async fn world(db: &tokio_postgres::Client, seed: u64) -> World {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut world = World {
@@ -425,6 +436,9 @@ mod simulated {
             moved: BTreeMap::new(),
             transfers: 0,
             held_payments: 0,
+            charged_back: 0,
+            disputed: 0,
+            won: 0,
         };
         for (provider, merchant) in [
             (ACME, MERCHANT),
@@ -485,6 +499,7 @@ mod simulated {
                     moved.held_captured += captured;
                     world.held_payments += 1;
                 }
+                let mut refunded_here = 0;
                 if rng.random_bool(0.5) {
                     let first = rng.random_range(1..=captured / 2);
                     let second = rng.random_range(0..=(captured - first) / 2);
@@ -511,10 +526,90 @@ mod simulated {
                             ));
                         }
                         world.transfers += 1;
+                        refunded_here += refund;
                         moved.refunded += refund;
                         if held {
                             moved.held_refunded += refund;
                         }
+                    }
+                }
+                // A dispute of at most what the refunds leave, so that every refund fits in
+                // whichever order the events arrive: won (withdrawn, reinstated, closed),
+                // lost (withdrawn, closed) or still open (withdrawn).
+                if captured > refunded_here && rng.random_bool(0.4) {
+                    let disputed = rng.random_range(1..=captured - refunded_here);
+                    let fee = if rng.random_bool(0.7) {
+                        rng.random_range(1..=1500)
+                    } else {
+                        0
+                    };
+                    let dispute = format!("dp_{provider}_{i}");
+                    let funds = |amount: i64| {
+                        format!(
+                            r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","amount_minor":{amount},"currency":"{currency}","fee_minor":{fee}}}"#
+                        )
+                    };
+                    world.events.push(event(
+                        provider,
+                        id("dw"),
+                        "dispute.funds_withdrawn",
+                        funds(disputed),
+                    ));
+                    if rng.random_bool(0.3) {
+                        // The same withdrawal reported again under another event id.
+                        world.events.push(event(
+                            provider,
+                            id("dw_again"),
+                            "dispute.funds_withdrawn",
+                            funds(disputed),
+                        ));
+                    }
+                    world.transfers += 1;
+                    moved.withdrawn += disputed;
+                    moved.fees += fee;
+                    if held {
+                        moved.held_withdrawn += disputed;
+                    }
+                    let end: f64 = rng.random();
+                    let closed = |status: &str| {
+                        format!(
+                            r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","status":"{status}"}}"#
+                        )
+                    };
+                    if end < 0.4 {
+                        world.events.push(event(
+                            provider,
+                            id("dr"),
+                            "dispute.funds_reinstated",
+                            format!(
+                                r#"{{"dispute_id":"{dispute}","payment_id":"{pay}","amount_minor":{disputed},"currency":"{currency}"}}"#
+                            ),
+                        ));
+                        world.events.push(event(
+                            provider,
+                            id("dc"),
+                            "dispute.closed",
+                            closed("won"),
+                        ));
+                        world.transfers += 1;
+                        moved.reinstated += disputed;
+                        if held {
+                            moved.held_reinstated += disputed;
+                        } else {
+                            world.won += 1;
+                        }
+                    } else if end < 0.8 {
+                        world.events.push(event(
+                            provider,
+                            id("dc"),
+                            "dispute.closed",
+                            closed("lost"),
+                        ));
+                        if !held {
+                            world.charged_back += 1;
+                        }
+                    } else if !held {
+                        world.disputed += 1;
                     }
                 }
             }
@@ -588,18 +683,58 @@ mod simulated {
             };
             assert_eq!(
                 balance(format!("psp_clearing:{provider}")).await,
-                moved.captured - moved.refunded,
-                "{merchant} {currency}"
+                moved.captured - moved.refunded - moved.withdrawn - moved.fees + moved.reinstated,
+                "{merchant} {currency}: captured - refunded - withdrawn - fees + reinstated"
             );
             assert_eq!(
                 balance("unapplied_funds".into()).await,
-                -(moved.held_captured - moved.held_refunded),
+                -(moved.held_captured - moved.held_refunded - moved.held_withdrawn
+                    + moved.held_reinstated),
                 "{merchant} {currency}"
             );
             assert_eq!(
                 balance("merchant_payable".into()).await,
-                -(moved.captured - moved.held_captured - (moved.refunded - moved.held_refunded)),
+                -(moved.captured
+                    - moved.held_captured
+                    - (moved.refunded - moved.held_refunded)
+                    - (moved.withdrawn - moved.held_withdrawn)
+                    + (moved.reinstated - moved.held_reinstated)),
                 "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("dispute_fees".into()).await,
+                moved.fees,
+                "{merchant} {currency}"
+            );
+        }
+        assert!(
+            world.won > 0 && world.charged_back > 0 && world.disputed > 0,
+            "the seed makes disputes of every end: won {}, lost {}, open {}",
+            world.won,
+            world.charged_back,
+            world.disputed
+        );
+        for (status, expected) in [
+            ("charged_back", world.charged_back),
+            ("disputed", world.disputed),
+        ] {
+            assert_eq!(
+                gateways[0]
+                    .count(&format!(
+                        "SELECT count(*) FROM payments WHERE status = '{status}'"
+                    ))
+                    .await,
+                expected,
+                "{status}"
+            );
+            assert_eq!(
+                gateways[0]
+                    .count(&format!(
+                        "SELECT count(*) FROM orders WHERE status = '{status}'"
+                    ))
+                    .await,
+                expected,
+                "orders {status}"
             );
         }
         let unbalanced = db
@@ -641,7 +776,8 @@ mod simulated {
     }
 
     /// A seeded mix for all nine providers (each scheme, each payload format): captures, holds,
-    /// failures, refunds (some reported again under another event id), unhandled types.
+    /// failures, refunds (some reported again under another event id), chargebacks (with their
+    /// fees where the provider gives one) and reinstatements, unhandled types.
     async fn nine_world(db: &tokio_postgres::Client, seed: u64) -> NineWorld {
         use crate::support::payloads::{Kind, payload};
         use crate::support::{ADYEN, CHECKOUT, PADDLE, PAYPAL, RAZORPAY, SQUARE, STRIPE};
@@ -652,6 +788,8 @@ mod simulated {
             transfers: 0,
             held_payments: 0,
         };
+        // (payment, is its capture, event)
+        let mut tagged: Vec<(String, bool, Event)> = Vec::new();
         let providers: [(&'static str, i64); 9] = [
             (ACME, MERCHANT),
             (STRIPE, MERCHANT),
@@ -664,15 +802,21 @@ mod simulated {
             (PAYPAL, MERCHANT),
         ];
         for (provider, merchant) in providers {
-            let push = |events: &mut Vec<Event>, n: String, payment: &str, kind: Kind| {
-                let p = payload(provider, &n, payment, &kind);
-                events.push(Event {
-                    provider,
-                    id: p.event_id,
-                    body: p.body,
-                    amount_minor: 0,
-                });
-            };
+            let push =
+                |events: &mut Vec<(String, bool, Event)>, n: String, payment: &str, kind: Kind| {
+                    let p = payload(provider, &n, payment, &kind);
+                    let capture = matches!(kind, Kind::Capture { .. });
+                    events.push((
+                        payment.to_owned(),
+                        capture,
+                        Event {
+                            provider,
+                            id: p.event_id,
+                            body: p.body,
+                            amount_minor: 0,
+                        },
+                    ));
+                };
             for i in 0..24 {
                 let amount: i64 = rng.random_range(100..10_000);
                 let currency: &'static str = if rng.random_bool(0.5) { "USD" } else { "EUR" };
@@ -693,7 +837,7 @@ mod simulated {
                 let roll: f64 = rng.random();
                 let (captured, held) = if roll < 0.65 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount),
@@ -701,7 +845,7 @@ mod simulated {
                     (amount, false)
                 } else if roll < 0.75 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount + 1),
@@ -709,7 +853,7 @@ mod simulated {
                     (amount + 1, true)
                 } else if roll < 0.82 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(900_000_000 + i), amount),
@@ -717,13 +861,13 @@ mod simulated {
                     (amount, true)
                 } else if roll < 0.90 {
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_fail"),
                         &pay,
                         Kind::Failed { order },
                     );
                     push(
-                        &mut world.events,
+                        &mut tagged,
                         format!("{i}_cap"),
                         &pay,
                         capture(Some(order), amount),
@@ -742,6 +886,7 @@ mod simulated {
                     moved.held_captured += captured;
                     world.held_payments += 1;
                 }
+                let mut refunded_here = 0;
                 if rng.random_bool(0.5) {
                     let first = rng.random_range(1..=captured / 2);
                     // Stripe reports refunds cumulatively: one, so no older total can arrive late.
@@ -759,30 +904,102 @@ mod simulated {
                             currency,
                             refund_id: format!("re_{provider}_{i}_{n}"),
                         };
-                        push(&mut world.events, format!("{i}_ref{n}"), &pay, kind.clone());
+                        push(&mut tagged, format!("{i}_ref{n}"), &pay, kind.clone());
                         // The same refund reported again under another event id (Adyen's id is
                         // the refund's own pspReference, so it cannot be).
                         if provider != ADYEN && provider != STRIPE && rng.random_bool(0.3) {
-                            push(&mut world.events, format!("{i}_ref{n}_again"), &pay, kind);
+                            push(&mut tagged, format!("{i}_ref{n}_again"), &pay, kind);
                         }
                         world.transfers += 1;
+                        refunded_here += refund;
                         moved.refunded += refund;
                         if held {
                             moved.held_refunded += refund;
                         }
                     }
                 }
+                // A chargeback of at most what the refunds leave (so every refund fits in
+                // whichever order the events arrive), given back in half the cases where the
+                // provider has a reinstatement; each provider's own dispute events.
+                if captured > refunded_here && rng.random_bool(0.35) {
+                    let disputed = rng.random_range(1..=captured - refunded_here);
+                    let fee = if crate::support::payloads::books_dispute_fees(provider) {
+                        rng.random_range(0..=1500)
+                    } else {
+                        0
+                    };
+                    // Paddle names a chargeback by its transaction.
+                    let dispute_id = if provider == PADDLE {
+                        pay.clone()
+                    } else {
+                        format!("dp_{provider}_{i}")
+                    };
+                    push(
+                        &mut tagged,
+                        format!("{i}_cb"),
+                        &pay,
+                        Kind::Withdrawal {
+                            dispute_id: dispute_id.clone(),
+                            amount: disputed,
+                            fee,
+                            currency,
+                        },
+                    );
+                    world.transfers += 1;
+                    moved.withdrawn += disputed;
+                    moved.fees += fee;
+                    if held {
+                        moved.held_withdrawn += disputed;
+                    }
+                    if crate::support::payloads::reinstates(provider) && rng.random_bool(0.5) {
+                        push(
+                            &mut tagged,
+                            format!("{i}_cbr"),
+                            &pay,
+                            Kind::Reinstatement {
+                                dispute_id,
+                                amount: disputed,
+                                currency,
+                            },
+                        );
+                        world.transfers += 1;
+                        moved.reinstated += disputed;
+                        if held {
+                            moved.held_reinstated += disputed;
+                        }
+                    }
+                }
             }
             for i in 0..4 {
                 push(
-                    &mut world.events,
+                    &mut tagged,
                     format!("other_{i}"),
                     &format!("pay_{provider}_other_{i}"),
                     Kind::Unhandled,
                 );
             }
         }
-        world.events.shuffle(&mut rng);
+        // Shuffled, then kept near their capture: an event that needs its capture (a refund, a
+        // chargeback, a reinstatement) lands in the block of 24 positions its capture fell in,
+        // in any order inside it. Out of order still (a refund often comes before its capture),
+        // but never so far ahead that the 64 deliveries in flight could all be waiting for
+        // captures not yet sent.
+        tagged.shuffle(&mut rng);
+        let captured_at: std::collections::HashMap<String, usize> = tagged
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, capture, _))| *capture)
+            .map(|(i, (payment, _, _))| (payment.clone(), i))
+            .collect();
+        let mut keyed: Vec<(usize, Event)> = tagged
+            .into_iter()
+            .enumerate()
+            .map(|(i, (payment, _, event))| {
+                (captured_at.get(&payment).copied().unwrap_or(i) / 24, event)
+            })
+            .collect();
+        keyed.sort_by_key(|(block, _)| *block);
+        world.events = keyed.into_iter().map(|(_, event)| event).collect();
         world
     }
 
@@ -833,15 +1050,31 @@ mod simulated {
                      WHERE merchant_id = {merchant} AND currency = '{currency}' AND account = 'psp_clearing:{provider}'"
                 ))
                 .await,
-                moved.captured - moved.refunded,
-                "{provider} {currency}: what the provider holds"
+                moved.captured - moved.refunded - moved.withdrawn - moved.fees + moved.reinstated,
+                "{provider} {currency}: what the provider holds: captured - refunded - withdrawn - fees + reinstated"
             );
             let total = per_merchant.entry((*merchant, currency)).or_default();
             total.captured += moved.captured;
             total.refunded += moved.refunded;
+            total.withdrawn += moved.withdrawn;
+            total.fees += moved.fees;
+            total.reinstated += moved.reinstated;
             total.held_captured += moved.held_captured;
             total.held_refunded += moved.held_refunded;
+            total.held_withdrawn += moved.held_withdrawn;
+            total.held_reinstated += moved.held_reinstated;
         }
+        let disputed_providers = world
+            .moved
+            .iter()
+            .filter(|(_, moved)| moved.withdrawn > 0)
+            .map(|((provider, ..), _)| *provider)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(
+            disputed_providers.len(),
+            9,
+            "every provider's chargebacks: {disputed_providers:?}"
+        );
         for ((merchant, currency), moved) in per_merchant {
             let balance = |account: &str| {
                 sum(format!(
@@ -851,12 +1084,22 @@ mod simulated {
             };
             assert_eq!(
                 balance("unapplied_funds").await,
-                -(moved.held_captured - moved.held_refunded),
+                -(moved.held_captured - moved.held_refunded - moved.held_withdrawn
+                    + moved.held_reinstated),
                 "{merchant} {currency}"
             );
             assert_eq!(
                 balance("merchant_payable").await,
-                -(moved.captured - moved.held_captured - (moved.refunded - moved.held_refunded)),
+                -(moved.captured
+                    - moved.held_captured
+                    - (moved.refunded - moved.held_refunded)
+                    - (moved.withdrawn - moved.held_withdrawn)
+                    + (moved.reinstated - moved.held_reinstated)),
+                "{merchant} {currency}"
+            );
+            assert_eq!(
+                balance("dispute_fees").await,
+                moved.fees,
                 "{merchant} {currency}"
             );
         }

@@ -636,3 +636,122 @@ async fn the_ledger_pass_is_a_range_scan_of_the_reconcile_index() {
     );
     assert!(!plan.contains("Seq Scan on ledger_transfers"), "{plan}");
 }
+
+fn dispute_body(event_id: &str, kind: &str, payment_id: &str, data: &str) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"dispute.{kind}","data":{{"dispute_id":"dp_{payment_id}","payment_id":"{payment_id}",{data}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn chargebacks_their_fees_and_reversals_match_and_a_withheld_chargeback_is_missing_in_ledger()
+{
+    let app = spawn_app().await;
+    let dir = scratch();
+    let events = payments(&app, 5).await;
+    let simulator = Simulator::new(vec![app.address.clone()]);
+    simulator.deliver_all_twice(&events, 4).await;
+    assert!(
+        simulator.failures().is_empty(),
+        "{:?}",
+        simulator.failures()
+    );
+    let pay = |i: usize| format!("pay_{}", events[i].id);
+    let amount = |i: usize| events[i].amount_minor;
+    let withdrawn = |i: usize, fee: i64| {
+        format!(
+            r#""amount_minor":{},"currency":"USD","fee_minor":{fee}"#,
+            amount(i)
+        )
+    };
+    // 0: withdrawn with a fee, reinstated (won); 1: withdrawn with a fee, lost; 2: withdrawn
+    // without a fee; 3: withdrawn with a fee, the event withheld from the gateway.
+    let delivered = [
+        dispute_body("evt_d0w", "funds_withdrawn", &pay(0), &withdrawn(0, 1500)),
+        dispute_body(
+            "evt_d0r",
+            "funds_reinstated",
+            &pay(0),
+            &format!(r#""amount_minor":{},"currency":"USD""#, amount(0)),
+        ),
+        dispute_body("evt_d0c", "closed", &pay(0), r#""status":"won""#),
+        dispute_body("evt_d1w", "funds_withdrawn", &pay(1), &withdrawn(1, 1500)),
+        dispute_body("evt_d1c", "closed", &pay(1), r#""status":"lost""#),
+        dispute_body("evt_d2w", "funds_withdrawn", &pay(2), &withdrawn(2, 0)),
+    ];
+    for body in &delivered {
+        let id = serde_json::from_str::<serde_json::Value>(body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let response = app.deliver(ACME, &id, body).await;
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    }
+    let withheld = dispute_body("evt_d3w", "funds_withdrawn", &pay(3), &withdrawn(3, 1500));
+
+    // The provider's report: the chargeback amounts exclude the fee, which is a line of its own.
+    let mut lines = truth(&events);
+    for i in 0..4 {
+        lines.push(movement(&pay(i), "chargeback", amount(i), "USD", &now()));
+    }
+    for i in [0, 1, 3] {
+        lines.push(movement(&pay(i), "dispute_fee", 1500, "USD", &now()));
+    }
+    lines.push(movement(
+        &pay(0),
+        "chargeback_reversal",
+        amount(0),
+        "USD",
+        &now(),
+    ));
+    let report = write_report(&dir, &lines);
+    let json = dir.join("out.json");
+    let args = ["--report", json.to_str().unwrap()];
+
+    let run = reconcile(&app, &dir, &report, &args).await;
+    assert_eq!(run.code, Some(1), "{}", run.explain());
+    assert_eq!(
+        (run.count("matched"), run.count("missing_in_ledger")),
+        (5 + 3 + 2 + 1, 2),
+        "{}",
+        run.explain()
+    );
+    let json_report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut missing: Vec<(String, String)> = json_report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["class"] == "missing_in_ledger")
+        .map(|i| {
+            (
+                i["payment_id"].as_str().unwrap().to_owned(),
+                i["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    missing.sort();
+    assert_eq!(
+        missing,
+        [
+            (pay(3), "chargeback".to_owned()),
+            (pay(3), "dispute_fee".to_owned())
+        ]
+    );
+
+    // Finance replays the withheld withdrawal; now every item matches.
+    let response = app.deliver(ACME, "evt_d3w", &withheld).await;
+    assert_eq!(response.status(), 200);
+    let again = reconcile(&app, &dir, &report, &args).await;
+    assert_eq!(again.code, Some(0), "{}", again.explain());
+    assert_eq!(again.count("matched"), 5 + 4 + 3 + 1, "{}", again.explain());
+    for class in [
+        "held",
+        "missing_in_ledger",
+        "missing_at_provider",
+        "amount_mismatch",
+    ] {
+        assert_eq!(again.count(class), 0, "{class}: {}", again.explain());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

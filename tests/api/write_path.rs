@@ -28,7 +28,7 @@ const ORDER_LOCK_QUERY: &str = "%FROM \"orders\"%FOR UPDATE%";
 const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n";
 
 #[tokio::test]
-async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_writer() {
+async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exactly_one_writer() {
     let app = spawn_app().await;
     let writes = "insert\\s+into|update|delete\\s+from";
     for (table, verbs, writer) in [
@@ -36,6 +36,7 @@ async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_wr
         ("ledger_entries", writes, "payment_apply_all"),
         ("payments", writes, "payment_apply_all"),
         ("orders", "update", "payment_apply_all"),
+        ("payment_disputes", writes, "payment_disputes_write"),
         ("callback_deliveries", writes, "callback_record_deliveries"),
         (
             "idempotency_keys",
@@ -74,6 +75,7 @@ async fn each_of_ledger_transfers_ledger_entries_and_payments_has_exactly_one_wr
             "ledger_transfers",
             "ledger_entries",
             "payments",
+            "payment_disputes",
             "callback_deliveries",
         ] {
             for write in [
@@ -148,10 +150,12 @@ enum State {
     AnotherMerchantsOrder,
     PaymentAlreadyCaptured,
     PaymentAlreadyHeld,
+    PaymentDisputed,
+    PaymentChargedBack,
     EventPostedBeforeItsRecordExpired,
 }
 
-const STATES: [State; 10] = [
+const STATES: [State; 12] = [
     State::PendingOrder,
     State::PendingOrderAfterAFailedAttempt,
     State::OrderPaidByAnotherPayment,
@@ -161,6 +165,8 @@ const STATES: [State; 10] = [
     State::AnotherMerchantsOrder,
     State::PaymentAlreadyCaptured,
     State::PaymentAlreadyHeld,
+    State::PaymentDisputed,
+    State::PaymentChargedBack,
     State::EventPostedBeforeItsRecordExpired,
 ];
 
@@ -197,10 +203,15 @@ async fn set_up(app: &TestApp, state: State) -> i64 {
         State::AnotherMerchantsOrder => {
             insert(order(OTHER_MERCHANT, 1999, "USD", "pending_payment")).await
         }
-        State::PaymentAlreadyCaptured | State::PaymentAlreadyHeld => {
+        State::PaymentAlreadyCaptured
+        | State::PaymentAlreadyHeld
+        | State::PaymentDisputed
+        | State::PaymentChargedBack => {
             let id = insert(order(MERCHANT, 1999, "USD", "pending_payment")).await;
             let status = match state {
                 State::PaymentAlreadyCaptured => "succeeded",
+                State::PaymentDisputed => "disputed",
+                State::PaymentChargedBack => "charged_back",
                 _ => "held",
             };
             insert(payment(id, status)).await;

@@ -24,6 +24,31 @@ pub enum Kind {
     },
     /// A type the gateway does not handle.
     Unhandled,
+    /// The provider took `amount` back for dispute `dispute_id`, and `fee` for it (providers
+    /// whose dispute events carry no fee ignore it).
+    Withdrawal {
+        dispute_id: String,
+        amount: i64,
+        fee: i64,
+        currency: &'static str,
+    },
+    /// The provider gave `amount` of dispute `dispute_id` back (Razorpay and PayPal have no
+    /// such event).
+    Reinstatement {
+        dispute_id: String,
+        amount: i64,
+        currency: &'static str,
+    },
+}
+
+/// Whether `provider`'s dispute events carry a fee the gateway books.
+pub fn books_dispute_fees(provider: &str) -> bool {
+    matches!(provider, ACME | PLAIN | THIRD | STRIPE | PADDLE)
+}
+
+/// Whether `provider` has an event that gives a chargeback's money back.
+pub fn reinstates(provider: &str) -> bool {
+    !matches!(provider, RAZORPAY | PAYPAL)
 }
 
 /// One provider event: the id the gateway keys it by (for Razorpay and Standard Webhooks the
@@ -32,6 +57,21 @@ pub enum Kind {
 pub struct Payload {
     pub event_id: String,
     pub body: String,
+}
+
+/// A Square `dispute.*` event of a dispute in `state`.
+fn square_dispute(
+    id: &str,
+    kind: &str,
+    dispute_id: &str,
+    payment: &str,
+    amount: i64,
+    currency: &str,
+    state: &str,
+) -> String {
+    format!(
+        r#"{{"merchant_id":"MLGW","type":"{kind}","event_id":"{id}","created_at":"2026-12-20T10:00:00Z","data":{{"type":"dispute","id":"{dispute_id}","object":{{"dispute":{{"id":"{dispute_id}","amount_money":{{"amount":{amount},"currency":"{currency}"}},"reason":"NOT_RECEIVED","state":"{state}","due_at":"2027-01-05T00:00:00Z","disputed_payment":{{"payment_id":"{payment}"}},"card_brand":"VISA","version":1}}}}}}}}"#
+    )
 }
 
 /// `amount` minor units of `currency` as a decimal string (PayPal).
@@ -56,12 +96,16 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","type":"refund.succeeded","data":{{"payment_id":"{payment}","refund_id":"{refund_id}","amount_minor":{amount},"currency":"{currency}"}}}}"#),
             Kind::Failed { order } => format!(r#"{{"id":"{id}","type":"payment.failed","data":{{"payment_id":"{payment}","order_id":{order}}}}}"#),
             Kind::Unhandled => format!(r#"{{"id":"{id}","type":"customer.created","data":{{"id":"cus_{n}"}}}}"#),
+            Kind::Withdrawal { dispute_id, amount, fee, currency } => format!(r#"{{"id":"{id}","type":"dispute.funds_withdrawn","data":{{"dispute_id":"{dispute_id}","payment_id":"{payment}","amount_minor":{amount},"currency":"{currency}","fee_minor":{fee}}}}}"#),
+            Kind::Reinstatement { dispute_id, amount, currency } => format!(r#"{{"id":"{id}","type":"dispute.funds_reinstated","data":{{"dispute_id":"{dispute_id}","payment_id":"{payment}","amount_minor":{amount},"currency":"{currency}"}}}}"#),
         },
         STRIPE => match kind {
             Kind::Capture { order, amount, currency } => format!(r#"{{"id":"{id}","object":"event","type":"payment_intent.succeeded","data":{{"object":{{"id":"{payment}","object":"payment_intent","amount_received":{amount},"currency":"{}","metadata":{{"order_id":"{}"}}}}}}}}"#, currency.to_lowercase(), order_text(*order)),
             Kind::Refund { amount, currency, .. } => format!(r#"{{"id":"{id}","object":"event","type":"charge.refunded","data":{{"object":{{"id":"ch_{payment}","object":"charge","payment_intent":"{payment}","amount_refunded":{amount},"currency":"{}"}}}}}}"#, currency.to_lowercase()),
             Kind::Failed { order } => format!(r#"{{"id":"{id}","object":"event","type":"payment_intent.payment_failed","data":{{"object":{{"id":"{payment}","metadata":{{"order_id":"{order}"}}}}}}}}"#),
             Kind::Unhandled => format!(r#"{{"id":"{id}","object":"event","type":"customer.created","data":{{"object":{{"id":"cus_{n}"}}}}}}"#),
+            Kind::Withdrawal { dispute_id, amount, fee, currency } => format!(r#"{{"id":"{id}","object":"event","type":"charge.dispute.funds_withdrawn","data":{{"object":{{"id":"{dispute_id}","object":"dispute","amount":{amount},"currency":"{c}","charge":"ch_{payment}","payment_intent":"{payment}","status":"needs_response","balance_transactions":[{{"id":"txn_{n}","object":"balance_transaction","amount":-{amount},"currency":"{c}","fee":{fee},"net":-{net},"type":"adjustment"}}]}}}}}}"#, c = currency.to_lowercase(), net = amount + fee),
+            Kind::Reinstatement { dispute_id, amount, currency } => format!(r#"{{"id":"{id}","object":"event","type":"charge.dispute.funds_reinstated","data":{{"object":{{"id":"{dispute_id}","object":"dispute","amount":{amount},"currency":"{c}","charge":"ch_{payment}","payment_intent":"{payment}","status":"won","balance_transactions":[]}}}}}}"#, c = currency.to_lowercase()),
         },
         ADYEN => {
             let (item, event_id) = match kind {
@@ -69,6 +113,8 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
                 Kind::Refund { amount, currency, refund_id } => (format!(r#"{{"pspReference":"{refund_id}","originalReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"refund-{n}","amount":{{"value":{amount},"currency":"{currency}"}},"eventCode":"REFUND","success":"true","eventDate":"2026-12-01T10:05:00+01:00"}}"#), format!("{refund_id}:REFUND:true")),
                 Kind::Failed { order } => (format!(r#"{{"pspReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"{order}","amount":{{"value":100,"currency":"USD"}},"eventCode":"AUTHORISATION","success":"false","reason":"Refused"}}"#), format!("{payment}:AUTHORISATION:false")),
                 Kind::Unhandled => (format!(r#"{{"pspReference":"rep_{n}","merchantAccountCode":"GatewayTest","merchantReference":"","amount":{{"value":0,"currency":"EUR"}},"eventCode":"REPORT_AVAILABLE","success":"true","reason":"https://ca-test.adyen.com/report.csv"}}"#), format!("rep_{n}:REPORT_AVAILABLE:true")),
+                Kind::Withdrawal { dispute_id, amount, currency, .. } => (format!(r#"{{"pspReference":"{dispute_id}","originalReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"dispute-{n}","amount":{{"value":{amount},"currency":"{currency}"}},"eventCode":"CHARGEBACK","success":"true","eventDate":"2026-12-20T10:00:00+01:00","reason":"Fraud","additionalData":{{"chargebackReasonCode":"10.4","disputeStatus":"Undefended"}}}}"#), format!("{dispute_id}:CHARGEBACK:true")),
+                Kind::Reinstatement { dispute_id, amount, currency } => (format!(r#"{{"pspReference":"{dispute_id}","originalReference":"{payment}","merchantAccountCode":"GatewayTest","merchantReference":"dispute-{n}","amount":{{"value":{amount},"currency":"{currency}"}},"eventCode":"CHARGEBACK_REVERSED","success":"true","eventDate":"2027-01-20T10:00:00+01:00","additionalData":{{"disputeStatus":"Won"}}}}"#), format!("{dispute_id}:CHARGEBACK_REVERSED:true")),
             };
             return Payload {
                 event_id,
@@ -80,18 +126,24 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"merchant_id":"MLGW","type":"refund.updated","event_id":"{id}","created_at":"2026-12-01T10:05:00Z","data":{{"type":"refund","id":"{refund_id}","object":{{"refund":{{"id":"{refund_id}","payment_id":"{payment}","status":"COMPLETED","amount_money":{{"amount":{amount},"currency":"{currency}"}}}}}}}}}}"#),
             Kind::Failed { order } => format!(r#"{{"merchant_id":"MLGW","type":"payment.updated","event_id":"{id}","data":{{"type":"payment","id":"{payment}","object":{{"payment":{{"id":"{payment}","status":"FAILED","reference_id":"{order}","amount_money":{{"amount":100,"currency":"USD"}}}}}}}}}}"#),
             Kind::Unhandled => format!(r#"{{"merchant_id":"MLGW","type":"customer.created","event_id":"{id}","data":{{"type":"customer","id":"C{n}","object":{{"customer":{{"id":"C{n}"}}}}}}}}"#),
+            Kind::Withdrawal { dispute_id, amount, currency, .. } => square_dispute(&id, "dispute.created", dispute_id, payment, *amount, currency, "EVIDENCE_REQUIRED"),
+            Kind::Reinstatement { dispute_id, amount, currency } => square_dispute(&id, "dispute.state.updated", dispute_id, payment, *amount, currency, "WON"),
         },
         RAZORPAY => match kind {
             Kind::Capture { order, amount, currency } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"payment.captured","contains":["payment"],"payload":{{"payment":{{"entity":{{"id":"{payment}","entity":"payment","amount":{amount},"currency":"{currency}","status":"captured","captured":true,"notes":{{"order_id":"{}"}}}}}}}},"created_at":1764583200}}"#, order_text(*order)),
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"refund.processed","contains":["refund","payment"],"payload":{{"refund":{{"entity":{{"id":"{refund_id}","entity":"refund","amount":{amount},"currency":"{currency}","payment_id":"{payment}","status":"processed"}}}}}},"created_at":1764583500}}"#),
             Kind::Failed { order } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"payment.failed","contains":["payment"],"payload":{{"payment":{{"entity":{{"id":"{payment}","amount":100,"currency":"INR","status":"failed","notes":{{"order_id":"{order}"}}}}}}}}}}"#),
             Kind::Unhandled => r#"{"entity":"event","account_id":"acc_GW","event":"order.paid","contains":["order"],"payload":{"order":{"entity":{"id":"order_1"}}}}"#.to_owned(),
+            Kind::Withdrawal { dispute_id, amount, currency, .. } => format!(r#"{{"entity":"event","account_id":"acc_GW","event":"payment.dispute.lost","contains":["payment","dispute"],"payload":{{"payment":{{"entity":{{"id":"{payment}","entity":"payment","amount":{amount},"currency":"{currency}","status":"captured"}}}},"dispute":{{"entity":{{"id":"{dispute_id}","entity":"dispute","payment_id":"{payment}","amount":{amount},"currency":"{currency}","amount_deducted":{amount},"reason_code":"chargeback","status":"lost","phase":"chargeback"}}}}}},"created_at":1766224800}}"#),
+            Kind::Reinstatement { .. } => panic!("Razorpay has no event that gives a chargeback back"),
         },
         CHECKOUT => match kind {
             Kind::Capture { order, amount, currency } => format!(r#"{{"id":"{id}","type":"payment_captured","version":"1.0.33","created_on":"2026-12-01T10:00:00Z","data":{{"id":"{payment}","action_id":"act_{n}","reference":"{}","amount":{amount},"currency":"{currency}","response_code":"10000"}}}}"#, order_text(*order)),
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","type":"payment_refunded","version":"1.0.33","created_on":"2026-12-01T10:05:00Z","data":{{"id":"{payment}","action_id":"{refund_id}","amount":{amount},"currency":"{currency}","response_code":"10000"}}}}"#),
             Kind::Failed { order } => format!(r#"{{"id":"{id}","type":"payment_declined","data":{{"id":"{payment}","reference":"{order}","amount":100,"currency":"USD","response_code":"20005"}}}}"#),
             Kind::Unhandled => format!(r#"{{"id":"{id}","type":"payment_approved","data":{{"id":"{payment}","amount":1,"currency":"USD"}}}}"#),
+            Kind::Withdrawal { dispute_id, amount, currency, .. } => format!(r#"{{"id":"{id}","type":"dispute_evidence_required","version":"1.0.6","created_on":"2026-12-20T10:00:00Z","data":{{"id":"{dispute_id}","category":"fraudulent","amount":{amount},"currency":"{currency}","reason_code":"10.4","payment_id":"{payment}","payment_action_id":"act_{n}","evidence_required_by":"2027-01-05T18:00:00Z"}}}}"#),
+            Kind::Reinstatement { dispute_id, amount, currency } => format!(r#"{{"id":"{id}","type":"dispute_won","version":"1.0.6","created_on":"2027-01-20T10:00:00Z","data":{{"id":"{dispute_id}","category":"fraudulent","amount":{amount},"currency":"{currency}","reason_code":"10.4","payment_id":"{payment}"}}}}"#),
         },
         PADDLE => match kind {
             Kind::Capture { order, amount, currency } => {
@@ -101,6 +153,9 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"event_id":"{id}","event_type":"adjustment.created","occurred_at":"2026-12-01T10:05:00Z","notification_id":"ntf_{n}","data":{{"id":"{refund_id}","action":"refund","type":"partial","transaction_id":"{payment}","status":"approved","currency_code":"{currency}","reason":"requested","totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}"}}}}}}"#),
             Kind::Failed { order } => format!(r#"{{"event_id":"{id}","event_type":"transaction.payment_failed","notification_id":"ntf_{n}","data":{{"id":"{payment}","status":"past_due","currency_code":"USD","custom_data":{{"order_id":"{order}"}}}}}}"#),
             Kind::Unhandled => format!(r#"{{"event_id":"{id}","event_type":"customer.created","notification_id":"ntf_{n}","data":{{"id":"ctm_{n}","email":"a@b.example"}}}}"#),
+            // Paddle names a chargeback by its transaction: `dispute_id` is not sent.
+            Kind::Withdrawal { amount, fee, currency, .. } => format!(r#"{{"event_id":"{id}","event_type":"adjustment.created","occurred_at":"2026-12-20T10:00:00Z","notification_id":"ntf_{n}","data":{{"id":"adj_cb_{n}","action":"chargeback","type":"full","transaction_id":"{payment}","status":"approved","currency_code":"{currency}","reason":"fraudulent","totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}","fee":"0","earnings":"-{amount}","currency_code":"{currency}"}},"payout_totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}","fee":"0","chargeback_fee":{{"amount":"{fee}","original":null}},"earnings":"-{net}","currency_code":"{currency}"}}}}}}"#, net = amount + fee),
+            Kind::Reinstatement { amount, currency, .. } => format!(r#"{{"event_id":"{id}","event_type":"adjustment.created","occurred_at":"2027-01-20T10:00:00Z","notification_id":"ntf_{n}","data":{{"id":"adj_cbr_{n}","action":"chargeback_reverse","type":"full","transaction_id":"{payment}","status":"approved","currency_code":"{currency}","reason":"chargeback won","totals":{{"subtotal":"{amount}","tax":"0","total":"{amount}","currency_code":"{currency}"}}}}}}"#),
         },
         PAYPAL => match kind {
             Kind::Capture { order, amount, currency } => {
@@ -110,6 +165,8 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
             Kind::Refund { amount, currency, refund_id } => format!(r#"{{"id":"{id}","event_version":"1.0","create_time":"2026-12-01T10:05:00Z","resource_type":"refund","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.REFUNDED","summary":"A refund","resource":{{"id":"{refund_id}","status":"COMPLETED","amount":{{"currency_code":"{currency}","value":"{}"}},"links":[{{"href":"https://api.paypal.com/v2/payments/refunds/{refund_id}","rel":"self","method":"GET"}},{{"href":"https://api.paypal.com/v2/payments/captures/{payment}","rel":"up","method":"GET"}}]}}}}"#, decimal(*amount, currency)),
             Kind::Failed { order } => format!(r#"{{"id":"{id}","event_version":"1.0","resource_type":"capture","event_type":"PAYMENT.CAPTURE.DENIED","resource":{{"id":"{payment}","status":"DECLINED","custom_id":"{order}","amount":{{"currency_code":"USD","value":"1.00"}}}}}}"#),
             Kind::Unhandled => format!(r#"{{"id":"{id}","event_version":"1.0","resource_type":"checkout-order","event_type":"CHECKOUT.ORDER.APPROVED","resource":{{"id":"ORD{n}"}}}}"#),
+            Kind::Withdrawal { dispute_id, amount, currency, .. } => format!(r#"{{"id":"{id}","event_version":"1.0","create_time":"2026-12-20T10:00:00Z","resource_type":"refund","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.REVERSED","summary":"A payment was reversed","resource":{{"id":"{dispute_id}","status":"COMPLETED","note_to_payer":"Payment reversed","amount":{{"currency_code":"{currency}","value":"{}"}},"links":[{{"href":"https://api.paypal.com/v2/payments/refunds/{dispute_id}","rel":"self","method":"GET"}},{{"href":"https://api.paypal.com/v2/payments/captures/{payment}","rel":"up","method":"GET"}}]}}}}"#, decimal(*amount, currency)),
+            Kind::Reinstatement { .. } => panic!("PayPal's reinstatement is not mapped"),
         },
         other => panic!("no test payloads for provider {other}"),
     };
