@@ -187,8 +187,19 @@ impl ProcessCallback<'_> {
                 _ => Ok(None),
             }
         };
-        let (order, payment, dispute) =
+        let (mut order, payment, dispute) =
             futures_util::try_join!(lock_order, Payment::find(shared, key, true), read_dispute)?;
+        // A refund's or a dispute's order is the one its payment names, read before any lock.
+        // When the payment's capture committed between that read and the locked one, the
+        // order was not locked (nor read): lock it now, or the plan would move the payment and
+        // leave its order behind (a payment disputed, its order still paid). The payment's own
+        // lock is held by now, so its order id cannot change again.
+        if let Some(found) = &payment
+            && found.order_id != order_id
+            && let Some(id) = found.order_id
+        {
+            order = Order::lock_for_merchant(shared, self.source.merchant_id, id).await?;
+        }
         Ok(State {
             order: order.as_ref().map(order_state).transpose()?,
             payment: payment.map(|p| p.state()).transpose()?,
