@@ -10,6 +10,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::cleanup;
+use crate::notifications::retention;
 use crate::read_caches;
 use crate::reconcile::{self, ReconcileArgs};
 use crate::refunds::recover;
@@ -40,7 +41,8 @@ pub enum Command {
     },
     /// Apply pending migrations and exit.
     Migrate,
-    /// Delete expired idempotency records (one full pass) and print how many.
+    /// Delete expired idempotency records and delivered notifications past their retention
+    /// (one full pass each) and print how many.
     Cleanup,
     /// Manage API tokens.
     Token {
@@ -107,10 +109,16 @@ impl Cli {
                 let mut conn = AsyncPgConnection::establish(settings.database_url()?)
                     .await
                     .map_err(anyhow::Error::from)?;
-                let deleted = cleanup::run_pass(&mut conn, settings.idempotency.cleanup_batch_size)
+                let batch = settings.idempotency.cleanup_batch_size;
+                let deleted = cleanup::run_pass(&mut conn, batch)
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!("deleted {deleted} expired idempotency record(s)");
+                let notifications =
+                    retention::run_pass(&mut conn, settings.notifications.retention, batch)
+                        .await
+                        .map_err(anyhow::Error::from)?;
+                println!("deleted {notifications} delivered notification(s) past retention");
                 Ok(())
             }
             Command::Token {
@@ -231,10 +239,12 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         settings.idempotency.cleanup_interval,
         settings.idempotency.cleanup_batch_size,
     );
-    let refunds = refunds_of(&settings)?;
     let recover_interval = settings.refunds.recover_interval;
     let checkpoint_interval = settings.ledger.checkpoint_interval;
+    let notification_retention = settings.notifications.retention;
+    let refunds_settings = settings.clone();
     let app = Application::build(settings).await?;
+    let refunds = refunds_of(&refunds_settings, app.notifying())?;
     let cleaner = tokio::spawn(cleanup::run_periodically(
         database_url.clone(),
         interval,
@@ -251,10 +261,18 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
         database_url.clone(),
         checkpoint_interval,
     ));
+    let notification_cleaner = tokio::spawn(retention::run_periodically(
+        database_url.clone(),
+        interval,
+        notification_retention,
+        batch_size,
+        app.metrics(),
+    ));
     tracing::info!(port = app.port(), tls, "callback-gateway listening");
     let result = app.run_until_stopped().await;
     cleaner.abort();
     recoverer.abort();
     checkpointer.abort();
+    notification_cleaner.abort();
     result.map_err(|e| CommandError::Runtime(e.into()))
 }

@@ -34,6 +34,85 @@ pub struct Settings {
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
     pub console: ConsoleSettings,
+    /// `[[merchants]]`: the merchants that hear of their orders' changes.
+    pub merchants: Vec<MerchantSettings>,
+    pub notifications: NotificationSettings,
+}
+
+/// A merchant of `[[merchants]]`: its notification endpoint, if it has one.
+#[derive(Debug, Clone)]
+pub struct MerchantSettings {
+    pub id: i64,
+    /// `None`: the merchant gets no notifications.
+    pub endpoint: Option<NotifyEndpoint>,
+}
+
+/// Where a merchant's notifications go and the Standard Webhooks secret that signs them.
+#[derive(Debug, Clone)]
+pub struct NotifyEndpoint {
+    /// `https://`, or `http://` on a loopback address; never printed whole (its query may hold
+    /// a token): see [`NotifyEndpoint::shown`].
+    pub url: reqwest::Url,
+    /// `whsec_` + base64, at least 16 bytes of key.
+    pub secret: Secret,
+}
+
+impl NotifyEndpoint {
+    /// The URL as it may be printed: scheme, host, port and path, without the query.
+    pub fn shown(&self) -> String {
+        let mut url = self.url.clone();
+        let had_query = url.query().is_some();
+        url.set_query(None);
+        if had_query {
+            format!("{url}?(query hidden)")
+        } else {
+            url.to_string()
+        }
+    }
+}
+
+/// Merchant notifications: how the sender in `serve` delivers them, and how long delivered
+/// ones are kept.
+#[derive(Debug, Clone)]
+pub struct NotificationSettings {
+    /// Delivered notifications are deleted this long after their delivery.
+    pub retention: Duration,
+    /// Attempts one gateway has in flight at once, over all merchants.
+    pub concurrency: usize,
+    /// Attempts one gateway has in flight at once for one merchant, so a slow endpoint holds
+    /// at most this many of the others' slots.
+    pub per_merchant_concurrency: usize,
+    /// Upper bound of one attempt (connect, request, answer); the contract's 15 s by default.
+    pub attempt_timeout: Duration,
+    /// The waits before the second, third... attempt (each +-20% jitter); after the last
+    /// attempt a notification is failed. Tests shorten it.
+    pub retry_delays: Vec<Duration>,
+    /// How often a sender looks for due notifications it was not woken for (those staged by
+    /// another gateway, retries coming due).
+    pub poll_interval: Duration,
+}
+
+impl NotificationSettings {
+    /// The contract's schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+    pub const DEFAULT_RETRY_DELAYS_MS: [u64; 7] = [
+        5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000,
+    ];
+
+    /// How long a claimed notification is kept from other senders: twice the attempt's bound,
+    /// so a live attempt has finished and stored its result long before, and one of a sender
+    /// that died is sent again within it (30 s by default, within the contract's 60 s).
+    pub fn claim_lease(&self) -> Duration {
+        self.attempt_timeout.saturating_mul(2)
+    }
+
+    /// The merchants whose notifications this gateway sends, with their endpoints.
+    pub fn endpoints(
+        merchants: &[MerchantSettings],
+    ) -> impl Iterator<Item = (i64, &NotifyEndpoint)> {
+        merchants
+            .iter()
+            .filter_map(|m| m.endpoint.as_ref().map(|e| (m.id, e)))
+    }
 }
 
 /// The web console.
@@ -181,6 +260,9 @@ pub struct ProviderSettings {
     /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
     /// provider may be live, and a sample capture would move a real merchant's books.
     pub test: bool,
+    /// Whether this provider's merchant has a notification endpoint (`[[merchants]]`): its
+    /// changes then stage notifications.
+    pub notifies: bool,
     /// Square: the notification URL exactly as registered at Square (part of what it signs).
     pub notification_url: Option<String>,
     /// PayPal: the receiving webhook's id and where its certificates may come from.
@@ -360,6 +442,29 @@ struct RawSettings {
     console: RawConsole,
     #[serde(default)]
     ledger: RawLedger,
+    #[serde(default)]
+    merchants: Vec<RawMerchant>,
+    #[serde(default)]
+    notifications: RawNotifications,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMerchant {
+    id: Option<i64>,
+    notify_url: Option<String>,
+    notify_secret: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotifications {
+    retention_hours: Option<u64>,
+    concurrency: Option<u64>,
+    per_merchant_concurrency: Option<u64>,
+    attempt_timeout_ms: Option<u64>,
+    retry_delays_ms: Option<Vec<u64>>,
+    poll_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -598,6 +703,12 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         providers.push(provider);
     }
 
+    let merchants = validate_merchants(raw.merchants, env)?;
+    for provider in &mut providers {
+        provider.notifies =
+            NotificationSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
+    }
+    let notifications = validate_notifications(raw.notifications)?;
     let refunds = validate_refunds(raw.refunds)?;
     let checkpoint_interval_secs = raw.ledger.checkpoint_interval_secs.unwrap_or(1);
     within(
@@ -641,7 +752,167 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         refunds,
         console,
         ledger,
+        merchants,
+        notifications,
     })
+}
+
+/// `[[merchants]]`: ids unique and positive; `notify_url` and `notify_secret` both or neither.
+fn validate_merchants(
+    raw: Vec<RawMerchant>,
+    env: &dyn Environment,
+) -> Result<Vec<MerchantSettings>, ConfigError> {
+    let mut merchants: Vec<MerchantSettings> = Vec::with_capacity(raw.len());
+    for (index, merchant) in raw.into_iter().enumerate() {
+        let field = |name: &str| format!("merchants[{index}].{name}");
+        let id = merchant
+            .id
+            .ok_or_else(|| ConfigError(format!("{} is required", field("id"))))?;
+        if id <= 0 {
+            return Err(ConfigError(format!(
+                "{} must be greater than 0",
+                field("id")
+            )));
+        }
+        if merchants.iter().any(|m| m.id == id) {
+            return Err(ConfigError(format!(
+                "{}: merchant {id} is listed twice",
+                field("id")
+            )));
+        }
+        let endpoint = match (merchant.notify_url, merchant.notify_secret) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError(format!(
+                    "{} is required when notify_url is set",
+                    field("notify_secret")
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError(format!(
+                    "{} is required when notify_secret is set",
+                    field("notify_url")
+                )));
+            }
+            (Some(url), Some(secret)) => {
+                let url = outbound_url(&field("notify_url"), &url, true)?;
+                let name = field("notify_secret");
+                let secret = resolve_secret(&name, &secret, env)?;
+                let key = secret.standard_webhooks_key().ok_or_else(|| {
+                    ConfigError(format!(
+                        "{name}: a Standard Webhooks secret is whsec_ followed by base64"
+                    ))
+                })?;
+                long_enough(&name, key.len())?;
+                Some(NotifyEndpoint { url, secret })
+            }
+        };
+        merchants.push(MerchantSettings { id, endpoint });
+    }
+    Ok(merchants)
+}
+
+fn validate_notifications(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
+    let retention_hours = raw.retention_hours.unwrap_or(168);
+    within(
+        "notifications.retention_hours",
+        retention_hours,
+        1,
+        MAX_HOURS,
+    )?;
+    let concurrency = raw.concurrency.unwrap_or(64);
+    within("notifications.concurrency", concurrency, 1, 1000)?;
+    let per_merchant = raw.per_merchant_concurrency.unwrap_or(8);
+    within(
+        "notifications.per_merchant_concurrency",
+        per_merchant,
+        1,
+        concurrency,
+    )?;
+    // The contract bounds an attempt by 15 s; the setting may only shorten it (tests do).
+    let attempt_timeout_ms = raw.attempt_timeout_ms.unwrap_or(15_000);
+    within(
+        "notifications.attempt_timeout_ms",
+        attempt_timeout_ms,
+        100,
+        15_000,
+    )?;
+    let delays = raw
+        .retry_delays_ms
+        .unwrap_or_else(|| NotificationSettings::DEFAULT_RETRY_DELAYS_MS.to_vec());
+    within(
+        "notifications.retry_delays_ms (its length)",
+        delays.len() as u64,
+        1,
+        20,
+    )?;
+    for (i, delay) in delays.iter().enumerate() {
+        // A week at most: beyond it the endpoint is disabled long before (5 days).
+        within(
+            &format!("notifications.retry_delays_ms[{i}]"),
+            *delay,
+            1,
+            7 * 24 * 3_600_000,
+        )?;
+    }
+    // A dead sender's claim passes after twice the attempt timeout; with this poll the row is
+    // sent again within the contract's 60 s.
+    let poll_interval_ms = raw.poll_interval_ms.unwrap_or(1000);
+    within(
+        "notifications.poll_interval_ms",
+        poll_interval_ms,
+        10,
+        30_000,
+    )?;
+    Ok(NotificationSettings {
+        retention: hours(retention_hours),
+        concurrency: concurrency as usize,
+        per_merchant_concurrency: per_merchant as usize,
+        attempt_timeout: Duration::from_millis(attempt_timeout_ms),
+        retry_delays: delays.into_iter().map(Duration::from_millis).collect(),
+        poll_interval: Duration::from_millis(poll_interval_ms),
+    })
+}
+
+/// A URL the gateway calls out to: `https://`, or `http://` only on a loopback address; no
+/// `user:password@`, no fragment, and a query only when `query_allowed`. Errors never repeat
+/// the value (until it is known to carry no userinfo, it may hold a password).
+fn outbound_url(
+    field: &str,
+    value: &str,
+    query_allowed: bool,
+) -> Result<reqwest::Url, ConfigError> {
+    let parsed =
+        reqwest::Url::parse(value).map_err(|e| ConfigError(format!("{field}: not a URL: {e}")))?;
+    // A password in the URL would reach every log line that names it (reqwest's errors quote
+    // the URL); credentials belong in secrets, which are never logged.
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(ConfigError(format!(
+            "{field}: must not carry user:password@"
+        )));
+    }
+    if value.len() > 2048 {
+        return Err(ConfigError(format!("{field}: longer than 2048 characters")));
+    }
+    let host = parsed.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let allowed = match parsed.scheme() {
+        "https" => parsed.host().is_some(),
+        "http" => loopback,
+        _ => false,
+    };
+    let query_ok = query_allowed || parsed.query().is_none();
+    if !allowed || !query_ok || parsed.fragment().is_some() {
+        let query = if query_allowed { "" } else { " without query" };
+        return Err(ConfigError(format!(
+            "{field}: must be an https:// URL{query} (http:// only on 127.0.0.0/8, ::1 or localhost)"
+        )));
+    }
+    Ok(parsed)
 }
 
 /// A PostgreSQL URL the driver can read, refused here rather than at the first connection;
@@ -731,35 +1002,7 @@ fn validate_refund_api(
             )));
         }
     };
-    // Neither error below repeats the value: until it is known to carry no userinfo, it may
-    // hold a password.
-    let parsed = reqwest::Url::parse(&base_url)
-        .map_err(|e| ConfigError(format!("{}: not a URL: {e}", field("api_base_url"))))?;
-    // A password in the URL would reach every log line that names it (reqwest's errors quote
-    // the URL); the provider's credential is `api_key`, a secret that is never logged.
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(ConfigError(format!(
-            "{}: must not carry user:password@ (put the credential in api_key)",
-            field("api_base_url")
-        )));
-    }
-    let host = parsed.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    let allowed = match parsed.scheme() {
-        "https" => parsed.host().is_some(),
-        "http" => loopback,
-        _ => false,
-    };
-    if !allowed || parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(ConfigError(format!(
-            "{}: {base_url:?} must be an https:// URL without query (http:// only on 127.0.0.0/8, ::1 or localhost)",
-            field("api_base_url")
-        )));
-    }
+    outbound_url(&field("api_base_url"), &base_url, false)?;
     let api_key = resolve_secret(&field("api_key"), &api_key, env)?;
     Ok(Some(RefundApi {
         base_url: base_url.trim_end_matches('/').to_owned(),
@@ -956,6 +1199,7 @@ fn validate_provider(
         ttl: hours(ttl_hours),
         refund_api,
         test: raw.test.unwrap_or(false),
+        notifies: false,
         notification_url,
         paypal,
     })
@@ -1371,6 +1615,113 @@ mod tests {
         }
         assert!(SecureCookie::WhenHttps.applies(true));
         assert!(!SecureCookie::WhenHttps.applies(false));
+    }
+
+    const WHSEC: &str = "whsec_bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA==";
+
+    fn merchant(extra: &str) -> String {
+        format!(
+            "{}[[merchants]]\nid = 42\nnotify_url = \"https://merchant.example/hooks\"\nnotify_secret = \"{WHSEC}\"\n{extra}",
+            provider("")
+        )
+    }
+
+    #[test]
+    fn notifications_default_to_the_contract_schedule_and_a_168_hour_retention() {
+        let settings = Settings::from_toml("", &env()).unwrap();
+        let n = &settings.notifications;
+        assert_eq!(n.retention, Duration::from_secs(168 * 3600));
+        assert_eq!(n.attempt_timeout, Duration::from_secs(15));
+        assert_eq!(n.claim_lease(), Duration::from_secs(30));
+        assert_eq!(
+            n.retry_delays,
+            [5, 300, 1800, 7200, 18_000, 36_000, 36_000].map(Duration::from_secs)
+        );
+        assert_eq!((n.concurrency, n.per_merchant_concurrency), (64, 8));
+        assert!(settings.merchants.is_empty());
+    }
+
+    #[test]
+    fn a_merchant_with_an_endpoint_makes_its_providers_notify_and_reads_env_secrets() {
+        let env = FakeEnv(HashMap::from([
+            ("DATABASE_URL", "postgres://u@localhost/db"),
+            ("MERCHANT_42_WHSEC", WHSEC),
+        ]));
+        let text = format!(
+            "{}[[merchants]]\nid = 42\nnotify_url = \"http://127.0.0.1:9000/h?k=v\"\nnotify_secret = \"env:MERCHANT_42_WHSEC\"\n[[merchants]]\nid = 43\n",
+            provider("")
+        );
+        let settings = Settings::from_toml(&text, &env).unwrap();
+        assert!(settings.providers[0].notifies);
+        let endpoint = settings.merchants[0].endpoint.as_ref().unwrap();
+        assert_eq!(endpoint.secret.expose(), WHSEC);
+        assert_eq!(endpoint.shown(), "http://127.0.0.1:9000/h?(query hidden)");
+        assert!(settings.merchants[1].endpoint.is_none());
+        assert!(!format!("{settings:?}").contains("bWVyY2hhbnQ"));
+        let settings = Settings::from_toml(&provider(""), &env).unwrap();
+        assert!(!settings.providers[0].notifies);
+    }
+
+    #[test]
+    fn merchants_and_notification_settings_out_of_their_bounds_name_the_field() {
+        let cases = [
+            (
+                merchant("[[merchants]]\nid = 42\n"),
+                "merchants[1].id: merchant 42 is listed twice",
+            ),
+            (
+                "[[merchants]]\nid = 0\n".to_owned(),
+                "merchants[0].id must be greater than 0",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\n".to_owned(),
+                "merchants[0].notify_secret is required",
+            ),
+            (
+                format!("[[merchants]]\nid = 1\nnotify_url = \"http://m.example/h\"\nnotify_secret = \"{WHSEC}\"\n"),
+                "merchants[0].notify_url: must be an https:// URL",
+            ),
+            (
+                format!("[[merchants]]\nid = 1\nnotify_url = \"https://u:p@m.example/h\"\nnotify_secret = \"{WHSEC}\"\n"),
+                "merchants[0].notify_url: must not carry user:password@",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\nnotify_secret = \"not-a-whsec!\"\n".to_owned(),
+                "merchants[0].notify_secret: a Standard Webhooks secret",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify_url = \"https://m.example/h\"\nnotify_secret = \"whsec_AAAAAAAAAAAAAAAA\"\n".to_owned(),
+                "merchants[0].notify_secret must be at least 16 bytes",
+            ),
+            (
+                "[[merchants]]\nid = 1\nnotify = true\n".to_owned(),
+                "unknown field `notify`",
+            ),
+            (
+                "[notifications]\nattempt_timeout_ms = 15001\n".to_owned(),
+                "notifications.attempt_timeout_ms",
+            ),
+            (
+                "[notifications]\nconcurrency = 4\nper_merchant_concurrency = 5\n".to_owned(),
+                "notifications.per_merchant_concurrency",
+            ),
+            (
+                "[notifications]\nretry_delays_ms = []\n".to_owned(),
+                "notifications.retry_delays_ms",
+            ),
+            (
+                "[notifications]\nretention_hours = 0\n".to_owned(),
+                "notifications.retention_hours",
+            ),
+            (
+                "[notifications]\npoll_interval_ms = 60000\n".to_owned(),
+                "notifications.poll_interval_ms",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = error_of(&text);
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
     }
 
     fn one(text: &str) -> ProviderSettings {

@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod metrics;
 pub mod money;
+pub mod notifications;
 pub mod orders;
 pub mod payments;
 pub mod preflight;

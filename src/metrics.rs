@@ -31,6 +31,12 @@ pub struct Metrics {
     cleanup_last_run: IntGauge,
     refund_recoverer_last_run: IntGauge,
     refunds_needing_review: IntGauge,
+    notifications_pending: IntGauge,
+    notifications_oldest_pending: prometheus::Gauge,
+    notification_attempts: IntCounterVec,
+    notification_delivery: Histogram,
+    notification_sender_last_run: IntGauge,
+    notifications_deleted: IntCounter,
 }
 
 impl Default for Metrics {
@@ -163,7 +169,81 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let notifications_pending = register(
+            &registry,
+            IntGauge::new(
+                "gateway_notifications_pending",
+                "Merchant notifications not delivered yet (due, waiting for a retry or for a disabled endpoint), as this process's sender last read them",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notifications_oldest_pending = register(
+            &registry,
+            prometheus::Gauge::new(
+                "gateway_notifications_oldest_pending_age_seconds",
+                "How long the oldest pending merchant notification has waited since it was staged (0: none)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notification_attempts = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "gateway_notification_attempts_total",
+                    "Merchant notification attempts by result: delivered, http_error, redirect, timeout, connection, gone",
+                ),
+                &["result"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        // Every result from the start, so a rate over them exists before the first failure.
+        for result in [
+            "delivered",
+            "http_error",
+            "redirect",
+            "timeout",
+            "connection",
+            "gone",
+        ] {
+            notification_attempts.with_label_values(&[result]);
+        }
+        let notification_delivery = register(
+            &registry,
+            Histogram::with_opts(
+                HistogramOpts::new(
+                    "gateway_notification_delivery_seconds",
+                    "From staging (the change's transaction) to the merchant's 2xx",
+                )
+                .buckets(vec![
+                    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 300.0, 1800.0,
+                    7200.0, 86400.0,
+                ]),
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notification_sender_last_run = register(
+            &registry,
+            IntGauge::new(
+                "gateway_notification_sender_last_run_timestamp_seconds",
+                "Unix time of the notification sender's last round (0: no sender in this process)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notifications_deleted = register(
+            &registry,
+            IntCounter::new(
+                "gateway_notifications_deleted_total",
+                "Delivered merchant notifications deleted after their retention",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
+            notifications_pending,
+            notifications_oldest_pending,
+            notification_attempts,
+            notification_delivery,
+            notification_sender_last_run,
+            notifications_deleted,
             registry,
             requests,
             latency,
@@ -227,6 +307,35 @@ impl Metrics {
     /// How many refund requests wait for a person, as the recoverer's pass counted them.
     pub fn record_refunds_needing_review(&self, count: i64) {
         self.refunds_needing_review.set(count);
+    }
+
+    /// The sender's reading of the backlog: pending notifications and the oldest one's wait.
+    pub fn record_notification_backlog(&self, pending: i64, oldest_secs: Option<f64>) {
+        self.notifications_pending.set(pending);
+        self.notifications_oldest_pending
+            .set(oldest_secs.unwrap_or(0.0).max(0.0));
+    }
+
+    /// One notification attempt ended with `result` (a `schedule::Answer` label).
+    pub fn record_notification_attempt(&self, result: &str) {
+        self.notification_attempts
+            .with_label_values(&[result])
+            .inc();
+    }
+
+    /// A notification was delivered `waited` after it was staged.
+    pub fn record_notification_delivered(&self, waited: Duration) {
+        self.notification_delivery.observe(waited.as_secs_f64());
+    }
+
+    /// The sender ran a round (its liveness).
+    pub fn record_notification_sender_round(&self) {
+        self.notification_sender_last_run
+            .set(chrono::Utc::now().timestamp());
+    }
+
+    pub fn record_notifications_deleted(&self, deleted: u64) {
+        self.notifications_deleted.inc_by(deleted);
     }
 
     /// The Prometheus text exposition, with the pool gauges (summed over the workers' pools)

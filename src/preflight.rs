@@ -172,6 +172,30 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
             );
         }
     }
+    let notifications = &settings.notifications;
+    let _ = writeln!(
+        out,
+        "{:<14}{} in flight ({} per merchant), attempt timeout {}, {} retries, delivered kept {}h",
+        "notifications",
+        notifications.concurrency,
+        notifications.per_merchant_concurrency,
+        millis(notifications.attempt_timeout),
+        notifications.retry_delays.len(),
+        notifications.retention.as_secs() / 3600
+    );
+    let _ = writeln!(out, "{:<14}{}", "merchants", settings.merchants.len());
+    for m in &settings.merchants {
+        // The URL without its query (it may carry a token); the secret only as set.
+        let _ = writeln!(
+            out,
+            "  {} notify_url={}",
+            m.id,
+            m.endpoint.as_ref().map_or_else(
+                || "none (no notifications)".to_owned(),
+                |e| format!("{} (notify_secret set)", e.shown())
+            ),
+        );
+    }
     out
 }
 
@@ -263,13 +287,21 @@ mod tests {
         struct Env;
         impl crate::config::Environment for Env {
             fn var(&self, name: &str) -> Option<String> {
-                (name == "PLAIN_SECRET").then(|| "env-secret-value-1234".to_owned())
+                match name {
+                    "PLAIN_SECRET" => Some("env-secret-value-1234".to_owned()),
+                    "MERCHANT_WHSEC" => {
+                        Some("whsec_bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA==".to_owned())
+                    }
+                    _ => None,
+                }
             }
         }
         let text = "[database]\nurl = \"postgres://u:pw-in-url@h/db\"\n[admin]\ntoken = \"admin-token-value-123\"\n\
             [[providers]]\nname = \"plain\"\nscheme = \"hmac-sha256\"\nmerchant_id = 43\n\
             secrets = [\"literal-secret-value-1\", \"env:PLAIN_SECRET\"]\n\
-            api_base_url = \"https://api.example.com\"\napi_key = \"sk_live_api_key_value\"\n";
+            api_base_url = \"https://api.example.com\"\napi_key = \"sk_live_api_key_value\"\n\
+            [[merchants]]\nid = 43\nnotify_url = \"https://merchant.example/hooks?token=url-token-value\"\n\
+            notify_secret = \"env:MERCHANT_WHSEC\"\n[[merchants]]\nid = 44\n";
         let settings = Settings::from_toml(text, &Env).unwrap();
         let summary = summary(&settings, Some(Path::new("test.toml")));
         for secret in [
@@ -278,6 +310,8 @@ mod tests {
             "admin-token-value-123",
             "pw-in-url",
             "sk_live_api_key_value",
+            "url-token-value",
+            "bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA",
         ] {
             assert!(!summary.contains(secret), "{secret} leaked:\n{summary}");
         }
@@ -290,6 +324,16 @@ mod tests {
             "{summary}"
         );
         assert!(summary.contains("tls           off"), "{summary}");
+        assert!(
+            summary.contains(
+                "  43 notify_url=https://merchant.example/hooks?(query hidden) (notify_secret set)"
+            ),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("  44 notify_url=none (no notifications)"),
+            "{summary}"
+        );
         assert!(
             summary.contains("console       session cookie Secure when the proxy says https"),
             "{summary}"

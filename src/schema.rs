@@ -104,6 +104,46 @@ diesel::table! {
 }
 
 diesel::table! {
+    merchant_notifications (id) {
+        id -> Int8,
+        merchant_id -> Int8,
+        kind -> Text,
+        order_id -> Nullable<Int8>,
+        object_status -> Text,
+        reference -> Nullable<Text>,
+        amount_minor -> Nullable<Int8>,
+        currency -> Nullable<Text>,
+        provider -> Nullable<Text>,
+        event_id -> Nullable<Text>,
+        transfer_id -> Nullable<Int8>,
+        payment_id -> Nullable<Text>,
+        refund_request_id -> Nullable<Int8>,
+        detail -> Nullable<Text>,
+        dispute_id -> Nullable<Text>,
+        created_at -> Timestamptz,
+        status -> Text,
+        attempts -> Int4,
+        next_attempt_at -> Timestamptz,
+        last_attempt_at -> Nullable<Timestamptz>,
+        last_status -> Nullable<Int4>,
+        last_error -> Nullable<Text>,
+        delivered_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    notification_endpoints (merchant_id) {
+        merchant_id -> Int8,
+        disabled_at -> Nullable<Timestamptz>,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<Timestamptz>,
+        last_success_at -> Nullable<Timestamptz>,
+        last_failure_at -> Nullable<Timestamptz>,
+        last_error -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
     orders (id) {
         id -> Int8,
         user_id -> Int8,
@@ -190,6 +230,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_checkpoint_state,
     ledger_entries,
     ledger_transfers,
+    merchant_notifications,
+    notification_endpoints,
     orders,
     payment_disputes,
     payments,

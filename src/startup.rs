@@ -15,6 +15,7 @@ use crate::config::Settings;
 use crate::db::replication::Replication;
 use crate::db::{self, ConnectSpec, SessionLimits};
 use crate::metrics::Metrics;
+use crate::notifications::{Notifying, Wake, sender};
 use crate::payments::batcher::Batcher;
 use crate::providers::Providers;
 use crate::refunds::create::Refunds;
@@ -23,7 +24,9 @@ use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
 use crate::routes::state::AppState;
-use crate::routes::{admin, callbacks, console, events, health, not_found, orders, refunds};
+use crate::routes::{
+    admin, callbacks, console, events, health, not_found, notifications, orders, refunds,
+};
 use crate::telemetry::GatewayRootSpan;
 
 /// The OpenAPI document: every route of [`configure`], from the handlers' annotations.
@@ -43,6 +46,10 @@ use crate::telemetry::GatewayRootSpan;
         events::event,
         events::attention,
         events::export_events,
+        notifications::list_notifications,
+        notifications::redeliver_notification,
+        notifications::redeliver_merchant,
+        notifications::enable_endpoint,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -91,6 +98,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/admin/refund-requests/{id}/resolve",
             web::post().to(refunds::resolve_refund_request),
         )
+        .route(
+            "/admin/notifications",
+            web::get().to(notifications::list_notifications),
+        )
+        .route(
+            "/admin/notifications/{id}/redeliver",
+            web::post().to(notifications::redeliver_notification),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/notifications/redeliver",
+            web::post().to(notifications::redeliver_merchant),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/endpoint/enable",
+            web::post().to(notifications::enable_endpoint),
+        )
         .configure(console::configure);
 }
 
@@ -98,14 +121,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// doubles with each unknown outcome (docs/refunds.md).
 const FIRST_REFUND_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What `refund.create` needs, for the handlers and for the recoverer in `serve`.
-pub fn refunds_of(settings: &Settings) -> anyhow::Result<Refunds> {
+/// What `refund.create` needs, for the handlers and for the recoverer in `serve`; `notifying`
+/// wakes the application's notification sender.
+pub fn refunds_of(settings: &Settings, notifying: Notifying) -> anyhow::Result<Refunds> {
     Ok(Refunds {
         clients: RefundClients::from_settings(&settings.providers, &settings.refunds)?,
         lease: settings.refunds.lease,
         max_retry_age: settings.refunds.max_retry_age,
         retry_backoff: FIRST_REFUND_BACKOFF,
         render: refunds::respond,
+        notifying,
         commit_timeout: settings.database.commit_timeout,
     })
 }
@@ -127,6 +152,9 @@ pub struct Application {
     port: u16,
     server: Server,
     metrics: Metrics,
+    notifying: Notifying,
+    /// The notification sender, when a merchant has an endpoint; it stops with the server.
+    sender: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Application {
@@ -195,11 +223,14 @@ impl Application {
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
         let providers = web::Data::new(Providers::from_settings(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
-        let refunds = web::Data::new(refunds_of(&settings)?);
+        let notifying = Notifying::new(&settings.merchants, Wake::default());
+        let sender = sender::spawn(&settings, metrics.clone(), notifying.wake_handle().clone())?;
+        let refunds = web::Data::new(refunds_of(&settings, notifying.clone())?);
         let openapi_document = web::Data::new(ApiDoc::openapi());
         let console_sessions =
             web::Data::new(console::Sessions::new(settings.console.secure_cookie));
         let serves_tls = tls.is_some();
+        let notifying_handle = notifying.clone();
         let head_timeout = settings.server.body_read_timeout;
         let settings = Arc::new(settings);
         let latest_migration = db::latest_migration_version();
@@ -228,6 +259,7 @@ impl Application {
                 all_pools: all_pools.clone(),
                 settings: settings.clone(),
                 latest_migration: latest_migration.clone(),
+                notifying: notifying.clone(),
             });
             // The last wrap is the outermost: the request span encloses the observation.
             App::new()
@@ -267,6 +299,8 @@ impl Application {
             port,
             server,
             metrics,
+            notifying: notifying_handle,
+            sender,
         })
     }
 
@@ -284,8 +318,20 @@ impl Application {
         self.metrics.clone()
     }
 
-    /// Serves until the server is stopped (SIGTERM and SIGINT stop it gracefully).
+    /// Which merchants get notifications, with this application's sender to wake (the refund
+    /// recoverer in `serve` stages them too).
+    pub fn notifying(&self) -> Notifying {
+        self.notifying.clone()
+    }
+
+    /// Serves until the server is stopped (SIGTERM and SIGINT stop it gracefully). The sender
+    /// stops with it: a notification it had claimed is sent again by any gateway once its
+    /// claim's lease has passed.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let result = self.server.await;
+        if let Some(sender) = self.sender {
+            sender.abort();
+        }
+        result
     }
 }

@@ -24,6 +24,11 @@
 //! same bytes through SQL functions this program prints (`--emit-sql`), so a redelivery of any
 //! stored event carries the stored body, and the gateway answers it with the stored ack.
 //!
+//! With `--notify-listen HOST:PORT --notify-secret whsec_..` a counted `first` run is also the
+//! merchant's notification endpoint (one thread of its own): it verifies each notification,
+//! waits for every applied event's, and reports `notify_eps` and the lag from each ack to its
+//! notification.
+//!
 //! It is as light as pgbench is in the anchor runs, since it shares the cores with the gateway:
 //! one thread, one keep-alive HTTP/1.1 connection per client (hyper's bare connection API, no
 //! pool), every connection opened before the clock starts, as pgbench excludes its connection
@@ -116,6 +121,17 @@ struct Args {
     /// Print the realistic body of event number N, then exit.
     #[arg(long)]
     print_body: Option<i64>,
+    /// Also be the merchant's notification endpoint on this host:port (a counted `first` run):
+    /// verify each notification, wait for every applied event's, and report `notify_eps`,
+    /// `notify_lag_p50_ms` and `notify_lag_p99_ms` (ack to notification).
+    #[arg(long)]
+    notify_listen: Option<String>,
+    /// The merchant's Standard Webhooks secret, to verify the notifications with.
+    #[arg(long)]
+    notify_secret: Option<String>,
+    /// How long to wait for the notifications after the last ack, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    notify_wait: f64,
 }
 
 type Call = Request<Full<Bytes>>;
@@ -266,6 +282,8 @@ struct Sample {
     /// The request redelivered a stored event (live runs).
     redelivery: bool,
     latency: Duration,
+    /// When its answer came (a committed first delivery's notification is due from then).
+    answered_at: Instant,
 }
 
 /// One client of a counted run: its own connection, its share of the requests in order.
@@ -273,12 +291,18 @@ async fn client(
     authority: Arc<str>,
     calls: Vec<Call>,
     start: Arc<tokio::sync::Barrier>,
-) -> anyhow::Result<Vec<Sample>> {
+) -> anyhow::Result<Vec<(Sample, Option<String>)>> {
     let mut sender = connect(&authority).await?;
     start.wait().await;
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
-        results.push(timed(&mut sender, &authority, call, false).await?);
+        // The event id (Standard Webhooks' header), to match the event's notification.
+        let event_id = call
+            .headers()
+            .get("webhook-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        results.push((timed(&mut sender, &authority, call, false).await?, event_id));
     }
     Ok(results)
 }
@@ -373,6 +397,7 @@ async fn timed(
         replayed,
         redelivery,
         latency: sent.elapsed(),
+        answered_at: Instant::now(),
     })
 }
 
@@ -516,6 +541,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let started;
     let mut samples = Vec::new();
     let mut extra = serde_json::Map::new();
+    // (event id, when its ack came, its status) of a counted run's requests.
+    let mut answered: Vec<(String, Instant, u16)> = Vec::new();
+    let receiver = match &args.notify_listen {
+        Some(listen) => Some(notify::Receiver::start(
+            listen,
+            args.notify_secret.as_deref().unwrap_or_default(),
+        )?),
+        None => None,
+    };
     if live {
         let history = match mode {
             Mode::ColdReplay | Mode::Mix => {
@@ -605,7 +639,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         start.wait().await;
         started = Instant::now();
         for task in tasks {
-            samples.extend(task.await??);
+            for (sample, event_id) in task.await?? {
+                if let Some(event_id) = event_id {
+                    answered.push((event_id, sample.answered_at, sample.status));
+                }
+                samples.push(sample);
+            }
         }
     }
     let elapsed = started.elapsed();
@@ -633,11 +672,159 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "max_ms": percentile(&latencies, 1.0),
         "replayed": samples.iter().filter(|s| s.replayed).count(),
     });
+    if let Some(receiver) = receiver {
+        let expected = answered
+            .iter()
+            .filter(|(_, _, status)| (200..300).contains(status))
+            .count();
+        let wait = Duration::from_secs_f64(args.notify_wait);
+        extra.extend(receiver.report(&answered, expected, started, wait).await);
+    }
     if let Some(object) = report.as_object_mut() {
         object.extend(extra);
     }
     println!("{report}");
     Ok(())
+}
+
+/// The merchant side of the notification benchmark: an endpoint on `--notify-listen` that
+/// verifies each notification as a merchant would and notes when it came, so the run can report
+/// notifications per second and the lag from each capture's ack to its notification.
+mod notify {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+
+    use callback_gateway::providers::standard_webhooks::StandardWebhooks;
+    use callback_gateway::secret::Secret;
+
+    #[derive(Default)]
+    struct Seen {
+        /// The first arrival of each event's notification.
+        first: HashMap<String, Instant>,
+        deliveries: usize,
+        unverified: usize,
+    }
+
+    struct Shared {
+        scheme: StandardWebhooks,
+        seen: Mutex<Seen>,
+    }
+
+    pub struct Receiver {
+        shared: Arc<Shared>,
+        handle: actix_web::dev::ServerHandle,
+    }
+
+    impl Receiver {
+        /// Listens on `listen` (host:port) with one worker thread of its own.
+        pub fn start(listen: &str, secret: &str) -> anyhow::Result<Self> {
+            let shared = Arc::new(Shared {
+                scheme: StandardWebhooks::new(&[Secret::new(secret)], 300),
+                seen: Mutex::new(Seen::default()),
+            });
+            let data = web::Data::from(shared.clone());
+            let server = HttpServer::new(move || {
+                App::new()
+                    .app_data(data.clone())
+                    .default_service(web::to(receive))
+            })
+            .workers(1)
+            .bind(listen)?
+            .run();
+            let handle = server.handle();
+            tokio::spawn(server);
+            Ok(Self { shared, handle })
+        }
+
+        /// Waits (at most `wait` after the last ack) until `expected` events' notifications
+        /// came; then the keys of the report.
+        pub async fn report(
+            self,
+            answered: &[(String, Instant, u16)],
+            expected: usize,
+            started: Instant,
+            wait: Duration,
+        ) -> serde_json::Map<String, serde_json::Value> {
+            let deadline = Instant::now() + wait;
+            while self.seen().first.len() < expected && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let seen = std::mem::take(&mut *self.seen());
+            self.handle.stop(false).await;
+            let mut lags: Vec<Duration> = answered
+                .iter()
+                .filter_map(|(event_id, acked, _)| {
+                    seen.first
+                        .get(event_id)
+                        .map(|arrived| arrived.saturating_duration_since(*acked))
+                })
+                .collect();
+            lags.sort();
+            let last = seen.first.values().max().copied().unwrap_or(started);
+            let span = last.saturating_duration_since(started).as_secs_f64();
+            let received = seen.first.len();
+            let mut out = serde_json::Map::new();
+            out.insert("notify_expected".into(), expected.into());
+            out.insert("notify_received".into(), received.into());
+            out.insert(
+                "notify_duplicates".into(),
+                seen.deliveries
+                    .saturating_sub(received + seen.unverified)
+                    .into(),
+            );
+            out.insert("notify_unverified".into(), seen.unverified.into());
+            out.insert(
+                "notify_eps".into(),
+                if span > 0.0 {
+                    received as f64 / span
+                } else {
+                    0.0
+                }
+                .into(),
+            );
+            out.insert(
+                "notify_lag_p50_ms".into(),
+                super::percentile(&lags, 0.50).into(),
+            );
+            out.insert(
+                "notify_lag_p99_ms".into(),
+                super::percentile(&lags, 0.99).into(),
+            );
+            out
+        }
+
+        fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+            self.shared.seen.lock().unwrap_or_else(|e| e.into_inner())
+        }
+    }
+
+    async fn receive(
+        request: HttpRequest,
+        body: web::Bytes,
+        shared: web::Data<Shared>,
+    ) -> HttpResponse {
+        let arrived = Instant::now();
+        let verified = shared
+            .scheme
+            .check(request.headers(), &body, chrono::Utc::now().timestamp())
+            .is_ok();
+        let event_id = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["data"]["event_id"].as_str().map(str::to_owned));
+        let mut seen = shared.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.deliveries += 1;
+        if !verified {
+            seen.unverified += 1;
+            return HttpResponse::Unauthorized().finish();
+        }
+        if let Some(event_id) = event_id {
+            seen.first.entry(event_id).or_insert(arrived);
+        }
+        HttpResponse::NoContent().finish()
+    }
 }
 
 /// The realistic event: one template, rendered here for the requests and compiled to SQL for

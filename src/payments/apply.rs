@@ -5,7 +5,7 @@ use diesel::QueryResult;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::pg::{Pg, PgValue};
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{BigInt, Nullable, SqlType};
+use diesel::sql_types::{BigInt, Bool, Nullable, SqlType, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::effect::Effect;
@@ -76,6 +76,10 @@ impl QueryFragment<Pg> for PaymentApply<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql("SELECT result, transfer_id FROM payment_apply(");
         self.0.walk_general_params(&mut out)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&self.0.notify)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&self.0.reason)?;
         out.push_sql(")");
         Ok(())
     }

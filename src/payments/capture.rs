@@ -12,7 +12,9 @@ use diesel::QueryResult;
 use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::pg::{Pg, PgValue};
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{Array, BigInt, Bytea, Int4, Nullable, Record, SqlType, Text, Timestamptz};
+use diesel::sql_types::{
+    Array, BigInt, Bool, Bytea, Int4, Nullable, Record, SqlType, Text, Timestamptz,
+};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::ack::CallbackOutcome;
@@ -237,6 +239,8 @@ impl QueryFragment<Pg> for Single<'_> {
         out.push_bind_param::<Text, _>(&c.outcome)?;
         out.push_sql(", ");
         out.push_bind_param::<Nullable<Text>, _>(&c.reason)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&c.effect.notify)?;
         out.push_sql("))");
         Ok(())
     }
@@ -271,6 +275,7 @@ struct Batch<'a> {
     event_type: Vec<Option<&'a str>>,
     outcome: Vec<&'static str>,
     reason: Vec<Option<&'static str>>,
+    notify: Vec<bool>,
 }
 
 impl<'a> Batch<'a> {
@@ -306,6 +311,7 @@ impl<'a> Batch<'a> {
             event_type: column(captures, |c| c.event_type.as_deref()),
             outcome: column(captures, |c| c.outcome),
             reason: column(captures, |c| c.reason),
+            notify: column(captures, |c| c.effect.notify),
         }
     }
 }
@@ -386,6 +392,8 @@ impl QueryFragment<Pg> for Batch<'_> {
         out.push_bind_param::<Array<Text>, _>(&self.outcome)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Nullable<Text>>, _>(&self.reason)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Bool>, _>(&self.notify)?;
         out.push_sql(")");
         Ok(())
     }

@@ -12,11 +12,13 @@ use diesel::sql_types::{BigInt, Nullable, Text};
 
 use crate::ledger::{Entries, MerchantAccount, TransferKind};
 
-/// Where an event comes from: the merchant and the provider whose books it moves.
+/// Where an event comes from: the merchant and the provider whose books it moves, and whether
+/// that merchant hears of the changes (it has a notification endpoint).
 #[derive(Debug, Clone, Copy)]
 pub struct Source<'a> {
     pub merchant_id: i64,
     pub provider: &'a str,
+    pub notify: bool,
 }
 
 /// The writes of one plan for one event, as the parameters of `payment_apply`, every value
@@ -45,6 +47,10 @@ pub struct Effect {
     pub amount_a: Option<i64>,
     pub account_b: Option<String>,
     pub amount_b: Option<i64>,
+    /// Stage the merchant's notification of what this writes (an order's move, a held capture).
+    pub notify: bool,
+    /// Why a capture is held, for its notification.
+    pub reason: Option<&'static str>,
     // What only the general path writes (refunds and disputes, in `payment_apply`); the
     // one-statement capture never binds these.
     /// For a change of a captured payment: the status the plan read, and the dispute amount
@@ -107,7 +113,8 @@ impl Effect {
     }
 
     /// The 18 parameters every path binds (the one-statement capture's, and the first 18 of
-    /// `payment_apply`), in their order, comma-separated.
+    /// `payment_apply`), in their order, comma-separated; the notification's, `notify` and
+    /// `reason`, come last in each routine (see the callers).
     pub fn walk_params<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_bind_param::<BigInt, _>(&self.merchant_id)?;
         for text in [&self.provider, &self.event_id, &self.payment_id] {

@@ -100,6 +100,8 @@ impl Plan {
             amount_a: None,
             account_b: None,
             amount_b: None,
+            notify: source.notify,
+            reason: None,
             payment_from: None,
             disputed_from: None,
             disputed_to: None,
@@ -125,12 +127,15 @@ impl Plan {
             )
             .posting(TransferKind::Payment, MerchantAccount::Payable),
             &Plan::Hold {
+                reason,
                 order_id,
                 amount_minor,
                 currency,
-                ..
-            } => base(order_id, PaymentStatus::Held, amount_minor, currency.code())
-                .posting(TransferKind::Payment, MerchantAccount::Unapplied),
+            } => Effect {
+                reason: Some(reason),
+                ..base(order_id, PaymentStatus::Held, amount_minor, currency.code())
+            }
+            .posting(TransferKind::Payment, MerchantAccount::Unapplied),
             Plan::RecordFailure { order_id, currency } => {
                 base(Some(*order_id), PaymentStatus::Failed, 0, currency)
             }

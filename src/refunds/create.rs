@@ -33,6 +33,7 @@ use crate::db::{PgPool, confirmed_transaction};
 use crate::idempotency::Executed;
 use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
+use crate::notifications::Notifying;
 use crate::orders::model::{Order, OrderStatus};
 use crate::payments::model::OrderPayment;
 
@@ -65,6 +66,8 @@ pub struct Refunds {
     /// recoverer or a client's retry; it doubles with each unknown outcome, up to 15 minutes.
     pub retry_backoff: Duration,
     pub render: RenderRefund,
+    /// Whose refund requests' ends stage notifications, and the sender to wake after them.
+    pub notifying: Notifying,
     /// How long a phase's commit may wait for its confirmation (`[database]
     /// commit_timeout_ms`); past it the request answers 503 and a retry decides.
     pub commit_timeout: Duration,
@@ -216,7 +219,7 @@ pub async fn resolve(
     request_id: i64,
     resolution: Resolution,
 ) -> Result<RefundStatus, ResolveError> {
-    confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+    let resolved = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
         let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
             .await?
             .ok_or(ResolveError::NotFound)?;
@@ -251,6 +254,7 @@ pub async fn resolve(
             Some(RefundStatus::Pending) => {
                 // The order's row lock first, as the refund webhook takes it before it settles.
                 Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
+                let notify = refunds.notifying.wants(found.merchant_id);
                 match resolution {
                     Resolution::Accepted { provider_refund_id } => {
                         let request = RefundRequest::for_id(conn, request_id).await?;
@@ -260,13 +264,13 @@ pub async fn resolve(
                         {
                             return Err(ResolveError::RefundIdInUse { held_by });
                         }
-                        RefundRequest::corrected(conn, request_id, &provider_refund_id)
+                        RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
                             .await?
                             .ok_or(ResolveError::NotResolvable)
                     }
                     Resolution::Declined { message } => {
                         let message = format!("withdrawn by an operator: {message}");
-                        if RefundRequest::withdrawn(conn, request_id, &message).await? {
+                        if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
                             Ok(RefundStatus::Failed)
                         } else {
                             Err(ResolveError::NotResolvable)
@@ -277,7 +281,12 @@ pub async fn resolve(
             _ => Err(ResolveError::NotResolvable),
         }
     })
-    .await
+    .await;
+    if resolved.is_ok() {
+        // The resolution may have ended the request: its notification goes out now.
+        refunds.notifying.wake_handle().wake();
+    }
+    resolved
 }
 
 /// What the holder of a takeover may do: call the provider; or nothing, because the request's
@@ -508,7 +517,10 @@ async fn settle(
     })
     .await;
     match stored {
-        Ok(Some(Stored::Done(executed))) => Ok(executed),
+        Ok(Some(Stored::Done(executed))) => {
+            refunds.notifying.committed(attempt.request.merchant_id);
+            Ok(executed)
+        }
         Ok(Some(Stored::RefundIdInUse { held_by })) => {
             tracing::error!(
                 refund_request_id = request_id,
@@ -616,7 +628,8 @@ async fn store_known(
             {
                 return Ok(Some(Stored::RefundIdInUse { held_by }));
             }
-            let status = RefundRequest::accepted(conn, request.id, refund_id)
+            let notify = refunds.notifying.wants(request.merchant_id);
+            let status = RefundRequest::accepted(conn, request.id, refund_id, notify)
                 .await?
                 .ok_or_else(|| corrupt("a held refund request was not processing"))?;
             RefundOutcome::Accepted {
@@ -626,7 +639,8 @@ async fn store_known(
             }
         }
         Known::Declined(message) => {
-            RefundRequest::declined(conn, request.id, message).await?;
+            let notify = refunds.notifying.wants(request.merchant_id);
+            RefundRequest::declined(conn, request.id, message, notify).await?;
             RefundOutcome::Refused(RefundRefusal {
                 kind: RefusalKind::ProviderDeclined,
                 message: message.clone(),

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Nullable, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::review::ReviewReason;
@@ -92,9 +92,15 @@ impl NewRefundRequest<'_> {
 }
 
 diesel::define_sql_function! {
-    /// Phase 3's write when the provider accepted (migration 000009): the status afterwards,
-    /// or NULL if the request was no longer processing.
-    fn refund_request_accepted(request_id: BigInt, refund_id: Text) -> Nullable<Text>;
+    /// Phase 3's write when the provider accepted (migration 000009; 000040 adds `notify`):
+    /// the status afterwards, or NULL if the request was no longer processing.
+    fn refund_request_accepted(request_id: BigInt, refund_id: Text, notify: Bool) -> Nullable<Text>;
+}
+
+diesel::define_sql_function! {
+    /// A refund request fails from status `from` with `message`, staging
+    /// `refund_request.failed` when `notify` (migration 000040): false if it was not `from`.
+    fn refund_request_fail(request_id: BigInt, from: Text, message: Text, notify: Bool) -> Bool;
 }
 
 impl RefundRequest {
@@ -143,13 +149,15 @@ impl RefundRequest {
     }
 
     /// The provider accepted the request as `refund_id`: pending, or succeeded at once when
-    /// its webhook overtook the answer. `None` if it was no longer processing.
+    /// its webhook overtook the answer (staging `refund_request.succeeded` when `notify`).
+    /// `None` if it was no longer processing.
     pub async fn accepted(
         conn: &mut AsyncPgConnection,
         id: i64,
         refund_id: &str,
+        notify: bool,
     ) -> QueryResult<Option<RefundStatus>> {
-        let status: Option<String> = diesel::select(refund_request_accepted(id, refund_id))
+        let status: Option<String> = diesel::select(refund_request_accepted(id, refund_id, notify))
             .get_result(conn)
             .await?;
         status.as_deref().map(parse_status).transpose()
@@ -161,8 +169,9 @@ impl RefundRequest {
         conn: &mut AsyncPgConnection,
         id: i64,
         message: &str,
+        notify: bool,
     ) -> QueryResult<bool> {
-        Self::fail(conn, id, RefundStatus::Pending, message).await
+        Self::fail(conn, id, RefundStatus::Pending, message, notify).await
     }
 
     /// An operator corrects a pending request's refund id: it becomes pending under
@@ -173,6 +182,7 @@ impl RefundRequest {
         conn: &mut AsyncPgConnection,
         id: i64,
         refund_id: &str,
+        notify: bool,
     ) -> QueryResult<Option<RefundStatus>> {
         // Back to processing in this transaction only, so the one writer of an accepted refund
         // id (and its settling rule) serves the correction too.
@@ -185,7 +195,7 @@ impl RefundRequest {
         if reopened != 1 {
             return Ok(None);
         }
-        Self::accepted(conn, id, refund_id).await
+        Self::accepted(conn, id, refund_id, notify).await
     }
 
     /// The provider declined the request: failed, its amount released. False if it was no
@@ -194,28 +204,23 @@ impl RefundRequest {
         conn: &mut AsyncPgConnection,
         id: i64,
         message: &str,
+        notify: bool,
     ) -> QueryResult<bool> {
-        Self::fail(conn, id, RefundStatus::Processing, message).await
+        Self::fail(conn, id, RefundStatus::Processing, message, notify).await
     }
 
-    /// `from` -> failed with `message`; false if the request was not `from`.
+    /// `from` -> failed with `message`, through the routine that also stages the merchant's
+    /// `refund_request.failed` (when `notify`); false if the request was not `from`.
     async fn fail(
         conn: &mut AsyncPgConnection,
         id: i64,
         from: RefundStatus,
         message: &str,
+        notify: bool,
     ) -> QueryResult<bool> {
-        let updated = diesel::update(refund_requests::table)
-            .filter(refund_requests::id.eq(id))
-            .filter(refund_requests::status.eq(from.as_str()))
-            .set((
-                refund_requests::status.eq(RefundStatus::Failed.as_str()),
-                refund_requests::failure_message.eq(message),
-                refund_requests::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .await?;
-        Ok(updated == 1)
+        diesel::select(refund_request_fail(id, from.as_str(), message, notify))
+            .get_result(conn)
+            .await
     }
 }
 

@@ -104,6 +104,7 @@ async fn execute(
         Source {
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
+            notify: provider.settings().notifies,
         },
         provider.read_event(event.body),
         &state.capture_batcher,
@@ -112,14 +113,21 @@ async fn execute(
     );
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
-    Ok(idempotency::execute(
+    let executed = idempotency::execute(
         &state.pool,
         &state.replication,
         &idempotent,
         &work,
         &respond,
     )
-    .await?)
+    .await?;
+    if let Executed::First { output, .. } = &executed
+        && matches!(output.outcome, Outcome::Applied | Outcome::Held)
+    {
+        // Committed: the sender finds what the change staged now rather than at its next poll.
+        state.notifying.committed(provider.merchant_id());
+    }
+    Ok(executed)
 }
 
 /// A delivery answered with a fixed body (Adyen's `[accepted]`) once every event it carries is

@@ -24,6 +24,7 @@ use crate::deliveries::minutes;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
 use crate::error::ApiError;
 use crate::ledger;
+use crate::notifications::{self, admin::NotificationView};
 use crate::payments::dispute::{DisputeAttention, DisputeView};
 use crate::providers::Providers;
 use crate::refunds::model::RefundAttention;
@@ -55,6 +56,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/events.jsonl", web::get().to(export))
             .route("/events/{provider}/{event_id}", web::get().to(event))
             .route("/attention", web::get().to(attention))
+            .route("/notifications", web::get().to(notifications))
             .route("/balances", web::get().to(balances))
             .route("/static/console.css", web::get().to(stylesheet)),
     );
@@ -386,6 +388,86 @@ async fn attention(
             rejected: attention.rejected.iter().map(EventLine::from).collect(),
             refund_requests: attention.refund_requests,
             disputes: attention.disputes,
+        },
+    )
+}
+
+#[derive(Template)]
+#[template(path = "console/notifications.html")]
+struct NotificationsPage {
+    signed_in: bool,
+    failing: Vec<NotificationLine>,
+    failed: Vec<NotificationLine>,
+    disabled: Vec<EndpointLine>,
+}
+
+/// One notification as the console's table shows it (askama escapes every field).
+struct NotificationLine {
+    webhook_id: String,
+    merchant_id: i64,
+    kind: String,
+    order_id: String,
+    reference: String,
+    attempts: i32,
+    last_error: String,
+    last_attempt_at: String,
+    next_attempt_at: String,
+}
+
+impl From<&NotificationView> for NotificationLine {
+    fn from(n: &NotificationView) -> Self {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        Self {
+            webhook_id: n.webhook_id.clone(),
+            merchant_id: n.merchant_id,
+            kind: n.kind.clone(),
+            order_id: n.order_id.map(|id| id.to_string()).unwrap_or_default(),
+            reference: text(&n.payload["data"]["reference"]),
+            attempts: n.attempts,
+            last_error: n.last_error.clone().unwrap_or_default(),
+            last_attempt_at: n.last_attempt_at.map(time).unwrap_or_default(),
+            next_attempt_at: n.next_attempt_at.map(time).unwrap_or_default(),
+        }
+    }
+}
+
+struct EndpointLine {
+    merchant_id: i64,
+    disabled_at: String,
+    reason: String,
+    last_success_at: String,
+    last_error: String,
+}
+
+/// How many failing and how many failed notifications the page lists (the newest).
+const NOTIFICATIONS_LIMIT: i64 = 100;
+
+/// `GET /console/notifications`: notifications whose last attempt failed, those that failed
+/// for good, and the disabled endpoints (enable and redeliver: docs/notifications.md).
+async fn notifications(
+    _session: Session,
+    read_pool: web::Data<ReadPool>,
+) -> Result<HttpResponse, ConsoleError> {
+    let mut conn = read_pool.get().await.map_err(ApiError::from)?;
+    let found = notifications::admin::attention(&mut conn, NOTIFICATIONS_LIMIT).await?;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    html(
+        StatusCode::OK,
+        &NotificationsPage {
+            signed_in: true,
+            failing: found.failing.iter().map(NotificationLine::from).collect(),
+            failed: found.failed.iter().map(NotificationLine::from).collect(),
+            disabled: found
+                .disabled
+                .iter()
+                .map(|e| EndpointLine {
+                    merchant_id: e.merchant_id,
+                    disabled_at: e.disabled_at.map(time).unwrap_or_default(),
+                    reason: text(&e.disabled_reason),
+                    last_success_at: e.last_success_at.map(time).unwrap_or_default(),
+                    last_error: text(&e.last_error),
+                })
+                .collect(),
         },
     )
 }

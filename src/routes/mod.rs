@@ -10,6 +10,7 @@ pub mod event_log;
 pub mod events;
 pub mod extract;
 pub mod health;
+pub mod notifications;
 pub mod observe;
 pub mod openapi;
 pub mod orders;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::Settings;
 use crate::db::PgPool;
 use crate::db::replication::Replication;
+use crate::notifications::Notifying;
 use crate::payments::batcher::Batcher;
 use crate::payments::capture::Capture;
 
@@ -20,4 +21,6 @@ pub struct AppState {
     pub replication: Replication,
     pub settings: Arc<Settings>,
     pub latest_migration: String,
+    /// The merchants whose changes stage notifications, and this process's sender to wake.
+    pub notifying: Notifying,
 }

@@ -13,8 +13,9 @@ use serde_json::json;
 
 use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, TestApp, answer, spawn_app};
 
-const PAGES: [&str; 6] = [
+const PAGES: [&str; 7] = [
     "/console/events",
+    "/console/notifications",
     "/console/events/acme/evt_1",
     "/console/attention",
     "/console/balances",
@@ -22,7 +23,7 @@ const PAGES: [&str; 6] = [
     "/console",
 ];
 
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -44,7 +45,7 @@ async fn sign_in(
 }
 
 /// Signs in with the admin token; the session cookie as a `Cookie` header value.
-async fn session_cookie(app: &TestApp, client: &reqwest::Client) -> String {
+pub(crate) async fn session_cookie(app: &TestApp, client: &reqwest::Client) -> String {
     let response = sign_in(app, client, Some(ADMIN_TOKEN)).await;
     response.headers()["set-cookie"]
         .to_str()

@@ -21,6 +21,7 @@ mod hardening;
 mod health;
 mod migrations;
 mod money;
+mod notifications;
 mod operability;
 mod orders;
 mod paypal_verify;

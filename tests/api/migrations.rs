@@ -47,6 +47,8 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_checkpoint_state",
             "ledger_entries",
             "ledger_transfers",
+            "merchant_notifications",
+            "notification_endpoints",
             "orders",
             "payment_disputes",
             "payments",
@@ -123,4 +125,107 @@ async fn the_ledger_refuses_updates_and_deletes() {
             .unwrap_or_default();
         assert!(message.contains("append-only"), "{error:?}");
     }
+}
+
+/// What a migration may change, as the catalog states it: every routine with its definition,
+/// every column with its type and default, every index and constraint.
+async fn schema_snapshot(url: &str) -> Vec<String> {
+    let client = connect(url).await;
+    let sql = "SELECT 'function ' || p.oid::regprocedure::text || E'\n' || pg_get_functiondef(p.oid) \
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+               WHERE n.nspname = 'public' AND p.prokind = 'f' \
+               UNION ALL \
+               SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' \
+                      || is_nullable || ' ' || coalesce(column_default, '') \
+               FROM information_schema.columns WHERE table_schema = 'public' \
+               UNION ALL \
+               SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public' \
+               UNION ALL \
+               SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' \
+                      || pg_get_constraintdef(oid) \
+               FROM pg_constraint WHERE connamespace = 'public'::regnamespace \
+               ORDER BY 1";
+    client
+        .query(sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// Applies the migrations before the one whose name contains `name`, then (`apply` true) that
+/// one too, or (`apply` false) reverts the last applied; the versions it ran.
+async fn migrate_around(url: &str, name: &'static str, step: Step) -> Vec<String> {
+    use diesel_async::AsyncPgConnection;
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    use diesel_migrations::MigrationHarness;
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
+            diesel::Connection::establish(&url).unwrap();
+        let mut ran = Vec::new();
+        match step {
+            Step::UpTo | Step::Through => {
+                for migration in conn.pending_migrations(db::MIGRATIONS).unwrap() {
+                    let is_it = migration.name().to_string().contains(name);
+                    if is_it && step == Step::UpTo {
+                        break;
+                    }
+                    ran.push(conn.run_migration(&*migration).unwrap().to_string());
+                    if is_it {
+                        break;
+                    }
+                }
+            }
+            Step::RevertLast => {
+                ran.push(
+                    conn.revert_last_migration(db::MIGRATIONS)
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        ran
+    })
+    .await
+    .unwrap()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    UpTo,
+    Through,
+    RevertLast,
+}
+
+/// Migration 000040 redefines routines that older migrations made (issue 25's disputes among
+/// them): its down.sql must leave every routine, column, index and constraint exactly as the
+/// migrations before it left them, so a rollback runs the disputes' write path unchanged.
+#[tokio::test]
+async fn reverting_the_notifications_migration_restores_the_schema_the_migrations_before_made() {
+    let url = empty_database().await;
+    migrate_around(&url, "merchant_notifications", Step::UpTo).await;
+    let before = schema_snapshot(&url).await;
+    assert!(
+        before
+            .iter()
+            .any(|s| s.starts_with("function payment_disputes_write(")),
+        "the disputes' routines are among the migrations before"
+    );
+    let ran = migrate_around(&url, "merchant_notifications", Step::Through).await;
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    let after = schema_snapshot(&url).await;
+    assert_ne!(before, after);
+    assert_eq!(
+        migrate_around(&url, "merchant_notifications", Step::RevertLast).await,
+        ran
+    );
+    let reverted = schema_snapshot(&url).await;
+    let lost: Vec<&String> = before.iter().filter(|s| !reverted.contains(s)).collect();
+    let left: Vec<&String> = reverted.iter().filter(|s| !before.contains(s)).collect();
+    assert!(
+        lost.is_empty() && left.is_empty(),
+        "not restored: {lost:#?}\nleft behind: {left:#?}"
+    );
 }

@@ -255,6 +255,13 @@ async fn the_openapi_document_covers_every_endpoint_and_error_code() {
         ("/v1/callbacks/{provider}", "post"),
         ("/admin/idempotency/{user_id}/{op}/{key}", "get"),
         ("/admin/merchants/{merchant_id}/balances", "get"),
+        ("/admin/notifications", "get"),
+        ("/admin/notifications/{id}/redeliver", "post"),
+        (
+            "/admin/merchants/{merchant_id}/notifications/redeliver",
+            "post",
+        ),
+        ("/admin/merchants/{merchant_id}/endpoint/enable", "post"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use callback_gateway::idempotency::cleanup;
+use callback_gateway::notifications::{Notifying, Wake};
 use callback_gateway::refunds::recover;
 use callback_gateway::startup::refunds_of;
 use diesel_async::AsyncConnection;
@@ -21,7 +22,8 @@ use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, connect, sign, until};
 /// One recoverer pass of `app`'s settings, as `serve` runs it every interval: the requests it
 /// finished and those waiting for a person after it.
 async fn recover_once(app: &TestApp) -> (usize, i64) {
-    let refunds = refunds_of(&app.settings).unwrap();
+    let notifying = Notifying::new(&app.settings.merchants, Wake::default());
+    let refunds = refunds_of(&app.settings, notifying).unwrap();
     recover::run_exclusive_pass(
         &app.database_url,
         &refunds,

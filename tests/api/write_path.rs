@@ -24,8 +24,12 @@ fn json(body: &str) -> serde_json::Value {
 const ORDER_LOCK_QUERY: &str = "%FROM \"orders\"%FOR UPDATE%";
 
 /// A short acquire timeout, so a one-statement attempt that waits for a locked order gives up
-/// quickly and the delivery continues on the general path.
-const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n";
+/// quickly and the delivery continues on the general path. Merchant 42 has a notification
+/// endpoint (nothing listens there: the rows stay staged), so every path stages its
+/// notifications too.
+const SHORT_WAIT: &str = "[server]\nacquire_timeout_ms = 400\nworkers = 1\n\
+    [[merchants]]\nid = 42\nnotify_url = \"http://127.0.0.1:9/hooks\"\n\
+    notify_secret = \"whsec_bWVyY2hhbnQtNDItbm90aWZpY2F0aW9uLXNlY3JldA==\"\n";
 
 #[tokio::test]
 async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exactly_one_writer() {
@@ -42,6 +46,12 @@ async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exact
             "idempotency_keys",
             "insert\\s+into",
             "idempotency_claim_all",
+        ),
+        // The outbox: staged only by its writer, which every changing routine calls.
+        (
+            "merchant_notifications",
+            "insert\\s+into",
+            "notifications_stage",
         ),
     ] {
         let rows = app
@@ -77,13 +87,19 @@ async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exact
             "payments",
             "payment_disputes",
             "callback_deliveries",
+            "merchant_notifications",
         ] {
+            let inserts_only = table == "merchant_notifications";
             for write in [
                 format!("insert into {table}"),
                 format!("update {table}"),
                 format!("insert_into({table}::table"),
                 format!("update({table}::table"),
             ] {
+                // The senders update notifications' delivery state; only staging is the writer's.
+                if inserts_only && write.starts_with("update") {
+                    continue;
+                }
                 assert!(!text.contains(&write), "{} writes {table}", path.display());
             }
         }
@@ -267,8 +283,20 @@ async fn observe(app: &TestApp, order: i64, status: u16, ack: &str) -> String {
         .await
         .unwrap()
         .map(|r| r.get::<_, String>(0));
+    let notifications: Vec<String> = app
+        .db
+        .query(
+            "SELECT kind || ' ' || object_status || ' ' || coalesce(detail, '') \
+             FROM merchant_notifications WHERE merchant_id = $1 ORDER BY id",
+            &[&MERCHANT],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     format!(
-        "{status} {ack} posted={posted} books={books:?} order={order_status:?} payment={payment_status:?}"
+        "{status} {ack} posted={posted} books={books:?} order={order_status:?} payment={payment_status:?} notifications={notifications:?}"
     )
 }
 
@@ -368,12 +396,7 @@ async fn through_the_general_path(state: State) -> String {
 /// is not the one planned, one by one. One worker with one connection makes the batch certain:
 /// the connection is busy with a capture waiting for a locked order while the others queue.
 async fn through_a_batch(state: State) -> String {
-    let app = Arc::new(
-        spawn_app_with(
-            "[server]\nacquire_timeout_ms = 400\nworkers = 1\n[database]\npool_size = 1\n",
-        )
-        .await,
-    );
+    let app = Arc::new(spawn_app_with(&format!("{SHORT_WAIT}[database]\npool_size = 1\n")).await);
     let order = set_up(&app, state).await;
     let mut companions = Vec::new();
     for n in 0..3 {
@@ -439,13 +462,16 @@ async fn the_one_statement_path_and_the_general_path_answer_every_state_alike() 
     // The table is not vacuous: the states end differently.
     let pending = through_the_general_path(State::PendingOrder).await;
     assert!(
-        pending.contains(r#""outcome":"applied""#) && pending.contains("order=Some(\"paid\")"),
+        pending.contains(r#""outcome":"applied""#)
+            && pending.contains("order=Some(\"paid\")")
+            && pending.contains(r#"notifications=["order.paid paid "]"#),
         "{pending}"
     );
     let held = through_the_one_statement_path(State::OrderOfAnotherAmount).await;
     assert!(
         held.contains(r#""reason":"amount_mismatch""#)
-            && held.contains("unapplied_funds USD -1999"),
+            && held.contains("unapplied_funds USD -1999")
+            && held.contains(r#"notifications=["payment.held held amount_mismatch"]"#),
         "{held}"
     );
 }

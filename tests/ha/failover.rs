@@ -292,6 +292,15 @@ async fn stalled_standby_then_the_primary_dies(synchronous: bool) -> usize {
 
     let primary = setup.cluster.primary();
     let standby = HaCluster::other(&primary);
+    if !synchronous {
+        // An asynchronous standby starts streaming a few seconds after `ha-cluster start`
+        // returns (about 5 s on an idle machine, where the warm-up is over sooner): the
+        // walreceiver cut below must exist before the node is stopped.
+        crate::support::until("the standby's walreceiver", async || {
+            setup.cluster.walreceiver_pid(standby).is_some()
+        })
+        .await;
+    }
     let stalled_at = Instant::now();
     setup.cluster.run(&["stall-node", standby]);
     if !synchronous {

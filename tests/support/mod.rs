@@ -11,6 +11,7 @@ pub mod payloads;
 pub mod paypal;
 pub mod paypal_host;
 pub mod provider;
+pub mod receiver;
 pub mod sign;
 pub mod simulator;
 

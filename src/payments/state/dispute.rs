@@ -549,6 +549,8 @@ mod tests {
             account_c: None,
             amount_c: None,
             dispute: DisputeWrite::default(),
+            notify: false,
+            reason: None,
         }
     }
 

@@ -1,0 +1,171 @@
+//! What admins see of notifications and what they may do: list them, send one or a merchant's
+//! time range again (same `webhook-id`, same body), and enable a disabled endpoint.
+
+use chrono::{DateTime, Utc};
+use diesel_async::AsyncPgConnection;
+
+use super::body::{as_json, webhook_id};
+use super::model::{self, Endpoint, Notification, NotificationStatus, StatusFilter};
+
+/// A notification as `/admin/notifications` shows it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct NotificationView {
+    pub id: i64,
+    /// The `webhook-id` of every attempt.
+    pub webhook_id: String,
+    pub merchant_id: i64,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub order_id: Option<i64>,
+    /// pending, delivered or failed
+    pub status: String,
+    /// Attempts so far (a redelivery starts again from 0).
+    pub attempts: i32,
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    /// When the next attempt is due (pending only).
+    #[schema(value_type = Option<String>)]
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<String>)]
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    /// The last attempt's HTTP status, if it got one.
+    pub last_status: Option<i32>,
+    /// Why the last attempt failed, while it is not delivered.
+    pub last_error: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// The body every attempt sends.
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+}
+
+impl From<&Notification> for NotificationView {
+    fn from(n: &Notification) -> Self {
+        let pending = n.status == NotificationStatus::Pending.as_str();
+        Self {
+            id: n.id,
+            webhook_id: webhook_id(n.id),
+            merchant_id: n.merchant_id,
+            kind: n.kind.clone(),
+            order_id: n.order_id,
+            status: n.status.clone(),
+            attempts: n.attempts,
+            created_at: n.created_at,
+            next_attempt_at: pending.then_some(n.next_attempt_at),
+            last_attempt_at: n.last_attempt_at,
+            last_status: n.last_status,
+            last_error: n.last_error.clone(),
+            delivered_at: n.delivered_at,
+            payload: as_json(n),
+        }
+    }
+}
+
+/// A page of the list, newest first.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct NotificationPage {
+    pub notifications: Vec<NotificationView>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// What the list shows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListFilter {
+    pub merchant_id: Option<i64>,
+    pub status: Option<StatusFilter>,
+    /// Below this id (the previous page's cursor).
+    pub before: Option<i64>,
+}
+
+pub async fn page(
+    conn: &mut AsyncPgConnection,
+    filter: ListFilter,
+    limit: i64,
+) -> diesel::QueryResult<NotificationPage> {
+    let rows = model::list(
+        conn,
+        filter.merchant_id,
+        filter.status,
+        filter.before,
+        limit,
+    )
+    .await?;
+    let next_cursor = (i64::try_from(rows.len()).ok() == Some(limit))
+        .then(|| rows.last().map(|n| n.id.to_string()))
+        .flatten();
+    Ok(NotificationPage {
+        notifications: rows.iter().map(NotificationView::from).collect(),
+        next_cursor,
+    })
+}
+
+/// Sends notification `id` again now; `None` when there is no such notification.
+pub async fn redeliver(
+    conn: &mut AsyncPgConnection,
+    id: i64,
+) -> diesel::QueryResult<Option<NotificationView>> {
+    Ok(model::redeliver(conn, id)
+        .await?
+        .as_ref()
+        .map(NotificationView::from))
+}
+
+/// What a merchant's redelivery did.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Redelivered {
+    pub merchant_id: i64,
+    /// Notifications staged in the range, now pending and due.
+    pub redelivered: usize,
+}
+
+pub async fn redeliver_range(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> diesel::QueryResult<Redelivered> {
+    Ok(Redelivered {
+        merchant_id,
+        redelivered: model::redeliver_range(conn, merchant_id, since, until).await?,
+    })
+}
+
+/// A merchant's endpoint after it was enabled.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Enabled {
+    pub merchant_id: i64,
+    /// Its pending notifications, all due now, sent in order.
+    pub pending: i64,
+    /// What the senders know of it (absent when none ever tried it).
+    pub endpoint: Option<Endpoint>,
+}
+
+pub async fn enable(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+) -> diesel::QueryResult<Enabled> {
+    let pending = model::enable(conn, merchant_id).await?;
+    Ok(Enabled {
+        merchant_id,
+        pending,
+        endpoint: model::endpoint(conn, merchant_id).await?,
+    })
+}
+
+/// What the console lists: failing and failed notifications (newest first), and the disabled
+/// endpoints.
+pub struct Attention {
+    pub failing: Vec<NotificationView>,
+    pub failed: Vec<NotificationView>,
+    pub disabled: Vec<Endpoint>,
+}
+
+pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> diesel::QueryResult<Attention> {
+    let views = |rows: Vec<Notification>| rows.iter().map(NotificationView::from).collect();
+    Ok(Attention {
+        failing: views(model::list(conn, None, Some(StatusFilter::Failing), None, limit).await?),
+        failed: views(model::list(conn, None, Some(StatusFilter::Failed), None, limit).await?),
+        disabled: model::disabled_endpoints(conn).await?,
+    })
+}

@@ -1,0 +1,422 @@
+//! The `merchant_notifications` and `notification_endpoints` tables: a staged notification
+//! (written only by the SQL routine `notifications_stage`, in the transaction of its change),
+//! and the queries the senders and the admins run on them.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Double, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use crate::schema::{merchant_notifications, notification_endpoints};
+
+/// A notification's delivery status, as stored in its `status` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotificationStatus {
+    /// Not delivered yet: due now, waiting for its next attempt, or for its endpoint.
+    Pending,
+    /// The endpoint answered 2xx.
+    Delivered,
+    /// The last attempt of the schedule failed; an admin may redeliver it.
+    Failed,
+}
+
+impl NotificationStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotificationStatus::Pending => "pending",
+            NotificationStatus::Delivered => "delivered",
+            NotificationStatus::Failed => "failed",
+        }
+    }
+}
+
+/// A staged notification with its delivery state.
+#[derive(Debug, Clone, Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = merchant_notifications)]
+pub struct Notification {
+    pub id: i64,
+    pub merchant_id: i64,
+    pub kind: String,
+    pub order_id: Option<i64>,
+    pub object_status: String,
+    pub reference: Option<String>,
+    pub amount_minor: Option<i64>,
+    pub currency: Option<String>,
+    pub provider: Option<String>,
+    pub event_id: Option<String>,
+    pub transfer_id: Option<i64>,
+    pub payment_id: Option<String>,
+    pub refund_request_id: Option<i64>,
+    pub detail: Option<String>,
+    /// The provider's dispute id, for a dispute's change of the order.
+    pub dispute_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub status: String,
+    pub attempts: i32,
+    pub next_attempt_at: DateTime<Utc>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub last_status: Option<i32>,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// A merchant's endpoint as the senders found it.
+#[derive(
+    Debug, Clone, Queryable, Selectable, QueryableByName, serde::Serialize, utoipa::ToSchema,
+)]
+#[diesel(table_name = notification_endpoints)]
+pub struct Endpoint {
+    pub merchant_id: i64,
+    #[schema(value_type = Option<String>)]
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// `gone` (it answered 410) or `no_success` (no 2xx for 5 days)
+    pub disabled_reason: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub failing_since: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<String>)]
+    pub last_success_at: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<String>)]
+    pub last_failure_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
+/// An endpoint with no success for this long is disabled (the contract's 5 days).
+pub const DISABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(5 * 24 * 3600);
+
+/// The sender's claim: for each merchant (`$1`) up to its room (`$2`) due notifications, oldest
+/// due first, none whose order has an earlier notification still pending, none of a disabled
+/// endpoint, at most `$4` in all; each claimed row counts its attempt and is kept from the other
+/// senders for the lease (`$3` ms) by pushing its due time forward, so a row whose sender dies
+/// is due again once the lease has passed. `SKIP LOCKED`: two senders claiming at once take
+/// different rows, and neither waits for the other.
+pub const CLAIM_SQL: &str = "UPDATE merchant_notifications n \
+     SET attempts = n.attempts + 1, last_attempt_at = now(), \
+         next_attempt_at = now() + $3 * interval '1 millisecond' \
+     WHERE n.id = ANY(ARRAY( \
+       SELECT c.id FROM unnest($1::bigint[], $2::int[]) AS m(merchant_id, room) \
+       CROSS JOIN LATERAL ( \
+         SELECT d.id FROM merchant_notifications d \
+         WHERE d.merchant_id = m.merchant_id AND d.status = 'pending' \
+           AND d.next_attempt_at <= now() \
+           AND NOT EXISTS (SELECT 1 FROM merchant_notifications e \
+                           WHERE e.order_id = d.order_id AND e.status = 'pending' AND e.id < d.id) \
+         ORDER BY d.next_attempt_at, d.id \
+         LIMIT m.room \
+         FOR UPDATE SKIP LOCKED) c \
+       WHERE NOT EXISTS (SELECT 1 FROM notification_endpoints x \
+                         WHERE x.merchant_id = m.merchant_id AND x.disabled_at IS NOT NULL) \
+       LIMIT $4)) \
+     RETURNING n.*";
+
+/// Claims up to `rooms[i]` due notifications of `merchants[i]`, at most `limit` in all.
+pub async fn claim(
+    conn: &mut AsyncPgConnection,
+    merchants: &[i64],
+    rooms: &[i32],
+    limit: i64,
+    lease: std::time::Duration,
+) -> QueryResult<Vec<Notification>> {
+    diesel::sql_query(CLAIM_SQL)
+        .bind::<Array<BigInt>, _>(merchants)
+        .bind::<Array<Int4>, _>(rooms)
+        .bind::<BigInt, _>(millis(lease))
+        .bind::<BigInt, _>(limit)
+        .load(conn)
+        .await
+}
+
+/// The result of one attempt, as it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub id: i64,
+    /// The attempt's number (the claim counted it): a failure is stored only while the row is
+    /// still at that attempt, so a late result of a sender whose lease ran out cannot undo what
+    /// a later attempt or an admin's redelivery did. A success is stored whatever the number.
+    pub attempt: i32,
+    pub delivered: bool,
+    /// 410: the endpoint is disabled and the notification stays pending, due at once.
+    pub gone: bool,
+    /// Pending again after this many milliseconds; `None` (and neither delivered nor gone):
+    /// that was the last attempt, the notification is failed.
+    pub retry_ms: Option<i64>,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
+}
+
+/// Stores attempts' results and what they say of each merchant's endpoint, in one statement:
+/// a success clears its endpoint's failing streak; a 410 disables it (`gone`); failures start a
+/// streak or, when it began more than [`DISABLE_AFTER`] ago, disable it (`no_success`).
+const RECORD_SQL: &str = "WITH r AS ( \
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::bool[], $4::bool[], $5::bigint[], \
+                            $6::int[], $7::text[]) \
+         AS r(id, attempt, delivered, gone, retry_ms, status_code, error)), \
+     updated AS ( \
+       UPDATE merchant_notifications n SET \
+         status = CASE WHEN r.delivered THEN 'delivered' \
+                       WHEN r.gone OR r.retry_ms IS NOT NULL THEN 'pending' ELSE 'failed' END, \
+         delivered_at = CASE WHEN r.delivered THEN now() END, \
+         next_attempt_at = CASE WHEN r.gone THEN now() \
+                                WHEN r.retry_ms IS NOT NULL THEN now() + r.retry_ms * interval '1 millisecond' \
+                                ELSE n.next_attempt_at END, \
+         last_status = r.status_code, \
+         last_error = r.error \
+       FROM r \
+       WHERE n.id = ANY($1::bigint[]) AND n.id = r.id AND n.status = 'pending' \
+         AND (r.delivered OR n.attempts = r.attempt) \
+       RETURNING n.id, n.merchant_id, r.delivered, r.gone, r.error), \
+     outcomes AS ( \
+       SELECT merchant_id, bool_or(delivered) AS succeeded, bool_or(gone) AS gone, \
+              bool_or(NOT delivered) AS failed, \
+              (array_agg(error ORDER BY id DESC) FILTER (WHERE NOT delivered))[1] AS error \
+       FROM updated GROUP BY merchant_id) \
+     INSERT INTO notification_endpoints AS e \
+       (merchant_id, disabled_at, disabled_reason, failing_since, last_success_at, \
+        last_failure_at, last_error) \
+     SELECT merchant_id, CASE WHEN gone THEN now() END, CASE WHEN gone THEN 'gone' END, \
+            CASE WHEN NOT succeeded THEN now() END, CASE WHEN succeeded THEN now() END, \
+            CASE WHEN failed THEN now() END, error \
+     FROM outcomes \
+     ON CONFLICT (merchant_id) DO UPDATE SET \
+       disabled_at = CASE WHEN e.disabled_at IS NOT NULL THEN e.disabled_at \
+                          WHEN EXCLUDED.disabled_at IS NOT NULL THEN EXCLUDED.disabled_at \
+                          WHEN EXCLUDED.last_success_at IS NULL \
+                               AND e.failing_since <= now() - $8 * interval '1 second' THEN now() END, \
+       disabled_reason = CASE WHEN e.disabled_at IS NOT NULL THEN e.disabled_reason \
+                              WHEN EXCLUDED.disabled_at IS NOT NULL THEN EXCLUDED.disabled_reason \
+                              WHEN EXCLUDED.last_success_at IS NULL \
+                                   AND e.failing_since <= now() - $8 * interval '1 second' \
+                                   THEN 'no_success' END, \
+       failing_since = CASE WHEN EXCLUDED.last_success_at IS NOT NULL THEN NULL \
+                            ELSE coalesce(e.failing_since, EXCLUDED.failing_since) END, \
+       last_success_at = coalesce(EXCLUDED.last_success_at, e.last_success_at), \
+       last_failure_at = coalesce(EXCLUDED.last_failure_at, e.last_failure_at), \
+       last_error = coalesce(EXCLUDED.last_error, e.last_error) \
+     RETURNING e.merchant_id, e.disabled_reason, (e.disabled_at = now()) AS just_disabled";
+
+/// An endpoint the results just disabled.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct Disabled {
+    #[diesel(sql_type = BigInt)]
+    pub merchant_id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub disabled_reason: Option<String>,
+    #[diesel(sql_type = Nullable<Bool>)]
+    pub just_disabled: Option<bool>,
+}
+
+/// Stores `results`; returns the endpoints they disabled.
+pub async fn record(
+    conn: &mut AsyncPgConnection,
+    results: &[Recorded],
+) -> QueryResult<Vec<Disabled>> {
+    let column = |f: &dyn Fn(&Recorded) -> i64| results.iter().map(f).collect::<Vec<_>>();
+    let ids = column(&|r| r.id);
+    let attempts: Vec<i32> = results.iter().map(|r| r.attempt).collect();
+    let delivered: Vec<bool> = results.iter().map(|r| r.delivered).collect();
+    let gone: Vec<bool> = results.iter().map(|r| r.gone).collect();
+    let retry_ms: Vec<Option<i64>> = results.iter().map(|r| r.retry_ms).collect();
+    let status_code: Vec<Option<i32>> = results.iter().map(|r| r.status_code).collect();
+    let error: Vec<Option<&str>> = results.iter().map(|r| r.error.as_deref()).collect();
+    let rows: Vec<Disabled> = diesel::sql_query(RECORD_SQL)
+        .bind::<Array<BigInt>, _>(ids)
+        .bind::<Array<Int4>, _>(attempts)
+        .bind::<Array<Bool>, _>(delivered)
+        .bind::<Array<Bool>, _>(gone)
+        .bind::<Array<Nullable<BigInt>>, _>(retry_ms)
+        .bind::<Array<Nullable<Int4>>, _>(status_code)
+        .bind::<Array<Nullable<Text>>, _>(error)
+        .bind::<BigInt, _>(i64::try_from(DISABLE_AFTER.as_secs()).unwrap_or(i64::MAX))
+        .load(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|row| row.just_disabled == Some(true))
+        .collect())
+}
+
+/// How many notifications are pending, and how long the oldest has waited.
+#[derive(Debug, Clone, Copy, QueryableByName)]
+pub struct Backlog {
+    #[diesel(sql_type = BigInt)]
+    pub pending: i64,
+    #[diesel(sql_type = Nullable<Double>)]
+    pub oldest_secs: Option<f64>,
+}
+
+/// The backlog, for the metrics (read from the partial index of pending rows).
+pub async fn backlog(conn: &mut AsyncPgConnection) -> QueryResult<Backlog> {
+    diesel::sql_query(
+        "SELECT count(*) AS pending, \
+                extract(epoch FROM now() - min(created_at))::float8 AS oldest_secs \
+         FROM merchant_notifications WHERE status = 'pending'",
+    )
+    .get_result(conn)
+    .await
+}
+
+/// Which notifications an admin list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    Pending,
+    /// Pending after a failed attempt.
+    Failing,
+    Delivered,
+    Failed,
+}
+
+impl StatusFilter {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "pending" => Some(StatusFilter::Pending),
+            "failing" => Some(StatusFilter::Failing),
+            "delivered" => Some(StatusFilter::Delivered),
+            "failed" => Some(StatusFilter::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// Newest first: up to `limit` notifications below id `before`, of one merchant and status
+/// when given (by `idx_merchant_notifications_merchant`, or `_attention` for failing and
+/// failed ones).
+pub async fn list(
+    conn: &mut AsyncPgConnection,
+    merchant_id: Option<i64>,
+    status: Option<StatusFilter>,
+    before: Option<i64>,
+    limit: i64,
+) -> QueryResult<Vec<Notification>> {
+    use merchant_notifications::dsl as n;
+    let mut query = n::merchant_notifications
+        .select(Notification::as_select())
+        .into_boxed();
+    if let Some(merchant_id) = merchant_id {
+        query = query.filter(n::merchant_id.eq(merchant_id));
+    }
+    query = match status {
+        None => query,
+        Some(StatusFilter::Pending) => query.filter(n::status.eq("pending")),
+        Some(StatusFilter::Failing) => query
+            .filter(n::status.eq("pending"))
+            .filter(n::last_error.is_not_null()),
+        Some(StatusFilter::Delivered) => query.filter(n::status.eq("delivered")),
+        Some(StatusFilter::Failed) => query.filter(n::status.eq("failed")),
+    };
+    if let Some(before) = before {
+        query = query.filter(n::id.lt(before));
+    }
+    query.order(n::id.desc()).limit(limit).load(conn).await
+}
+
+/// Notification `id`.
+pub async fn find(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<Notification>> {
+    merchant_notifications::table
+        .find(id)
+        .select(Notification::as_select())
+        .first(conn)
+        .await
+        .optional()
+}
+
+/// The SET of every redelivery: pending, due now, the schedule from its first attempt again.
+const REDELIVER_SET: &str = "SET status = 'pending', attempts = 0, next_attempt_at = now(), \
+         delivered_at = NULL, last_error = NULL";
+
+/// Notification `id` is sent again now, whatever its state, under its `webhook-id`.
+pub async fn redeliver(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<Notification>> {
+    diesel::sql_query(format!(
+        "UPDATE merchant_notifications {REDELIVER_SET} WHERE id = $1 RETURNING *"
+    ))
+    .bind::<BigInt, _>(id)
+    .get_result(conn)
+    .await
+    .optional()
+}
+
+/// Every notification of `merchant_id` staged in [since, until) is sent again; how many.
+pub async fn redeliver_range(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> QueryResult<usize> {
+    diesel::sql_query(format!(
+        "UPDATE merchant_notifications {REDELIVER_SET} \
+         WHERE merchant_id = $1 AND created_at >= $2 AND created_at < $3"
+    ))
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Timestamptz, _>(since)
+    .bind::<Timestamptz, _>(until)
+    .execute(conn)
+    .await
+}
+
+/// Enables `merchant_id`'s endpoint (a no-op when it is not disabled) and makes its pending
+/// notifications due now; returns how many are pending.
+pub async fn enable(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<i64> {
+    #[derive(QueryableByName)]
+    struct Pending {
+        #[diesel(sql_type = BigInt)]
+        pending: i64,
+    }
+    let row: Pending = diesel::sql_query(
+        "WITH enabled AS ( \
+           UPDATE notification_endpoints \
+           SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL \
+           WHERE merchant_id = $1), \
+         due AS ( \
+           UPDATE merchant_notifications SET next_attempt_at = now() \
+           WHERE merchant_id = $1 AND status = 'pending' \
+           RETURNING 1) \
+         SELECT count(*) AS pending FROM due",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .get_result(conn)
+    .await?;
+    Ok(row.pending)
+}
+
+/// `merchant_id`'s endpoint, if a sender ever reached it.
+pub async fn endpoint(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+) -> QueryResult<Option<Endpoint>> {
+    notification_endpoints::table
+        .find(merchant_id)
+        .select(Endpoint::as_select())
+        .first(conn)
+        .await
+        .optional()
+}
+
+/// The disabled endpoints, most recently disabled first.
+pub async fn disabled_endpoints(conn: &mut AsyncPgConnection) -> QueryResult<Vec<Endpoint>> {
+    notification_endpoints::table
+        .filter(notification_endpoints::disabled_at.is_not_null())
+        .order(notification_endpoints::disabled_at.desc())
+        .select(Endpoint::as_select())
+        .load(conn)
+        .await
+}
+
+/// Deletes up to `batch` notifications delivered more than `retention` ago; how many.
+pub async fn delete_delivered(
+    conn: &mut AsyncPgConnection,
+    retention: std::time::Duration,
+    batch: i64,
+) -> QueryResult<usize> {
+    diesel::sql_query(
+        "DELETE FROM merchant_notifications WHERE id = ANY(ARRAY( \
+           SELECT id FROM merchant_notifications \
+           WHERE status = 'delivered' AND delivered_at < now() - $1 * interval '1 millisecond' \
+           ORDER BY delivered_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
+    )
+    .bind::<BigInt, _>(millis(retention))
+    .bind::<BigInt, _>(batch)
+    .execute(conn)
+    .await
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

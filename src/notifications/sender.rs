@@ -1,0 +1,522 @@
+//! The sender inside `serve`: claims due notifications (`FOR UPDATE SKIP LOCKED`, so several
+//! gateways drain one table and never wait for each other), posts each to its merchant's
+//! endpoint signed as Standard Webhooks, and stores what came back.
+//!
+//! One task owns the database connection and the counts of attempts in flight; each attempt
+//! runs in a task of its own and reports back. Bounds: at most `concurrency` attempts in flight,
+//! at most `per_merchant_concurrency` of one merchant, and a claim asks each merchant only for
+//! the room it has, so a slow or failing endpoint holds its own slots and never the others'.
+//! Memory is bounded by the same numbers (a claimed row, its body, its result). Rounds (store
+//! results, claim) are at least [`LINGER`] apart, so under load one statement claims many rows
+//! and one stores many results; a commit that staged a notification in this process wakes the
+//! sender at once, others are found by the poll.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::Wake;
+use super::body::{render, webhook_id};
+use super::model::{self, Notification, Recorded};
+use super::schedule::{self, Answer, Failure, Next};
+use crate::config::{NotificationSettings, Settings};
+use crate::metrics::Metrics;
+use crate::providers::standard_webhooks::StandardWebhooks;
+
+/// The shortest time between two rounds of the sender's statements.
+pub const LINGER: Duration = Duration::from_millis(10);
+
+/// How often the backlog gauges are read from the database.
+const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+
+/// A merchant may hold this many times its attempts' bound in claimed rows waiting for a slot,
+/// so a fast endpoint is kept busy between two claims.
+const QUEUE_FACTOR: usize = 3;
+
+/// At most this much of an endpoint's answer is read (so the connection can be reused); the
+/// status alone decides.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A merchant's endpoint, ready to sign for.
+struct Target {
+    url: reqwest::Url,
+    signer: StandardWebhooks,
+}
+
+/// The sender of one gateway.
+pub struct Sender {
+    database_url: String,
+    statement_timeout: Duration,
+    settings: NotificationSettings,
+    targets: HashMap<i64, Arc<Target>>,
+    /// The merchants in the order the next claim asks them (rotated each claim, so no merchant
+    /// is always asked last when rooms exceed the free slots).
+    merchants: Vec<i64>,
+    http: reqwest::Client,
+    metrics: Metrics,
+    wake: Wake,
+}
+
+/// What one attempt did.
+struct Done {
+    id: i64,
+    merchant_id: i64,
+    attempt: i32,
+    staged_at: chrono::DateTime<Utc>,
+    answer: Answer,
+}
+
+impl Sender {
+    /// The sender for `settings`' endpoints; `None` when no merchant has one.
+    pub fn new(settings: &Settings, metrics: Metrics, wake: Wake) -> anyhow::Result<Option<Self>> {
+        let targets: HashMap<i64, Arc<Target>> =
+            NotificationSettings::endpoints(&settings.merchants)
+                .map(|(id, endpoint)| {
+                    let signer = StandardWebhooks::new(std::slice::from_ref(&endpoint.secret), 0);
+                    (
+                        id,
+                        Arc::new(Target {
+                            url: endpoint.url.clone(),
+                            signer,
+                        }),
+                    )
+                })
+                .collect();
+        if targets.is_empty() {
+            return Ok(None);
+        }
+        let notifications = settings.notifications.clone();
+        let http = reqwest::Client::builder()
+            .timeout(notifications.attempt_timeout)
+            .connect_timeout(notifications.attempt_timeout.min(Duration::from_secs(5)))
+            // A notification goes to the configured URL only, never where an answer points.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(notifications.per_merchant_concurrency)
+            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let mut merchants: Vec<i64> = targets.keys().copied().collect();
+        merchants.sort_unstable();
+        Ok(Some(Self {
+            database_url: settings.database_url()?.to_owned(),
+            statement_timeout: settings.database.statement_timeout,
+            settings: notifications,
+            targets,
+            merchants,
+            http,
+            metrics,
+            wake,
+        }))
+    }
+
+    /// Sends forever (until the task is aborted).
+    pub async fn run(mut self) {
+        let (done_tx, mut done_rx) = mpsc::channel::<Done>(self.settings.concurrency);
+        let mut work = Work::new(&self.settings, done_tx);
+        let mut results: Vec<Recorded> = Vec::new();
+        let mut conn: Option<AsyncPgConnection> = None;
+        let mut last_round = Instant::now();
+        let mut next_backlog = Instant::now();
+        // The last claim filled some merchant's room: more may be due, so claim again soon.
+        let mut more_due = true;
+        loop {
+            if !more_due || work.claimable() == 0 {
+                tokio::select! {
+                    () = self.wake.woken() => {}
+                    () = tokio::time::sleep(self.settings.poll_interval) => {}
+                    Some(done) = done_rx.recv() => {
+                        results.push(self.finished(&done));
+                        work.finished(&done, &self.targets, &self.http);
+                    }
+                }
+            }
+            tokio::time::sleep_until(last_round + LINGER).await;
+            while let Ok(done) = done_rx.try_recv() {
+                results.push(self.finished(&done));
+                work.finished(&done, &self.targets, &self.http);
+            }
+            last_round = Instant::now();
+            self.metrics.record_notification_sender_round();
+
+            let Some(db) = self.connection(&mut conn).await else {
+                more_due = false;
+                continue;
+            };
+            if !results.is_empty() {
+                match model::record(db, &results).await {
+                    Ok(disabled) => {
+                        results.clear();
+                        for endpoint in disabled {
+                            tracing::warn!(
+                                merchant_id = endpoint.merchant_id,
+                                reason = endpoint.disabled_reason.as_deref().unwrap_or(""),
+                                "notification endpoint disabled; POST /admin/merchants/{{id}}/endpoint/enable sends its notifications again"
+                            );
+                        }
+                    }
+                    Err(error) => {
+                        // Kept for the next round: at most one per attempt, and no claim happens
+                        // without a connection, so this stays bounded.
+                        tracing::warn!(%error, results = results.len(), "storing notification attempts failed; will retry");
+                        conn = None;
+                        more_due = false;
+                        continue;
+                    }
+                }
+            }
+            if Instant::now() >= next_backlog {
+                next_backlog = Instant::now() + BACKLOG_EVERY;
+                match model::backlog(db).await {
+                    Ok(backlog) => self
+                        .metrics
+                        .record_notification_backlog(backlog.pending, backlog.oldest_secs),
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the notification backlog failed");
+                        conn = None;
+                        continue;
+                    }
+                }
+            }
+            self.merchants.rotate_left(1);
+            let (merchants, rooms) = work.rooms(&self.merchants);
+            if merchants.is_empty() {
+                more_due = false;
+                continue;
+            }
+            let limit = work.claimable();
+            let claimed = match model::claim(
+                db,
+                &merchants,
+                &rooms,
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                self.settings.claim_lease(),
+            )
+            .await
+            {
+                Ok(claimed) => claimed,
+                Err(error) => {
+                    tracing::warn!(%error, "claiming notifications failed; will retry");
+                    conn = None;
+                    more_due = false;
+                    continue;
+                }
+            };
+            more_due = claimed.len() >= limit || filled_a_room(&claimed, &merchants, &rooms);
+            work.claimed(claimed, &self.targets, &self.http);
+        }
+    }
+
+    /// Counts an attempt's end and turns its answer into the result to store.
+    fn finished(&self, done: &Done) -> Recorded {
+        self.metrics
+            .record_notification_attempt(done.answer.label());
+        let next = schedule::next(
+            &done.answer,
+            done.attempt,
+            &self.settings.retry_delays,
+            rand::random::<f64>(),
+        );
+        if next == Next::Delivered {
+            let waited = (Utc::now() - done.staged_at).to_std().unwrap_or_default();
+            self.metrics.record_notification_delivered(waited);
+        } else {
+            tracing::debug!(
+                notification = done.id,
+                merchant_id = done.merchant_id,
+                attempt = done.attempt,
+                result = done.answer.label(),
+                "notification attempt failed"
+            );
+        }
+        Recorded {
+            id: done.id,
+            attempt: done.attempt,
+            delivered: next == Next::Delivered,
+            gone: next == Next::WaitForEnable,
+            retry_ms: match next {
+                Next::RetryAfter(wait) => Some(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
+                _ => None,
+            },
+            status_code: done.answer.status().map(i32::from),
+            error: done.answer.error(),
+        }
+    }
+
+    /// The sender's own connection, opened when there is none.
+    async fn connection<'c>(
+        &self,
+        conn: &'c mut Option<AsyncPgConnection>,
+    ) -> Option<&'c mut AsyncPgConnection> {
+        if conn.is_none() {
+            match open(&self.database_url, self.statement_timeout).await {
+                Ok(opened) => *conn = Some(opened),
+                Err(error) => {
+                    tracing::warn!(%error, "notification sender: no database connection; will retry");
+                    return None;
+                }
+            }
+        }
+        conn.as_mut()
+    }
+}
+
+/// What the sender holds: per merchant, the attempts in flight and the claimed rows waiting for
+/// a slot. A merchant's next row goes out the moment one of its attempts ends, without waiting
+/// for a round; a claim asks each merchant for what its slots and its queue have room for.
+struct Work {
+    concurrency: usize,
+    per_merchant: usize,
+    /// Claimed rows a merchant may hold beyond its attempts in flight.
+    queue_depth: usize,
+    attempt_timeout: Duration,
+    lease: Duration,
+    in_flight: HashMap<i64, usize>,
+    total_in_flight: usize,
+    queued: HashMap<i64, VecDeque<(Notification, Instant)>>,
+    total_queued: usize,
+    done: mpsc::Sender<Done>,
+}
+
+impl Work {
+    fn new(settings: &NotificationSettings, done: mpsc::Sender<Done>) -> Self {
+        Self {
+            concurrency: settings.concurrency,
+            per_merchant: settings.per_merchant_concurrency,
+            queue_depth: settings.per_merchant_concurrency * QUEUE_FACTOR,
+            attempt_timeout: settings.attempt_timeout,
+            lease: settings.claim_lease(),
+            in_flight: HashMap::new(),
+            total_in_flight: 0,
+            queued: HashMap::new(),
+            total_queued: 0,
+            done,
+        }
+    }
+
+    /// How many more rows the sender may claim now: its in-flight bound, plus as many queued.
+    fn claimable(&self) -> usize {
+        (self.concurrency * (1 + QUEUE_FACTOR))
+            .saturating_sub(self.total_in_flight + self.total_queued)
+    }
+
+    /// The merchants to ask, in `order`, and the room of each.
+    fn rooms(&self, order: &[i64]) -> (Vec<i64>, Vec<i32>) {
+        let free = self.claimable();
+        if free == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        order
+            .iter()
+            .filter_map(|m| {
+                let held = self.in_flight.get(m).copied().unwrap_or(0)
+                    + self.queued.get(m).map_or(0, VecDeque::len);
+                let room = (self.per_merchant + self.queue_depth)
+                    .saturating_sub(held)
+                    .min(free);
+                (room > 0).then(|| (*m, i32::try_from(room).unwrap_or(i32::MAX)))
+            })
+            .unzip()
+    }
+
+    /// Queues freshly claimed rows and starts what the slots allow.
+    fn claimed(
+        &mut self,
+        rows: Vec<Notification>,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        let now = Instant::now();
+        let mut merchants = Vec::new();
+        for row in rows {
+            merchants.push(row.merchant_id);
+            self.queued
+                .entry(row.merchant_id)
+                .or_default()
+                .push_back((row, now));
+            self.total_queued += 1;
+        }
+        merchants.sort_unstable();
+        merchants.dedup();
+        for merchant in merchants {
+            self.start(merchant, targets, http);
+        }
+    }
+
+    /// An attempt of `done`'s merchant ended: its next row may go.
+    fn finished(
+        &mut self,
+        done: &Done,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        if let Some(count) = self.in_flight.get_mut(&done.merchant_id) {
+            *count = count.saturating_sub(1);
+        }
+        self.total_in_flight = self.total_in_flight.saturating_sub(1);
+        self.start(done.merchant_id, targets, http);
+        // A global slot freed: another merchant's queue may be waiting for one.
+        if self.total_in_flight + 1 == self.concurrency {
+            let waiting: Vec<i64> = self
+                .queued
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(m, _)| *m)
+                .collect();
+            for merchant in waiting {
+                self.start(merchant, targets, http);
+            }
+        }
+    }
+
+    /// Starts `merchant`'s queued rows while it and the sender have slots. A row claimed so long
+    /// ago that its lease could pass during its attempt is left to the next claim (by any
+    /// sender) instead, so a row is only ever sent under a live claim.
+    fn start(
+        &mut self,
+        merchant: i64,
+        targets: &HashMap<i64, Arc<Target>>,
+        http: &reqwest::Client,
+    ) {
+        let Some(queue) = self.queued.get_mut(&merchant) else {
+            return;
+        };
+        let busy = self.in_flight.entry(merchant).or_default();
+        while *busy < self.per_merchant && self.total_in_flight < self.concurrency {
+            let Some((row, claimed_at)) = queue.pop_front() else {
+                break;
+            };
+            self.total_queued -= 1;
+            if claimed_at.elapsed() + self.attempt_timeout > self.lease {
+                continue;
+            }
+            let Some(target) = targets.get(&merchant).cloned() else {
+                continue;
+            };
+            *busy += 1;
+            self.total_in_flight += 1;
+            tokio::spawn(attempt(http.clone(), target, row, self.done.clone()));
+        }
+    }
+}
+
+/// Whether some merchant got as many rows as it had room for.
+fn filled_a_room(claimed: &[Notification], merchants: &[i64], rooms: &[i32]) -> bool {
+    merchants.iter().zip(rooms).any(|(merchant, room)| {
+        let got = claimed
+            .iter()
+            .filter(|n| n.merchant_id == *merchant)
+            .count();
+        i32::try_from(got).is_ok_and(|got| got >= *room)
+    })
+}
+
+async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgConnection> {
+    let mut conn = AsyncPgConnection::establish(url).await?;
+    // Every statement of the sender walks an index; a plan cached while the table was young
+    // must not keep a scan of it (as for the payment writers).
+    conn.batch_execute(&format!(
+        "SET statement_timeout = {}; SET lock_timeout = {}; SET enable_seqscan = off",
+        statement_timeout.as_millis().max(1),
+        statement_timeout.as_millis().max(1),
+    ))
+    .await?;
+    Ok(conn)
+}
+
+/// One attempt: the body as staged, signed now, posted once; what came back goes to `done`.
+async fn attempt(
+    http: reqwest::Client,
+    target: Arc<Target>,
+    notification: Notification,
+    done: mpsc::Sender<Done>,
+) {
+    let body = render(&notification);
+    let id = webhook_id(notification.id);
+    let mut request = http
+        .post(target.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    for (name, value) in target
+        .signer
+        .sign_headers(&id, &body, Utc::now().timestamp())
+    {
+        request = request.header(name, value);
+    }
+    let answer = match request.body(body).send().await {
+        Ok(response) => {
+            let answer = Answer::of_status(response.status().as_u16());
+            drain(response).await;
+            answer
+        }
+        Err(error) if error.is_timeout() => Answer::Failure(Failure::Timeout),
+        Err(error) => {
+            // Without the URL: its query may carry the merchant's token.
+            tracing::debug!(error = %error.without_url(), "notification attempt: no answer");
+            Answer::Failure(Failure::Connection)
+        }
+    };
+    // The owner holds a receiver as long as it runs; a send fails only at shutdown.
+    let _ = done
+        .send(Done {
+            id: notification.id,
+            merchant_id: notification.merchant_id,
+            attempt: notification.attempts,
+            staged_at: notification.created_at,
+            answer,
+        })
+        .await;
+}
+
+/// Reads the answer's body up to [`MAX_ANSWER_BYTES`], so its connection goes back to the
+/// pool; a larger or broken one is dropped with its connection.
+async fn drain(mut response: reqwest::Response) {
+    let mut read = 0;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        read += chunk.len();
+        if read > MAX_ANSWER_BYTES {
+            return;
+        }
+    }
+}
+
+/// Starts the sender of `settings` on the current runtime, if any merchant has an endpoint.
+pub fn spawn(
+    settings: &Settings,
+    metrics: Metrics,
+    wake: Wake,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    Ok(Sender::new(settings, metrics, wake)?.map(|sender| tokio::spawn(sender.run())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_merchant_holding_its_slots_and_queue_is_not_asked_and_rooms_never_exceed_the_free_slots()
+     {
+        let settings = NotificationSettings {
+            concurrency: 10,
+            per_merchant_concurrency: 4,
+            ..Settings::from_toml("", &crate::config::ProcessEnv)
+                .unwrap()
+                .notifications
+        };
+        let (done, _receiver) = mpsc::channel(10);
+        let mut work = Work::new(&settings, done);
+        assert_eq!(work.claimable(), 40);
+        // Each merchant may hold 4 in flight and 12 queued.
+        work.in_flight.insert(1, 4);
+        work.in_flight.insert(2, 1);
+        work.total_in_flight = 5;
+        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![12, 15]));
+        // The sender's own bound caps every room.
+        work.total_queued = 30;
+        assert_eq!(work.rooms(&[2, 1]), (vec![2, 1], vec![5, 5]));
+        work.total_queued = 35;
+        assert_eq!(work.rooms(&[1, 2]), (vec![], vec![]));
+    }
+}

@@ -1,0 +1,230 @@
+//! `/admin/notifications` and the merchant endpoint's admin actions: list the notifications,
+//! send one (or a merchant's time range) again, enable a disabled endpoint. Through the API
+//! pool; each action wakes this gateway's sender.
+
+use actix_web::{HttpResponse, web};
+use chrono::{DateTime, Utc};
+
+use super::extract::{AdminAuth, ApiPool};
+use super::state::AppState;
+use crate::error::{ApiError, ErrorBody};
+use crate::notifications::admin::{
+    self, Enabled, ListFilter, NotificationPage, NotificationView, Redelivered,
+};
+use crate::notifications::model::StatusFilter;
+
+/// The most notifications one page lists.
+const MAX_LIMIT: i64 = 500;
+const DEFAULT_LIMIT: i64 = 50;
+
+/// The list's query string.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NotificationQuery {
+    pub merchant_id: Option<String>,
+    /// pending, failing (pending after a failed attempt), delivered or failed
+    pub status: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// 1..=500, default 50.
+    pub limit: Option<String>,
+}
+
+fn present(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn integer(name: &str, value: &Option<String>) -> Result<Option<i64>, ApiError> {
+    present(value)
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| ApiError::InvalidQuery(format!("{name} must be an integer")))
+        })
+        .transpose()
+}
+
+fn time(name: &str, value: &Option<String>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    present(value)
+        .map(|v| {
+            DateTime::parse_from_rfc3339(v)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| ApiError::InvalidQuery(format!("{name} must be an RFC 3339 time")))
+        })
+        .transpose()
+}
+
+impl NotificationQuery {
+    fn filter(&self) -> Result<ListFilter, ApiError> {
+        Ok(ListFilter {
+            merchant_id: integer("merchant_id", &self.merchant_id)?,
+            status: present(&self.status)
+                .map(|v| {
+                    StatusFilter::parse(v).ok_or_else(|| {
+                        ApiError::InvalidQuery(
+                            "status must be pending, failing, delivered or failed".into(),
+                        )
+                    })
+                })
+                .transpose()?,
+            before: integer("cursor", &self.cursor)?,
+        })
+    }
+
+    fn limit(&self) -> Result<i64, ApiError> {
+        Ok(integer("limit", &self.limit)?
+            .map(|n| {
+                (1..=MAX_LIMIT).contains(&n).then_some(n).ok_or_else(|| {
+                    ApiError::InvalidQuery(format!("limit must be 1 to {MAX_LIMIT}"))
+                })
+            })
+            .transpose()?
+            .unwrap_or(DEFAULT_LIMIT))
+    }
+}
+
+/// `GET /admin/notifications`: newest first, keyset pages.
+#[utoipa::path(
+    get,
+    path = "/admin/notifications",
+    tag = "admin",
+    security(("admin" = [])),
+    params(NotificationQuery),
+    responses(
+        (status = 200, body = NotificationPage),
+        (status = 400, description = "invalid_query", body = ErrorBody),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn list_notifications(
+    _admin: AdminAuth,
+    query: web::Query<NotificationQuery>,
+    api_pool: web::Data<ApiPool>,
+) -> Result<HttpResponse, ApiError> {
+    let (filter, limit) = (query.filter()?, query.limit()?);
+    let mut conn = api_pool.get().await?;
+    Ok(HttpResponse::Ok().json(admin::page(&mut conn, filter, limit).await?))
+}
+
+fn notification_not_found() -> ApiError {
+    ApiError::NotFound {
+        code: "notification_not_found",
+        what: "notification",
+    }
+}
+
+/// `POST /admin/notifications/{id}/redeliver`: sends it now, whatever its state, under the same
+/// `webhook-id` and with the same body; its schedule starts again.
+#[utoipa::path(
+    post,
+    path = "/admin/notifications/{id}/redeliver",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("id" = String, Path)),
+    responses(
+        (status = 202, description = "pending, due now", body = NotificationView),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "notification_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn redeliver_notification(
+    _admin: AdminAuth,
+    path: web::Path<String>,
+    api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let id = path
+        .into_inner()
+        .parse::<i64>()
+        .map_err(|_| notification_not_found())?;
+    let mut conn = api_pool.get().await?;
+    let view = admin::redeliver(&mut conn, id)
+        .await?
+        .ok_or_else(notification_not_found)?;
+    state.notifying.wake_handle().wake();
+    Ok(HttpResponse::Accepted().json(view))
+}
+
+/// The window of a merchant's redelivery.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RangeQuery {
+    /// RFC 3339, required: notifications staged at or after.
+    pub since: Option<String>,
+    /// RFC 3339: staged before (default: now).
+    pub until: Option<String>,
+}
+
+/// The merchant of the path, which must have a notification endpoint in this gateway's
+/// configuration (404 `merchant_not_found` otherwise: nothing here could send to it).
+fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> {
+    path.parse::<i64>()
+        .ok()
+        .filter(|id| state.notifying.wants(*id))
+        .ok_or(ApiError::NotFound {
+            code: "merchant_not_found",
+            what: "merchant with a notification endpoint",
+        })
+}
+
+/// `POST /admin/merchants/{id}/notifications/redeliver?since=&until=`: every notification of
+/// the merchant staged in the window is sent again, in order, under its `webhook-id`.
+#[utoipa::path(
+    post,
+    path = "/admin/merchants/{merchant_id}/notifications/redeliver",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("merchant_id" = String, Path), RangeQuery),
+    responses(
+        (status = 202, body = Redelivered),
+        (status = 400, description = "invalid_query", body = ErrorBody),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "merchant_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn redeliver_merchant(
+    _admin: AdminAuth,
+    path: web::Path<String>,
+    query: web::Query<RangeQuery>,
+    api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = configured_merchant(path.into_inner(), &state)?;
+    let since = time("since", &query.since)?
+        .ok_or_else(|| ApiError::InvalidQuery("since is required (RFC 3339)".into()))?;
+    let until = time("until", &query.until)?.unwrap_or_else(Utc::now);
+    let mut conn = api_pool.get().await?;
+    let redelivered = admin::redeliver_range(&mut conn, merchant_id, since, until).await?;
+    state.notifying.wake_handle().wake();
+    Ok(HttpResponse::Accepted().json(redelivered))
+}
+
+/// `POST /admin/merchants/{id}/endpoint/enable`: a disabled endpoint (410, or 5 days without
+/// success) is enabled; its pending notifications are due now and go out in order.
+#[utoipa::path(
+    post,
+    path = "/admin/merchants/{merchant_id}/endpoint/enable",
+    tag = "admin",
+    security(("admin" = [])),
+    params(("merchant_id" = String, Path)),
+    responses(
+        (status = 200, body = Enabled),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 404, description = "merchant_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn enable_endpoint(
+    _admin: AdminAuth,
+    path: web::Path<String>,
+    api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = configured_merchant(path.into_inner(), &state)?;
+    let mut conn = api_pool.get().await?;
+    let enabled = admin::enable(&mut conn, merchant_id).await?;
+    state.notifying.wake_handle().wake();
+    Ok(HttpResponse::Ok().json(enabled))
+}
