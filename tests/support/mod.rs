@@ -72,7 +72,16 @@ pool_size = 16
 
 [admin]
 token = "{ADMIN_TOKEN}"
+{providers}"#,
+        providers = base_providers()
+    )
+}
 
+/// The four providers every test app has: acme and stripe of merchant 42, plain of 43, third
+/// of 44.
+fn base_providers() -> String {
+    format!(
+        r#"
 [[providers]]
 name = "{ACME}"
 scheme = "standard-webhooks"
@@ -110,33 +119,7 @@ secrets = ["{THIRD_SECRET}"]
 pub fn all_providers(extra: &str) -> String {
     format!(
         r#"
-[[providers]]
-name = "{ACME}"
-scheme = "standard-webhooks"
-payload = "canonical"
-merchant_id = {MERCHANT}
-secrets = ["{ACME_OLD_SECRET}", "{ACME_SECRET}"]
-
-[[providers]]
-name = "{STRIPE}"
-scheme = "stripe"
-payload = "stripe"
-merchant_id = {MERCHANT}
-secrets = ["{STRIPE_SECRET}"]
-
-[[providers]]
-name = "{PLAIN}"
-scheme = "hmac-sha256"
-payload = "canonical"
-merchant_id = {OTHER_MERCHANT}
-secrets = ["{PLAIN_SECRET}"]
-
-[[providers]]
-name = "{THIRD}"
-scheme = "standard-webhooks"
-payload = "canonical"
-merchant_id = {THIRD_MERCHANT}
-secrets = ["{THIRD_SECRET}"]
+{base}
 
 [[providers]]
 name = "{ADYEN}"
@@ -170,6 +153,7 @@ merchant_id = {MERCHANT}
 secrets = ["{PADDLE_SECRET}"]
 {paypal}
 {extra}"#,
+        base = base_providers(),
         paypal = paypal_host::host().provider_toml(PAYPAL, MERCHANT)
     )
 }
