@@ -275,10 +275,20 @@ impl Metrics {
     }
 
     /// A batch of `size` captures left the queue.
-    pub fn observe_capture_batch(&self, size: usize) {
-        self.capture_batch.observe(size as f64);
+    /// A statement took `size` deliveries out of the capture queue, after `taken` left it (the
+    /// batch and those that stopped waiting, answered already).
+    pub fn observe_capture_batch(&self, size: usize, taken: usize) {
+        if size > 0 {
+            self.capture_batch.observe(size as f64);
+        }
         self.capture_queue
-            .sub(i64::try_from(size).unwrap_or(i64::MAX));
+            .sub(i64::try_from(taken).unwrap_or(i64::MAX));
+    }
+
+    /// Deliveries waiting in the capture queues now: the callback path has more than its
+    /// statements take at once.
+    pub fn captures_waiting(&self) -> i64 {
+        self.capture_queue.get()
     }
 
     pub fn capture_queued(&self) {

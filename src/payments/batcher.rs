@@ -151,17 +151,23 @@ async fn batch_jobs<J: BatchItem>(
         // A delivery that stopped waiting has been answered (503): it is not run.
         let mut batch: Vec<Job<J>> = Vec::with_capacity(MAX_BATCH);
         batch.extend(Some(first).filter(|job| !job.answer.is_closed()));
+        let mut taken = 1;
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
-                Ok(job) if job.answer.is_closed() => {}
-                Ok(job) => batch.push(job),
+                Ok(job) if job.answer.is_closed() => taken += 1,
+                Ok(job) => {
+                    taken += 1;
+                    batch.push(job);
+                }
                 Err(_) => break,
             }
         }
+        // Every job taken out leaves the queue's gauge, those that stopped waiting too (the
+        // sender reads the gauge to yield to the callback path).
+        metrics.observe_capture_batch(batch.len(), taken);
         if batch.is_empty() {
             continue;
         }
-        metrics.observe_capture_batch(batch.len());
         match connection {
             Ok(mut conn) => {
                 tokio::spawn(async move {
