@@ -2,22 +2,25 @@
 //! gateways drain one table and never wait for each other), posts each to its merchant's
 //! endpoint signed as Standard Webhooks, and stores what came back.
 //!
-//! One task owns the database connection and the counts of attempts in flight; each attempt
-//! runs in a task of its own and reports back. Bounds: at most `concurrency` attempts in flight,
-//! at most `per_merchant_concurrency` of one merchant, and a claim asks each merchant only for
-//! the room it has, so a slow or failing endpoint holds its own slots and never the others'.
-//! Memory is bounded by the same numbers (a claimed row, its body, its result). Rounds (store
-//! results, claim) are at least [`LINGER`] apart, so under load one statement claims many rows
-//! and one stores many results; a commit that staged a notification in this process wakes the
-//! sender at once, others are found by the poll.
+//! Two kinds of task share one [`Work`] (behind a mutex held only to count, never across an
+//! await): the owner, which alone talks to the database, and the attempts, one task each. An
+//! attempt that ends notes its result and starts its merchant's next claimed row at once, so
+//! how fast an endpoint is served depends on the endpoint, not on the owner's rounds; the owner
+//! stores the results and claims more in rounds at least [`LINGER`] apart, so under load one
+//! statement claims many rows and one stores many results. Bounds: at most `concurrency`
+//! attempts in flight, at most `per_merchant_concurrency` of one merchant, and a claim asks
+//! each merchant only for the room it has, so a slow or failing endpoint holds its own slots and
+//! never the others'. Memory is bounded by the same numbers (a claimed row, its body, its
+//! result). A commit that staged a notification in this process wakes the owner at once, others
+//! are found by the poll.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::Utc;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::Wake;
@@ -30,6 +33,10 @@ use crate::providers::standard_webhooks::StandardWebhooks;
 
 /// The shortest time between two rounds of the sender's statements.
 pub const LINGER: Duration = Duration::from_millis(10);
+
+/// At most this many rows a round claims while deliveries wait for a capture statement (at most
+/// about 800 a second at [`LINGER`]).
+const BUSY_CLAIM: usize = 8;
 
 /// How often the backlog gauges are read from the database.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
@@ -53,13 +60,65 @@ pub struct Sender {
     database_url: String,
     statement_timeout: Duration,
     settings: NotificationSettings,
-    targets: HashMap<i64, Arc<Target>>,
     /// The merchants in the order the next claim asks them (rotated each claim, so no merchant
     /// is always asked last when rooms exceed the free slots).
     merchants: Vec<i64>,
+    shared: Arc<Shared>,
+    wake: Wake,
+}
+
+/// What the owner and the attempts share.
+struct Shared {
+    targets: HashMap<i64, Arc<Target>>,
     http: reqwest::Client,
     metrics: Metrics,
-    wake: Wake,
+    retry_delays: Vec<Duration>,
+    work: Mutex<Work>,
+    /// An attempt ended: a result waits to be stored, and its merchant has room to claim into.
+    progress: Notify,
+}
+
+impl Shared {
+    fn work(&self) -> MutexGuard<'_, Work> {
+        // The counts stay consistent whatever panicked: every change of them is one statement.
+        self.work.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts an attempt's end and turns its answer into the result to store.
+    fn result_of(&self, done: &Done) -> Recorded {
+        self.metrics
+            .record_notification_attempt(done.answer.label());
+        let next = schedule::next(
+            &done.answer,
+            done.attempt,
+            &self.retry_delays,
+            rand::random::<f64>(),
+        );
+        if next == Next::Delivered {
+            let waited = (Utc::now() - done.staged_at).to_std().unwrap_or_default();
+            self.metrics.record_notification_delivered(waited);
+        } else {
+            tracing::debug!(
+                notification = done.id,
+                merchant_id = done.merchant_id,
+                attempt = done.attempt,
+                result = done.answer.label(),
+                "notification attempt failed"
+            );
+        }
+        Recorded {
+            id: done.id,
+            attempt: done.attempt,
+            delivered: next == Next::Delivered,
+            gone: next == Next::WaitForEnable,
+            retry_ms: match next {
+                Next::RetryAfter(wait) => Some(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
+                _ => None,
+            },
+            status_code: done.answer.status().map(i32::from),
+            error: done.answer.error(),
+        }
+    }
 }
 
 /// What one attempt did.
@@ -101,55 +160,52 @@ impl Sender {
             .build()?;
         let mut merchants: Vec<i64> = targets.keys().copied().collect();
         merchants.sort_unstable();
+        let shared = Arc::new(Shared {
+            targets,
+            http,
+            metrics,
+            retry_delays: notifications.retry_delays.clone(),
+            work: Mutex::new(Work::new(&notifications)),
+            progress: Notify::new(),
+        });
         Ok(Some(Self {
             database_url: settings.database_url()?.to_owned(),
             statement_timeout: settings.database.statement_timeout,
             settings: notifications,
-            targets,
             merchants,
-            http,
-            metrics,
+            shared,
             wake,
         }))
     }
 
     /// Sends forever (until the task is aborted).
     pub async fn run(mut self) {
-        let (done_tx, mut done_rx) = mpsc::channel::<Done>(self.settings.concurrency);
-        let mut work = Work::new(&self.settings, done_tx);
-        let mut results: Vec<Recorded> = Vec::new();
+        let shared = self.shared.clone();
         let mut conn: Option<AsyncPgConnection> = None;
         let mut last_round = Instant::now();
         let mut next_backlog = Instant::now();
         // The last claim filled some merchant's room: more may be due, so claim again soon.
         let mut more_due = true;
         loop {
-            if !more_due || work.claimable() == 0 {
+            if !more_due || shared.work().claimable() == 0 {
                 tokio::select! {
                     () = self.wake.woken() => {}
                     () = tokio::time::sleep(self.settings.poll_interval) => {}
-                    Some(done) = done_rx.recv() => {
-                        results.push(self.finished(&done));
-                        work.finished(&done, &self.targets, &self.http);
-                    }
+                    () = shared.progress.notified() => {}
                 }
             }
             tokio::time::sleep_until(last_round + LINGER).await;
-            while let Ok(done) = done_rx.try_recv() {
-                results.push(self.finished(&done));
-                work.finished(&done, &self.targets, &self.http);
-            }
             last_round = Instant::now();
-            self.metrics.record_notification_sender_round();
+            shared.metrics.record_notification_sender_round();
 
             let Some(db) = self.connection(&mut conn).await else {
                 more_due = false;
                 continue;
             };
+            let results = std::mem::take(&mut shared.work().results);
             if !results.is_empty() {
                 match model::record(db, &results).await {
                     Ok(disabled) => {
-                        results.clear();
                         for endpoint in disabled {
                             tracing::warn!(
                                 merchant_id = endpoint.merchant_id,
@@ -162,6 +218,7 @@ impl Sender {
                         // Kept for the next round: at most one per attempt, and no claim happens
                         // without a connection, so this stays bounded.
                         tracing::warn!(%error, results = results.len(), "storing notification attempts failed; will retry");
+                        shared.work().results.extend(results);
                         conn = None;
                         more_due = false;
                         continue;
@@ -171,7 +228,7 @@ impl Sender {
             if Instant::now() >= next_backlog {
                 next_backlog = Instant::now() + BACKLOG_EVERY;
                 match model::backlog(db).await {
-                    Ok(backlog) => self
+                    Ok(backlog) => shared
                         .metrics
                         .record_notification_backlog(backlog.pending, backlog.oldest_secs),
                     Err(error) => {
@@ -182,12 +239,23 @@ impl Sender {
                 }
             }
             self.merchants.rotate_left(1);
-            let (merchants, rooms) = work.rooms(&self.merchants);
+            let (merchants, rooms, limit) = {
+                let work = shared.work();
+                let (merchants, rooms) = work.rooms(&self.merchants);
+                (merchants, rooms, work.claimable())
+            };
+            // Callbacks first: while deliveries wait for a capture statement, the callback path
+            // is saturated and every notification sent takes CPU from it, so a round claims a
+            // few rows only; the backlog drains at full speed once the callbacks leave room.
+            let limit = if shared.metrics.captures_waiting() > 0 {
+                limit.min(BUSY_CLAIM)
+            } else {
+                limit
+            };
             if merchants.is_empty() {
                 more_due = false;
                 continue;
             }
-            let limit = work.claimable();
             let claimed = match model::claim(
                 db,
                 &merchants,
@@ -206,43 +274,7 @@ impl Sender {
                 }
             };
             more_due = claimed.len() >= limit || filled_a_room(&claimed, &merchants, &rooms);
-            work.claimed(claimed, &self.targets, &self.http);
-        }
-    }
-
-    /// Counts an attempt's end and turns its answer into the result to store.
-    fn finished(&self, done: &Done) -> Recorded {
-        self.metrics
-            .record_notification_attempt(done.answer.label());
-        let next = schedule::next(
-            &done.answer,
-            done.attempt,
-            &self.settings.retry_delays,
-            rand::random::<f64>(),
-        );
-        if next == Next::Delivered {
-            let waited = (Utc::now() - done.staged_at).to_std().unwrap_or_default();
-            self.metrics.record_notification_delivered(waited);
-        } else {
-            tracing::debug!(
-                notification = done.id,
-                merchant_id = done.merchant_id,
-                attempt = done.attempt,
-                result = done.answer.label(),
-                "notification attempt failed"
-            );
-        }
-        Recorded {
-            id: done.id,
-            attempt: done.attempt,
-            delivered: next == Next::Delivered,
-            gone: next == Next::WaitForEnable,
-            retry_ms: match next {
-                Next::RetryAfter(wait) => Some(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
-                _ => None,
-            },
-            status_code: done.answer.status().map(i32::from),
-            error: done.answer.error(),
+            shared.work().claimed(claimed, &shared);
         }
     }
 
@@ -265,8 +297,9 @@ impl Sender {
 }
 
 /// What the sender holds: per merchant, the attempts in flight and the claimed rows waiting for
-/// a slot. A merchant's next row goes out the moment one of its attempts ends, without waiting
-/// for a round; a claim asks each merchant for what its slots and its queue have room for.
+/// a slot, and the results waiting to be stored. A merchant's next row goes out the moment one
+/// of its attempts ends, without waiting for a round; a claim asks each merchant for what its
+/// slots and its queue have room for.
 struct Work {
     concurrency: usize,
     per_merchant: usize,
@@ -278,11 +311,12 @@ struct Work {
     total_in_flight: usize,
     queued: HashMap<i64, VecDeque<(Notification, Instant)>>,
     total_queued: usize,
-    done: mpsc::Sender<Done>,
+    /// Ended attempts' results, for the owner's next round.
+    results: Vec<Recorded>,
 }
 
 impl Work {
-    fn new(settings: &NotificationSettings, done: mpsc::Sender<Done>) -> Self {
+    fn new(settings: &NotificationSettings) -> Self {
         Self {
             concurrency: settings.concurrency,
             per_merchant: settings.per_merchant_concurrency,
@@ -293,7 +327,7 @@ impl Work {
             total_in_flight: 0,
             queued: HashMap::new(),
             total_queued: 0,
-            done,
+            results: Vec::new(),
         }
     }
 
@@ -323,12 +357,7 @@ impl Work {
     }
 
     /// Queues freshly claimed rows and starts what the slots allow.
-    fn claimed(
-        &mut self,
-        rows: Vec<Notification>,
-        targets: &HashMap<i64, Arc<Target>>,
-        http: &reqwest::Client,
-    ) {
+    fn claimed(&mut self, rows: Vec<Notification>, shared: &Arc<Shared>) {
         let now = Instant::now();
         let mut merchants = Vec::new();
         for row in rows {
@@ -342,22 +371,18 @@ impl Work {
         merchants.sort_unstable();
         merchants.dedup();
         for merchant in merchants {
-            self.start(merchant, targets, http);
+            self.start(merchant, shared);
         }
     }
 
-    /// An attempt of `done`'s merchant ended: its next row may go.
-    fn finished(
-        &mut self,
-        done: &Done,
-        targets: &HashMap<i64, Arc<Target>>,
-        http: &reqwest::Client,
-    ) {
-        if let Some(count) = self.in_flight.get_mut(&done.merchant_id) {
+    /// An attempt of `merchant` ended with `result`: its next row may go.
+    fn finished(&mut self, merchant: i64, result: Recorded, shared: &Arc<Shared>) {
+        self.results.push(result);
+        if let Some(count) = self.in_flight.get_mut(&merchant) {
             *count = count.saturating_sub(1);
         }
         self.total_in_flight = self.total_in_flight.saturating_sub(1);
-        self.start(done.merchant_id, targets, http);
+        self.start(merchant, shared);
         // A global slot freed: another merchant's queue may be waiting for one.
         if self.total_in_flight + 1 == self.concurrency {
             let waiting: Vec<i64> = self
@@ -367,7 +392,7 @@ impl Work {
                 .map(|(m, _)| *m)
                 .collect();
             for merchant in waiting {
-                self.start(merchant, targets, http);
+                self.start(merchant, shared);
             }
         }
     }
@@ -375,12 +400,7 @@ impl Work {
     /// Starts `merchant`'s queued rows while it and the sender have slots. A row claimed so long
     /// ago that its lease could pass during its attempt is left to the next claim (by any
     /// sender) instead, so a row is only ever sent under a live claim.
-    fn start(
-        &mut self,
-        merchant: i64,
-        targets: &HashMap<i64, Arc<Target>>,
-        http: &reqwest::Client,
-    ) {
+    fn start(&mut self, merchant: i64, shared: &Arc<Shared>) {
         let Some(queue) = self.queued.get_mut(&merchant) else {
             return;
         };
@@ -393,12 +413,12 @@ impl Work {
             if claimed_at.elapsed() + self.attempt_timeout > self.lease {
                 continue;
             }
-            let Some(target) = targets.get(&merchant).cloned() else {
+            let Some(target) = shared.targets.get(&merchant).cloned() else {
                 continue;
             };
             *busy += 1;
             self.total_in_flight += 1;
-            tokio::spawn(attempt(http.clone(), target, row, self.done.clone()));
+            tokio::spawn(attempt(shared.clone(), target, row));
         }
     }
 }
@@ -417,9 +437,13 @@ fn filled_a_room(claimed: &[Notification], merchants: &[i64], rooms: &[i32]) -> 
 async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgConnection> {
     let mut conn = AsyncPgConnection::establish(url).await?;
     // Every statement of the sender walks an index; a plan cached while the table was young
-    // must not keep a scan of it (as for the payment writers).
+    // must not keep a scan of it (as for the payment writers). One generic plan per statement:
+    // left to choose, PostgreSQL planned the claim and the store again on every call (their
+    // array parameters make the generic plan look dearer), about 0.3 ms of planning each, a
+    // round's largest cost at low rates (docs/notifications.md).
     conn.batch_execute(&format!(
-        "SET statement_timeout = {}; SET lock_timeout = {}; SET enable_seqscan = off",
+        "SET statement_timeout = {}; SET lock_timeout = {}; SET enable_seqscan = off; \
+         SET plan_cache_mode = force_generic_plan",
         statement_timeout.as_millis().max(1),
         statement_timeout.as_millis().max(1),
     ))
@@ -427,14 +451,25 @@ async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgC
     Ok(conn)
 }
 
-/// One attempt: the body as staged, signed now, posted once; what came back goes to `done`.
-async fn attempt(
-    http: reqwest::Client,
-    target: Arc<Target>,
-    notification: Notification,
-    done: mpsc::Sender<Done>,
-) {
-    let body = render(&notification);
+/// One attempt: the body as staged, signed now, posted once; its result is noted in the
+/// shared work, which starts its merchant's next row.
+async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notification) {
+    let answer = post(&shared.http, &target, &notification).await;
+    let done = Done {
+        id: notification.id,
+        merchant_id: notification.merchant_id,
+        attempt: notification.attempts,
+        staged_at: notification.created_at,
+        answer,
+    };
+    let result = shared.result_of(&done);
+    shared.work().finished(done.merchant_id, result, &shared);
+    shared.progress.notify_one();
+}
+
+/// Posts `notification` to `target` once.
+async fn post(http: &reqwest::Client, target: &Target, notification: &Notification) -> Answer {
+    let body = render(notification);
     let id = webhook_id(notification.id);
     let mut request = http
         .post(target.url.clone())
@@ -445,7 +480,7 @@ async fn attempt(
     {
         request = request.header(name, value);
     }
-    let answer = match request.body(body).send().await {
+    match request.body(body).send().await {
         Ok(response) => {
             let answer = Answer::of_status(response.status().as_u16());
             drain(response).await;
@@ -457,17 +492,7 @@ async fn attempt(
             tracing::debug!(error = %error.without_url(), "notification attempt: no answer");
             Answer::Failure(Failure::Connection)
         }
-    };
-    // The owner holds a receiver as long as it runs; a send fails only at shutdown.
-    let _ = done
-        .send(Done {
-            id: notification.id,
-            merchant_id: notification.merchant_id,
-            attempt: notification.attempts,
-            staged_at: notification.created_at,
-            answer,
-        })
-        .await;
+    }
 }
 
 /// Reads the answer's body up to [`MAX_ANSWER_BYTES`], so its connection goes back to the
@@ -505,8 +530,7 @@ mod tests {
                 .unwrap()
                 .notifications
         };
-        let (done, _receiver) = mpsc::channel(10);
-        let mut work = Work::new(&settings, done);
+        let mut work = Work::new(&settings);
         assert_eq!(work.claimable(), 40);
         // Each merchant may hold 4 in flight and 12 queued.
         work.in_flight.insert(1, 4);

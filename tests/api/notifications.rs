@@ -1219,3 +1219,63 @@ async fn a_dispute_notifies_order_disputed_charged_back_and_back_each_with_its_t
     .await;
     assert_eq!(receiver.hooks().len(), 7, "each delivered once");
 }
+
+/// The sender prepares its claim and its store once per connection and plans them once
+/// (`plan_cache_mode = force_generic_plan`), possibly while the table is still empty; the plan
+/// made then must still be key lookups when the table holds 200,000 rows. The claim's per-order
+/// check written as `NOT EXISTS` was planned on the empty table as a whole-index scan for each
+/// candidate (about 56 ms a claim at 20,000 pending rows), and the store's `status = 'pending'`
+/// chose the partial due index without a key.
+#[tokio::test]
+async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200k_rows() {
+    use callback_gateway::notifications::model::{CLAIM_SQL, RECORD_SQL};
+    let app = crate::support::spawn_app().await;
+    // No autovacuum: its ANALYZE would make PostgreSQL plan the statements again, with the
+    // grown table's statistics, and hide the plan this test is about.
+    app.db
+        .batch_execute(&format!(
+            "ALTER TABLE merchant_notifications SET (autovacuum_enabled = false); \
+             SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
+             PREPARE claim (bigint[], int[], bigint, bigint) AS {CLAIM_SQL}; \
+             PREPARE record (bigint[], int[], bool[], bool[], bigint[], int[], text[], bigint) AS {RECORD_SQL};"
+        ))
+        .await
+        .unwrap();
+    let claim = "EXECUTE claim (ARRAY[42], ARRAY[32], 30000, 256)";
+    let record = "EXECUTE record (ARRAY[7, 8], ARRAY[1, 1], ARRAY[true, false], ARRAY[false, false], \
+                  ARRAY[NULL, 300]::bigint[], ARRAY[204, 500], ARRAY[NULL, 'status 500'], 432000)";
+    // Planned now, on the empty table, and cached.
+    app.db.batch_execute(claim).await.unwrap();
+    app.db.batch_execute(record).await.unwrap();
+    // Two notifications per order, most of them delivered, as a table that has run for a while.
+    app.db
+        .batch_execute(
+            "INSERT INTO merchant_notifications (merchant_id, kind, order_id, object_status, status, delivered_at) \
+             SELECT 42 + g % 3, 'order.paid', g / 2, 'paid', \
+                    CASE WHEN g < 150000 THEN 'delivered' ELSE 'pending' END, \
+                    CASE WHEN g < 150000 THEN now() END \
+             FROM generate_series(1, 200000) g",
+        )
+        .await
+        .unwrap();
+    for (name, statement) in [("claim", claim), ("record", record)] {
+        let plan = app.explain(statement).await;
+        let lines: Vec<&str> = plan.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.contains("Scan using") && line.contains("merchant_notifications") {
+                let conditions = lines[i + 1..]
+                    .iter()
+                    .take_while(|l| !l.contains("->"))
+                    .any(|l| l.contains("Index Cond"));
+                assert!(
+                    conditions,
+                    "{name}: an index scan of merchant_notifications without a key:\n{plan}"
+                );
+            }
+        }
+        assert!(
+            !plan.contains("Seq Scan on merchant_notifications"),
+            "{name}: a scan of the whole table:\n{plan}"
+        );
+    }
+}
