@@ -323,6 +323,47 @@ impl QueryFragment<Pg> for Record<'_> {
     }
 }
 
+/// Gives back the attempt a claim counted for rows the sender never sent (their claim would have
+/// run out during the attempt, behind a slow endpoint) and makes them due at once, while each is
+/// still at that attempt: otherwise every such claim would use up one attempt of the schedule,
+/// and a notification behind a slow endpoint could be failed after fewer attempts than the
+/// contract's. Written so no partial index qualifies, as [`RECORD_SQL`].
+pub const RELEASE_SQL: &str = "UPDATE merchant_notifications n \
+     SET attempts = n.attempts - 1, next_attempt_at = now() \
+     FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt) \
+     WHERE n.id = ANY($1::bigint[]) AND n.id = r.id AND n.attempts = r.attempt \
+       AND n.status NOT IN ('delivered', 'failed')";
+
+/// Releases `rows` (id, the attempt their claim counted); how many were still at that attempt.
+pub async fn release(conn: &mut AsyncPgConnection, rows: &[(i64, i32)]) -> QueryResult<usize> {
+    Release {
+        ids: rows.iter().map(|(id, _)| *id).collect(),
+        attempts: rows.iter().map(|(_, attempt)| *attempt).collect(),
+    }
+    .execute(conn)
+    .await
+}
+
+/// [`RELEASE_SQL`] with its parameters, prepared once per connection (see [`numbered`]).
+struct Release {
+    ids: Vec<i64>,
+    attempts: Vec<i32>,
+}
+
+impl QueryId for Release {
+    type QueryId = Release;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl QueryFragment<Pg> for Release {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        numbered(RELEASE_SQL, &mut out, |n, out| match n {
+            1 => out.push_bind_param::<Array<BigInt>, _>(&self.ids),
+            _ => out.push_bind_param::<Array<Int4>, _>(&self.attempts),
+        })
+    }
+}
+
 /// How many notifications are pending, and how long the oldest has waited.
 #[derive(Debug, Clone, Copy, QueryableByName)]
 pub struct Backlog {

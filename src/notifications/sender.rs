@@ -34,16 +34,25 @@ use crate::providers::standard_webhooks::StandardWebhooks;
 /// The shortest time between two rounds of the sender's statements.
 pub const LINGER: Duration = Duration::from_millis(10);
 
-/// At most this many rows a round claims while deliveries wait for a capture statement (at most
-/// about 800 a second at [`LINGER`]).
-const BUSY_CLAIM: usize = 8;
+/// The callback path is saturated while at least this many deliveries wait in the capture
+/// queues for a statement (a batch's worth is queued behind the statements in flight; at a
+/// moderate load arrivals find a statement free or join a small batch).
+const BUSY_QUEUE: i64 = 8;
+
+/// While the callback path is saturated, rounds are this far apart and claim at most
+/// [`BUSY_CLAIM`] rows: at most 160 notifications a second per gateway, about 1% of this 2-core
+/// machine, so the backlog still moves (docs/notifications.md, "Callbacks first").
+const BUSY_LINGER: Duration = Duration::from_millis(100);
+const BUSY_CLAIM: usize = 16;
 
 /// How often the backlog gauges are read from the database.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
 
 /// A merchant may hold this many times its attempts' bound in claimed rows waiting for a slot,
-/// so a fast endpoint is kept busy between two claims.
-const QUEUE_FACTOR: usize = 3;
+/// so a fast endpoint is kept busy between two claims (8 in flight and 64 queued: up to about
+/// 7,000 a second for one merchant at [`LINGER`]). A merchant whose queued rows had to be
+/// released (its answers are slow) gets no queue room for a lease's time.
+const QUEUE_FACTOR: usize = 8;
 
 /// At most this much of an endpoint's answer is read (so the connection can be reused); the
 /// status alone decides.
@@ -186,6 +195,8 @@ impl Sender {
         let mut next_backlog = Instant::now();
         // The last claim filled some merchant's room: more may be due, so claim again soon.
         let mut more_due = true;
+        // The last round found the callback path saturated.
+        let mut busy = false;
         loop {
             if !more_due || shared.work().claimable() == 0 {
                 tokio::select! {
@@ -194,7 +205,7 @@ impl Sender {
                     () = shared.progress.notified() => {}
                 }
             }
-            tokio::time::sleep_until(last_round + LINGER).await;
+            tokio::time::sleep_until(last_round + if busy { BUSY_LINGER } else { LINGER }).await;
             last_round = Instant::now();
             shared.metrics.record_notification_sender_round();
 
@@ -225,6 +236,17 @@ impl Sender {
                     }
                 }
             }
+            let released = std::mem::take(&mut shared.work().released);
+            if !released.is_empty()
+                && let Err(error) = model::release(db, &released).await
+            {
+                // Kept for the next round, as results are.
+                tracing::warn!(%error, rows = released.len(), "releasing unsent notifications failed; will retry");
+                shared.work().released.extend(released);
+                conn = None;
+                more_due = false;
+                continue;
+            }
             if Instant::now() >= next_backlog {
                 next_backlog = Instant::now() + BACKLOG_EVERY;
                 match model::backlog(db).await {
@@ -244,14 +266,11 @@ impl Sender {
                 let (merchants, rooms) = work.rooms(&self.merchants);
                 (merchants, rooms, work.claimable())
             };
-            // Callbacks first: while deliveries wait for a capture statement, the callback path
-            // is saturated and every notification sent takes CPU from it, so a round claims a
-            // few rows only; the backlog drains at full speed once the callbacks leave room.
-            let limit = if shared.metrics.captures_waiting() > 0 {
-                limit.min(BUSY_CLAIM)
-            } else {
-                limit
-            };
+            // Callbacks first: while deliveries queue for a capture statement, the callback path
+            // is saturated and every notification sent takes CPU from it, so rounds are rare and
+            // claim a few rows; the backlog drains at full speed once the callbacks leave room.
+            busy = shared.metrics.captures_waiting() >= BUSY_QUEUE;
+            let limit = if busy { limit.min(BUSY_CLAIM) } else { limit };
             if merchants.is_empty() {
                 more_due = false;
                 continue;
@@ -313,6 +332,11 @@ struct Work {
     total_queued: usize,
     /// Ended attempts' results, for the owner's next round.
     results: Vec<Recorded>,
+    /// Claimed rows never sent (id, the attempt their claim counted): the next round gives the
+    /// attempt back and makes them due at once.
+    released: Vec<(i64, i32)>,
+    /// Merchants that had a row released, until when they get no queue room.
+    slow_until: HashMap<i64, Instant>,
 }
 
 impl Work {
@@ -328,6 +352,8 @@ impl Work {
             queued: HashMap::new(),
             total_queued: 0,
             results: Vec::new(),
+            released: Vec::new(),
+            slow_until: HashMap::new(),
         }
     }
 
@@ -343,14 +369,17 @@ impl Work {
         if free == 0 {
             return (Vec::new(), Vec::new());
         }
+        let now = Instant::now();
         order
             .iter()
             .filter_map(|m| {
                 let held = self.in_flight.get(m).copied().unwrap_or(0)
                     + self.queued.get(m).map_or(0, VecDeque::len);
-                let room = (self.per_merchant + self.queue_depth)
-                    .saturating_sub(held)
-                    .min(free);
+                let queue = match self.slow_until.get(m) {
+                    Some(until) if *until > now => 0,
+                    _ => self.queue_depth,
+                };
+                let room = (self.per_merchant + queue).saturating_sub(held).min(free);
                 (room > 0).then(|| (*m, i32::try_from(room).unwrap_or(i32::MAX)))
             })
             .unzip()
@@ -398,8 +427,8 @@ impl Work {
     }
 
     /// Starts `merchant`'s queued rows while it and the sender have slots. A row claimed so long
-    /// ago that its lease could pass during its attempt is left to the next claim (by any
-    /// sender) instead, so a row is only ever sent under a live claim.
+    /// ago that its lease could pass during its attempt is not sent but released, for the next
+    /// claim (by any sender), so a row is only ever sent under a live claim.
     fn start(&mut self, merchant: i64, shared: &Arc<Shared>) {
         let Some(queue) = self.queued.get_mut(&merchant) else {
             return;
@@ -411,6 +440,9 @@ impl Work {
             };
             self.total_queued -= 1;
             if claimed_at.elapsed() + self.attempt_timeout > self.lease {
+                self.released.push((row.id, row.attempts));
+                self.slow_until
+                    .insert(merchant, Instant::now() + self.lease);
                 continue;
             }
             let Some(target) = shared.targets.get(&merchant).cloned() else {
@@ -531,16 +563,21 @@ mod tests {
                 .notifications
         };
         let mut work = Work::new(&settings);
-        assert_eq!(work.claimable(), 40);
-        // Each merchant may hold 4 in flight and 12 queued.
+        assert_eq!(work.claimable(), 90);
+        // Each merchant may hold 4 in flight and 32 queued.
         work.in_flight.insert(1, 4);
         work.in_flight.insert(2, 1);
         work.total_in_flight = 5;
-        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![12, 15]));
+        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![32, 35]));
+        // A merchant whose rows had to be released gets its free slots only.
+        work.slow_until
+            .insert(2, Instant::now() + Duration::from_secs(60));
+        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![32, 3]));
+        work.slow_until.clear();
         // The sender's own bound caps every room.
-        work.total_queued = 30;
+        work.total_queued = 80;
         assert_eq!(work.rooms(&[2, 1]), (vec![2, 1], vec![5, 5]));
-        work.total_queued = 35;
+        work.total_queued = 85;
         assert_eq!(work.rooms(&[1, 2]), (vec![], vec![]));
     }
 }

@@ -1220,7 +1220,7 @@ async fn a_dispute_notifies_order_disputed_charged_back_and_back_each_with_its_t
     assert_eq!(receiver.hooks().len(), 7, "each delivered once");
 }
 
-/// The sender prepares its claim and its store once per connection and plans them once
+/// The sender prepares its claim, its store and its release once per connection and plans them once
 /// (`plan_cache_mode = force_generic_plan`), possibly while the table is still empty; the plan
 /// made then must still be key lookups when the table holds 200,000 rows. The claim's per-order
 /// check written as `NOT EXISTS` was planned on the empty table as a whole-index scan for each
@@ -1228,7 +1228,7 @@ async fn a_dispute_notifies_order_disputed_charged_back_and_back_each_with_its_t
 /// chose the partial due index without a key.
 #[tokio::test]
 async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200k_rows() {
-    use callback_gateway::notifications::model::{CLAIM_SQL, RECORD_SQL};
+    use callback_gateway::notifications::model::{CLAIM_SQL, RECORD_SQL, RELEASE_SQL};
     let app = crate::support::spawn_app().await;
     // No autovacuum: its ANALYZE would make PostgreSQL plan the statements again, with the
     // grown table's statistics, and hide the plan this test is about.
@@ -1237,16 +1237,19 @@ async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200
             "ALTER TABLE merchant_notifications SET (autovacuum_enabled = false); \
              SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
              PREPARE claim (bigint[], int[], bigint, bigint) AS {CLAIM_SQL}; \
-             PREPARE record (bigint[], int[], bool[], bool[], bigint[], int[], text[], bigint) AS {RECORD_SQL};"
+             PREPARE record (bigint[], int[], bool[], bool[], bigint[], int[], text[], bigint) AS {RECORD_SQL}; \
+             PREPARE release (bigint[], int[]) AS {RELEASE_SQL};"
         ))
         .await
         .unwrap();
     let claim = "EXECUTE claim (ARRAY[42], ARRAY[32], 30000, 256)";
     let record = "EXECUTE record (ARRAY[7, 8], ARRAY[1, 1], ARRAY[true, false], ARRAY[false, false], \
                   ARRAY[NULL, 300]::bigint[], ARRAY[204, 500], ARRAY[NULL, 'status 500'], 432000)";
+    let release = "EXECUTE release (ARRAY[9, 10], ARRAY[1, 1])";
     // Planned now, on the empty table, and cached.
-    app.db.batch_execute(claim).await.unwrap();
-    app.db.batch_execute(record).await.unwrap();
+    for statement in [claim, record, release] {
+        app.db.batch_execute(statement).await.unwrap();
+    }
     // Two notifications per order, most of them delivered, as a table that has run for a while.
     app.db
         .batch_execute(
@@ -1258,7 +1261,7 @@ async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200
         )
         .await
         .unwrap();
-    for (name, statement) in [("claim", claim), ("record", record)] {
+    for (name, statement) in [("claim", claim), ("record", record), ("release", release)] {
         let plan = app.explain(statement).await;
         let lines: Vec<&str> = plan.lines().collect();
         for (i, line) in lines.iter().enumerate() {
@@ -1276,6 +1279,62 @@ async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200
         assert!(
             !plan.contains("Seq Scan on merchant_notifications"),
             "{name}: a scan of the whole table:\n{plan}"
+        );
+    }
+}
+
+/// Behind a slow endpoint, a row the sender claimed but could not start before its claim could
+/// run out during the attempt is not sent; the attempt its claim counted is given back. So each
+/// notification's attempt count is the number of times it was posted, and a slow endpoint never
+/// uses up the schedule with attempts that were not made (an eighth counted attempt fails a
+/// notification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_claimed_behind_a_slow_endpoint_and_not_sent_keep_their_attempts() {
+    let slow = Receiver::start(MERCHANT_WHSEC).await;
+    // One attempt at a time, a 1 s attempt timeout (so a 2 s claim lease): a claimed row must
+    // start within 1 s of its claim. The first answer is held until all four rows are claimed,
+    // then each takes 700 ms: the fourth starts at least 1.4 s after its claim.
+    slow.script(&[Answer::Hold]);
+    slow.otherwise(Answer::Delay(Duration::from_millis(700)));
+    let app = spawn_app_with(&notify_config(&slow.url, "per_merchant_concurrency = 1\n")).await;
+    for n in 0..4 {
+        let order = app.create_order(MERCHANT, 1000 + n, "USD").await;
+        let event = format!("evt_slow{n}");
+        deliver(
+            &app,
+            ACME,
+            &event,
+            &capture(&event, &format!("pay_slow{n}"), order, 1000 + n),
+        )
+        .await;
+    }
+    until("all four notifications claimed", async || {
+        app.count("SELECT count(*) FROM merchant_notifications WHERE attempts = 1")
+            .await
+            == 4
+    })
+    .await;
+    slow.let_go();
+    until_all_delivered(&app, 4).await;
+    let posts = slow.hooks();
+    assert_verified(&posts);
+    for row in app
+        .db
+        .query(
+            "SELECT id, attempts FROM merchant_notifications ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+    {
+        let id: i64 = row.get(0);
+        let attempts: i32 = row.get(1);
+        let webhook_id = format!("ntf_{id}");
+        let posted = posts.iter().filter(|d| d.webhook_id == webhook_id).count();
+        assert_eq!(
+            usize::try_from(attempts).unwrap(),
+            posted,
+            "{webhook_id}: {attempts} attempts counted, {posted} posted"
         );
     }
 }
