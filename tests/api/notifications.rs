@@ -1308,8 +1308,10 @@ async fn rows_claimed_behind_a_slow_endpoint_and_not_sent_keep_their_attempts() 
         )
         .await;
     }
+    // Claimed at least once each (the held first attempt may already have timed out and been
+    // claimed again on a loaded machine: a real attempt, posted, so the check below holds).
     until("all four notifications claimed", async || {
-        app.count("SELECT count(*) FROM merchant_notifications WHERE attempts = 1")
+        app.count("SELECT count(*) FROM merchant_notifications WHERE attempts >= 1")
             .await
             == 4
     })
