@@ -274,7 +274,6 @@ impl Metrics {
             .observe(skew_secs as f64);
     }
 
-    /// A batch of `size` captures left the queue.
     /// A statement took `size` deliveries out of the capture queue, after `taken` left it (the
     /// batch and those that stopped waiting, answered already).
     pub fn observe_capture_batch(&self, size: usize, taken: usize) {
