@@ -68,7 +68,6 @@ struct Target {
 pub struct Sender {
     database_url: String,
     statement_timeout: Duration,
-    settings: NotificationSettings,
     /// The merchants in the order the next claim asks them (rotated each claim, so no merchant
     /// is always asked last when rooms exceed the free slots).
     merchants: Vec<i64>,
@@ -78,10 +77,10 @@ pub struct Sender {
 
 /// What the owner and the attempts share.
 struct Shared {
+    settings: NotificationSettings,
     targets: HashMap<i64, Arc<Target>>,
     http: reqwest::Client,
     metrics: Metrics,
-    retry_delays: Vec<Duration>,
     work: Mutex<Work>,
     /// An attempt ended: a result waits to be stored, and its merchant has room to claim into.
     progress: Notify,
@@ -100,7 +99,7 @@ impl Shared {
         let next = schedule::next(
             &done.answer,
             done.attempt,
-            &self.retry_delays,
+            &self.settings.retry_delays,
             rand::random::<f64>(),
         );
         if next == Next::Delivered {
@@ -170,17 +169,16 @@ impl Sender {
         let mut merchants: Vec<i64> = targets.keys().copied().collect();
         merchants.sort_unstable();
         let shared = Arc::new(Shared {
+            work: Mutex::new(Work::new(&notifications)),
+            settings: notifications,
             targets,
             http,
             metrics,
-            retry_delays: notifications.retry_delays.clone(),
-            work: Mutex::new(Work::new(&notifications)),
             progress: Notify::new(),
         });
         Ok(Some(Self {
             database_url: settings.database_url()?.to_owned(),
             statement_timeout: settings.database.statement_timeout,
-            settings: notifications,
             merchants,
             shared,
             wake,
@@ -201,7 +199,7 @@ impl Sender {
             if !more_due || shared.work().claimable() == 0 {
                 tokio::select! {
                     () = self.wake.woken() => {}
-                    () = tokio::time::sleep(self.settings.poll_interval) => {}
+                    () = tokio::time::sleep(shared.settings.poll_interval) => {}
                     () = shared.progress.notified() => {}
                 }
             }
@@ -280,7 +278,7 @@ impl Sender {
                 &merchants,
                 &rooms,
                 i64::try_from(limit).unwrap_or(i64::MAX),
-                self.settings.claim_lease(),
+                shared.settings.claim_lease(),
             )
             .await
             {
