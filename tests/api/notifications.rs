@@ -73,6 +73,29 @@ async fn deliver(app: &TestApp, provider: &str, event: &str, body: &str) -> Valu
     json(&ack)
 }
 
+/// `count` new orders of `merchant`, order `n` for `amount(n)`, each captured through `provider`
+/// as event `evt_{tag}{n}` (payment `pay_{tag}{n}`), one after another, each answered 200.
+async fn capture_new_orders(
+    app: &TestApp,
+    merchant: i64,
+    provider: &str,
+    tag: &str,
+    count: i64,
+    amount: impl Fn(i64) -> i64,
+) {
+    for n in 0..count {
+        let order = app.create_order(merchant, amount(n), "USD").await;
+        let event = format!("evt_{tag}{n}");
+        deliver(
+            app,
+            provider,
+            &event,
+            &capture(&event, &format!("pay_{tag}{n}"), order, amount(n)),
+        )
+        .await;
+    }
+}
+
 /// (type, delivery status, attempts) of every staged notification, in staging order.
 async fn staged(app: &TestApp) -> Vec<(String, String, i32)> {
     app.db
@@ -445,29 +468,9 @@ async fn a_slow_endpoint_of_one_merchant_does_not_delay_another_merchants_notifi
         .replace("attempt_timeout_ms = 1000", "attempt_timeout_ms = 15000")
         + &third_merchant(&fast.url);
     let app = spawn_app_with(&config).await;
-    for n in 0..12 {
-        let order = app.create_order(MERCHANT, 1000 + n, "USD").await;
-        let event = format!("evt_s{n}");
-        deliver(
-            &app,
-            ACME,
-            &event,
-            &capture(&event, &format!("pay_s{n}"), order, 1000 + n),
-        )
-        .await;
-    }
+    capture_new_orders(&app, MERCHANT, ACME, "s", 12, |n| 1000 + n).await;
     slow.until_hooks(2).await;
-    for n in 0..5 {
-        let order = app.create_order(THIRD_MERCHANT, 700 + n, "USD").await;
-        let event = format!("evt_f{n}");
-        deliver(
-            &app,
-            THIRD,
-            &event,
-            &capture(&event, &format!("pay_f{n}"), order, 700 + n),
-        )
-        .await;
-    }
+    capture_new_orders(&app, THIRD_MERCHANT, THIRD, "f", 5, |n| 700 + n).await;
     let fast_ones = fast.until_delivered(5).await;
     assert_verified(&fast_ones);
     assert_eq!(
@@ -536,17 +539,7 @@ async fn two_gateways_drain_one_queue_and_every_notification_is_delivered_once()
 async fn admins_list_redeliver_and_page_notifications() {
     let receiver = Receiver::start(MERCHANT_WHSEC).await;
     let app = spawn_app_with(&notify_config(&receiver.url, "")).await;
-    for n in 0..3 {
-        let order = app.create_order(MERCHANT, 1000, "USD").await;
-        let event = format!("evt_a{n}");
-        deliver(
-            &app,
-            ACME,
-            &event,
-            &capture(&event, &format!("pay_a{n}"), order, 1000),
-        )
-        .await;
-    }
+    capture_new_orders(&app, MERCHANT, ACME, "a", 3, |_| 1000).await;
     until_all_delivered(&app, 3).await;
     let list = |query: &'static str| {
         let app = &app;
@@ -1297,17 +1290,7 @@ async fn rows_claimed_behind_a_slow_endpoint_and_not_sent_keep_their_attempts() 
     slow.script(&[Answer::Hold]);
     slow.otherwise(Answer::Delay(Duration::from_millis(700)));
     let app = spawn_app_with(&notify_config(&slow.url, "per_merchant_concurrency = 1\n")).await;
-    for n in 0..4 {
-        let order = app.create_order(MERCHANT, 1000 + n, "USD").await;
-        let event = format!("evt_slow{n}");
-        deliver(
-            &app,
-            ACME,
-            &event,
-            &capture(&event, &format!("pay_slow{n}"), order, 1000 + n),
-        )
-        .await;
-    }
+    capture_new_orders(&app, MERCHANT, ACME, "slow", 4, |n| 1000 + n).await;
     // Claimed at least once each (the held first attempt may already have timed out and been
     // claimed again on a loaded machine: a real attempt, posted, so the check below holds).
     until("all four notifications claimed", async || {
