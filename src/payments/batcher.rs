@@ -153,13 +153,12 @@ async fn batch_jobs<J: BatchItem>(
         batch.extend(Some(first).filter(|job| !job.answer.is_closed()));
         let mut taken = 1;
         while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) if job.answer.is_closed() => taken += 1,
-                Ok(job) => {
-                    taken += 1;
-                    batch.push(job);
-                }
-                Err(_) => break,
+            let Ok(job) = jobs.try_recv() else {
+                break;
+            };
+            taken += 1;
+            if !job.answer.is_closed() {
+                batch.push(job);
             }
         }
         // Every job taken out leaves the queue's gauge, those that stopped waiting too (the
