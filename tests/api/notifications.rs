@@ -618,6 +618,113 @@ async fn admins_list_redeliver_and_page_notifications() {
     );
 }
 
+/// No index holds all of a merchant's rows (its pending ones are in the due index, its finished
+/// ones in `_merchant_finished`), so the list of every status and a redelivery of a time range
+/// each read two halves: every row must still come once, newest first, page after page.
+#[tokio::test]
+async fn a_merchants_list_and_range_redelivery_cover_its_pending_and_finished_rows_alike() {
+    let receiver = Receiver::start(MERCHANT_WHSEC).await;
+    let app = spawn_app_with(&notify_config(&receiver.url, "")).await;
+    // Merchant 42's endpoint is disabled and 43 has none: the pending rows stay pending.
+    app.db
+        .batch_execute(
+            "INSERT INTO notification_endpoints (merchant_id, disabled_at, disabled_reason) \
+             VALUES (42, now(), 'gone'); \
+             INSERT INTO merchant_notifications \
+               (merchant_id, kind, object_status, status, attempts, delivered_at, last_error) \
+             SELECT CASE WHEN g % 4 = 0 THEN 43 ELSE 42 END, 'order.paid', 'paid', \
+                    (ARRAY['pending', 'delivered', 'failed'])[g % 3 + 1], \
+                    CASE WHEN g % 3 = 0 THEN 0 ELSE 3 END, \
+                    CASE WHEN g % 3 = 1 THEN now() END, \
+                    CASE WHEN g % 3 = 2 THEN 'HTTP 500' END \
+             FROM generate_series(1, 12) g ORDER BY g",
+        )
+        .await
+        .unwrap();
+    let expected: Vec<(i64, String)> = app
+        .db
+        .query(
+            "SELECT id, status FROM merchant_notifications WHERE merchant_id = 42 ORDER BY id DESC",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(expected.len(), 9);
+
+    let mut listed = Vec::new();
+    let mut query = "/admin/notifications?merchant_id=42&limit=2".to_owned();
+    loop {
+        let page: Value = app.admin_get(&query).await.json().await.unwrap();
+        for item in page["notifications"].as_array().unwrap() {
+            listed.push((
+                item["id"].as_i64().unwrap(),
+                item["status"].as_str().unwrap().to_owned(),
+            ));
+        }
+        match page["next_cursor"].as_str() {
+            Some(cursor) => {
+                query = format!("/admin/notifications?merchant_id=42&limit=2&cursor={cursor}")
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        listed, expected,
+        "every row once, newest first, across pages"
+    );
+    let pending: Value = app
+        .admin_get("/admin/notifications?merchant_id=42&status=pending")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let pending_ids: Vec<i64> = pending["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_i64().unwrap())
+        .collect();
+    let expected_pending: Vec<i64> = expected
+        .iter()
+        .filter(|(_, status)| status == "pending")
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(pending_ids, expected_pending);
+
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let (status, range) = admin_post(
+        &app,
+        &format!(
+            "/admin/merchants/42/notifications/redeliver?since={}",
+            urlencode(&since)
+        ),
+    )
+    .await;
+    assert_eq!((status, range["redelivered"].as_i64()), (202, Some(9)));
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM merchant_notifications \
+             WHERE merchant_id = 42 AND status = 'pending' AND attempts = 0 \
+               AND delivered_at IS NULL AND last_error IS NULL"
+        )
+        .await,
+        9,
+        "all of merchant 42's rows, pending or finished, are due again from the first attempt"
+    );
+    assert_eq!(
+        app.count(
+            "SELECT count(*) FROM merchant_notifications WHERE merchant_id = 43 AND status <> 'pending'"
+        )
+        .await,
+        2,
+        "the other merchant's finished rows stay as they were"
+    );
+    assert!(receiver.hooks().is_empty(), "nothing was sent");
+}
+
 fn urlencode(text: &str) -> String {
     text.replace('+', "%2B").replace(':', "%3A")
 }
