@@ -229,3 +229,32 @@ async fn reverting_the_notifications_migration_restores_the_schema_the_migration
         "not restored: {lost:#?}\nleft behind: {left:#?}"
     );
 }
+
+/// Migrations 000041 and 000042 swap the index of every notification by merchant for one of
+/// finished rows only; reverting both must give back exactly the schema of 000040 (the old
+/// index, built again, and nothing of the new one), and applying them leaves no merchant index
+/// that staging writes.
+#[tokio::test]
+async fn reverting_the_merchant_finished_index_migrations_restores_the_old_merchant_index() {
+    let url = empty_database().await;
+    migrate_around(&url, "notifications_merchant_finished_index", Step::UpTo).await;
+    let before = schema_snapshot(&url).await;
+    let mut ran =
+        migrate_around(&url, "notifications_merchant_finished_index", Step::Through).await;
+    ran.extend(migrate_around(&url, "drop_notifications_merchant_index", Step::Through).await);
+    assert_eq!(ran.len(), 2, "{ran:?}");
+    let after = schema_snapshot(&url).await;
+    let merchant_indexes: Vec<&String> = after
+        .iter()
+        .filter(|s| s.starts_with("index CREATE INDEX idx_merchant_notifications_merchant"))
+        .collect();
+    assert_eq!(merchant_indexes.len(), 1, "{merchant_indexes:#?}");
+    assert!(
+        merchant_indexes[0].ends_with("WHERE (status <> 'pending'::text)"),
+        "{merchant_indexes:#?}"
+    );
+    for _ in 0..2 {
+        migrate_around(&url, "", Step::RevertLast).await;
+    }
+    assert_eq!(schema_snapshot(&url).await, before);
+}
