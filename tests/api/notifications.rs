@@ -495,9 +495,14 @@ async fn a_slow_endpoint_of_one_merchant_does_not_delay_another_merchants_notifi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_drain_one_queue_and_every_notification_is_delivered_once() {
     let receiver = Receiver::start(MERCHANT_WHSEC).await;
-    let first = spawn_app_with(&notify_config(&receiver.url, "")).await;
-    let config =
-        crate::support::config_with(&first.database_url, &notify_config(&receiver.url, ""));
+    // Answers are held until both gateways have attempts in flight: with 2 attempts a merchant
+    // per gateway (and 16 queued), 4 at once can only be both of them, whereas one gateway's
+    // claim at the default bounds (8 and 64) could take all 60 rows before the other looks.
+    receiver.otherwise(Answer::Hold);
+    let notify = notify_config(&receiver.url, "per_merchant_concurrency = 2\n")
+        .replace("attempt_timeout_ms = 1000", "attempt_timeout_ms = 15000");
+    let first = spawn_app_with(&notify).await;
+    let config = crate::support::config_with(&first.database_url, &notify);
     let second = crate::support::spawn_app_on(&first.database_url, &config).await;
     let orders = crate::support::insert_orders(&first.db, 60).await;
     let deliveries = orders.iter().enumerate().map(|(i, (order, amount))| {
@@ -507,6 +512,11 @@ async fn two_gateways_drain_one_queue_and_every_notification_is_delivered_once()
         async move { deliver(app, ACME, &event, &body).await }
     });
     futures_util::future::join_all(deliveries).await;
+    until("both gateways' attempts in flight", async || {
+        receiver.in_progress() == 4
+    })
+    .await;
+    receiver.let_go();
     until_all_delivered(&first, 60).await;
 
     let hooks = receiver.hooks();
