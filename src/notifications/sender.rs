@@ -93,49 +93,41 @@ impl Shared {
     }
 
     /// Counts an attempt's end and turns its answer into the result to store.
-    fn result_of(&self, done: &Done) -> Recorded {
-        self.metrics
-            .record_notification_attempt(done.answer.label());
+    fn result_of(&self, notification: &Notification, answer: &Answer) -> Recorded {
+        self.metrics.record_notification_attempt(answer.label());
         let next = schedule::next(
-            &done.answer,
-            done.attempt,
+            answer,
+            notification.attempts,
             &self.settings.retry_delays,
             rand::random::<f64>(),
         );
         if next == Next::Delivered {
-            let waited = (Utc::now() - done.staged_at).to_std().unwrap_or_default();
+            let waited = (Utc::now() - notification.created_at)
+                .to_std()
+                .unwrap_or_default();
             self.metrics.record_notification_delivered(waited);
         } else {
             tracing::debug!(
-                notification = done.id,
-                merchant_id = done.merchant_id,
-                attempt = done.attempt,
-                result = done.answer.label(),
+                notification = notification.id,
+                merchant_id = notification.merchant_id,
+                attempt = notification.attempts,
+                result = answer.label(),
                 "notification attempt failed"
             );
         }
         Recorded {
-            id: done.id,
-            attempt: done.attempt,
+            id: notification.id,
+            attempt: notification.attempts,
             delivered: next == Next::Delivered,
             gone: next == Next::WaitForEnable,
             retry_ms: match next {
                 Next::RetryAfter(wait) => Some(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)),
                 _ => None,
             },
-            status_code: done.answer.status().map(i32::from),
-            error: done.answer.error(),
+            status_code: answer.status().map(i32::from),
+            error: answer.error(),
         }
     }
-}
-
-/// What one attempt did.
-struct Done {
-    id: i64,
-    merchant_id: i64,
-    attempt: i32,
-    staged_at: chrono::DateTime<Utc>,
-    answer: Answer,
 }
 
 impl Sender {
@@ -485,15 +477,10 @@ async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgC
 /// shared work, which starts its merchant's next row.
 async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notification) {
     let answer = post(&shared.http, &target, &notification).await;
-    let done = Done {
-        id: notification.id,
-        merchant_id: notification.merchant_id,
-        attempt: notification.attempts,
-        staged_at: notification.created_at,
-        answer,
-    };
-    let result = shared.result_of(&done);
-    shared.work().finished(done.merchant_id, result, &shared);
+    let result = shared.result_of(&notification, &answer);
+    shared
+        .work()
+        .finished(notification.merchant_id, result, &shared);
     shared.progress.notify_one();
 }
 
