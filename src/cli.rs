@@ -9,7 +9,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
-use crate::idempotency::cleanup;
+use crate::idempotency::{cleanup, transmission};
 use crate::notifications::retention;
 use crate::read_caches;
 use crate::reconcile::{self, ReconcileArgs};
@@ -119,6 +119,10 @@ impl Cli {
                         .await
                         .map_err(anyhow::Error::from)?;
                 println!("deleted {notifications} delivered notification(s) past retention");
+                let transmissions = transmission::delete_expired(&mut conn, batch)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                println!("deleted {transmissions} expired transmission binding(s)");
                 Ok(())
             }
             Command::Token {

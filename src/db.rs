@@ -251,6 +251,32 @@ struct Locked {
 /// How long a background pass waits for its connection when the URL names no connect timeout.
 const BACKGROUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A connection of its own to the primary of `url`, opened and watched as the pools open
+/// theirs (TLS as the URL's `sslmode` says): for the CLI commands that write.
+pub async fn connect(url: &str) -> anyhow::Result<AsyncPgConnection> {
+    let spec = ConnectSpec::new(
+        url,
+        true,
+        BACKGROUND_CONNECT_TIMEOUT,
+        "callback-gateway/cli",
+        String::new(),
+    )?;
+    Ok(spec.connect().await?)
+}
+
+/// Like [`connect`], to any node of `url` (a standby included): for the commands that only
+/// read (export, reconcile).
+pub async fn connect_reader(url: &str) -> anyhow::Result<AsyncPgConnection> {
+    let spec = ConnectSpec::new(
+        url,
+        false,
+        BACKGROUND_CONNECT_TIMEOUT,
+        "callback-gateway/cli",
+        String::new(),
+    )?;
+    Ok(spec.connect().await?)
+}
+
 /// A connection of its own that holds the session advisory lock `key`, or `None` when another
 /// session (another gateway) holds it: how one instance among many is elected for a background
 /// pass. The lock dies with the connection.

@@ -194,6 +194,22 @@ diesel::table! {
 }
 
 diesel::table! {
+    provider_transmissions (provider, transmission_id) {
+        provider -> Text,
+        transmission_id -> Text,
+        merchant_id -> Int8,
+        body_sha256 -> Text,
+        event_id -> Text,
+        valid_until -> Timestamptz,
+        first_seen_at -> Timestamptz,
+        conflicts -> Int4,
+        last_conflict_at -> Nullable<Timestamptz>,
+        last_conflict_sha256 -> Nullable<Text>,
+        last_conflict_event_id -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
     refund_requests (id) {
         id -> Int8,
         merchant_id -> Int8,
@@ -235,5 +251,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     orders,
     payment_disputes,
     payments,
+    provider_transmissions,
     refund_requests,
 );

@@ -13,6 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use crate::export::ExportRow;
+use crate::idempotency::transmission::ReusedTransmission;
 use crate::payments::dispute::{self, DisputeAttention, DisputeView};
 use crate::refunds::model::RefundAttention;
 use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
@@ -334,6 +335,9 @@ pub struct Attention {
     /// Disputes not closed yet, closed won with their funds still withdrawn, or whose
     /// withdrawal took more than remained of the payment (each with its reason).
     pub disputes: Vec<DisputeAttention>,
+    /// Genuine transmissions (PayPal's) that were delivered again with another body: a forgery
+    /// refused with 401, or, if the forgery came first, a genuine event the gateway refused.
+    pub reused_transmissions: Vec<ReusedTransmission>,
 }
 
 /// The newest `limit` held and the newest `limit` rejected events, and the newest `limit`
@@ -356,11 +360,13 @@ pub async fn attention(
     let rejected = by_outcome(EventOutcome::Rejected).await?;
     let refund_requests = RefundAttention::newest(conn, limit, pending_overdue).await?;
     let disputes = DisputeAttention::newest(conn, limit).await?;
+    let reused_transmissions = ReusedTransmission::newest(conn, limit).await?;
     Ok(Attention {
         held,
         rejected,
         refund_requests,
         disputes,
+        reused_transmissions,
     })
 }
 

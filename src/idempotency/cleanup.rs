@@ -1,5 +1,6 @@
-//! Expiry: deletes expired, finished idempotency records in small batches so no long lock or
-//! large transaction ever competes with traffic. The ledger is never touched: its own
+//! Expiry: deletes expired, finished idempotency records (and transmission bindings past
+//! their window, `transmission.rs`) in small batches so no long lock or large transaction ever
+//! competes with traffic. The ledger is never touched: its own
 //! uniqueness keeps a late redelivery from posting twice once its record is gone.
 
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use super::transmission;
 use crate::db;
 
 /// Arbitrary but fixed: the advisory lock that elects one cleaner among many gateways.
@@ -60,7 +62,12 @@ pub async fn run_exclusive_pass(
     let Some(mut conn) = db::connect_holding_lock(database_url, CLEANER_LOCK_KEY).await? else {
         return Ok(None);
     };
-    Ok(Some(run_pass(&mut conn, batch_size).await?))
+    let deleted = run_pass(&mut conn, batch_size).await?;
+    let transmissions = transmission::delete_expired(&mut conn, batch_size).await?;
+    if transmissions > 0 {
+        tracing::debug!(transmissions, "expired transmission bindings removed");
+    }
+    Ok(Some(deleted))
 }
 
 /// The background cleaner inside `serve`: a pass every `interval`, forever.

@@ -7,6 +7,7 @@ pub mod error;
 pub mod key;
 pub mod lease;
 pub mod record;
+pub mod transmission;
 
 use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;

@@ -223,10 +223,7 @@ impl AdyenScheme {
                 event_id: fields.event_id(),
             });
         }
-        Ok(Verified {
-            timestamp: None,
-            naming: Naming::Items(items),
-        })
+        Ok(Verified::new(None, Naming::Items(items)))
     }
 
     /// The signature of an item under the first key.

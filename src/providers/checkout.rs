@@ -46,10 +46,7 @@ impl CheckoutScheme {
         let candidate = hex::decode(signature.trim())
             .map_err(|_| SignatureError::MalformedHeader("Cko-Signature"))?;
         self.keys.check_untimed(&[body], &[candidate])?;
-        Ok(Verified {
-            timestamp: None,
-            naming: Naming::Body,
-        })
+        Ok(Verified::new(None, Naming::Body))
     }
 
     pub fn sign_headers(&self, body: &[u8]) -> Vec<(String, String)> {

@@ -39,10 +39,7 @@ impl HmacSha256Scheme {
             .ok_or(SignatureError::MalformedHeader("X-Signature"))?;
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
         self.keys.check(&parts, timestamp, now, &[candidate])?;
-        Ok(Verified {
-            timestamp: Some(timestamp),
-            naming: Naming::Body,
-        })
+        Ok(Verified::new(Some(timestamp), Naming::Body))
     }
 
     /// The headers that sign `body` with the first secret at `timestamp`.

@@ -64,10 +64,7 @@ impl PaddleScheme {
         let timestamp = parse_timestamp(timestamp_text, "Paddle-Signature")?;
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b":", body];
         self.keys.check(&parts, timestamp, now, &candidates)?;
-        Ok(Verified {
-            timestamp: Some(timestamp),
-            naming: Naming::Body,
-        })
+        Ok(Verified::new(Some(timestamp), Naming::Body))
     }
 
     pub fn sign_headers(&self, body: &[u8], timestamp: i64) -> Vec<(String, String)> {

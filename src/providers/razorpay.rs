@@ -53,10 +53,7 @@ impl RazorpayScheme {
             Some(id) => Naming::Header(id.to_owned()),
             None => Naming::MissingHeader(EVENT_ID),
         };
-        Ok(Verified {
-            timestamp: None,
-            naming,
-        })
+        Ok(Verified::new(None, naming))
     }
 
     pub fn sign_headers(&self, event_id: &str, body: &[u8]) -> Vec<(String, String)> {

@@ -52,10 +52,7 @@ impl SquareScheme {
             .map_err(|_| SignatureError::MalformedHeader("x-square-hmacsha256-signature"))?;
         let parts: [&[u8]; 2] = [self.notification_url.as_bytes(), body];
         self.keys.check_untimed(&parts, &[candidate])?;
-        Ok(Verified {
-            timestamp: None,
-            naming: Naming::Body,
-        })
+        Ok(Verified::new(None, Naming::Body))
     }
 
     pub fn sign_headers(&self, body: &[u8]) -> Vec<(String, String)> {

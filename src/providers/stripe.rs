@@ -62,10 +62,7 @@ impl StripeScheme {
         let timestamp = parse_timestamp(timestamp_text, "Stripe-Signature")?;
         let parts: [&[u8]; 3] = [timestamp_text.as_bytes(), b".", body];
         self.keys.check(&parts, timestamp, now, &candidates)?;
-        Ok(Verified {
-            timestamp: Some(timestamp),
-            naming: Naming::Body,
-        })
+        Ok(Verified::new(Some(timestamp), Naming::Body))
     }
 
     /// The header that signs `body` with the first secret at `timestamp`.

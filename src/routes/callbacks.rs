@@ -10,12 +10,14 @@ use super::state::AppState;
 use crate::deliveries;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::Completion;
+use crate::idempotency::transmission::{self, Binding, Bound};
 use crate::idempotency::{self, Executed, REPLAYED_HEADER};
 use crate::metrics::{Metrics, OutcomeLabel};
 use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
 use crate::payments::callback::ProcessCallback;
 use crate::payments::effect::Source;
 use crate::providers::{Answer, Event, Events, Provider, Providers};
+use crate::signature::scheme::{SignatureError, Transmission};
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
 /// apply and acknowledge each event it carries in one transaction of its own.
@@ -74,9 +76,13 @@ pub async fn receive_callback(
     if let Some(timestamp) = verified.timestamp {
         metrics.observe_skew(provider.name(), timestamp - now.timestamp());
     }
+    let transmission = verified.transmission.clone();
     let events = provider
         .events(verified, &body)
         .map_err(|e| ApiError::InvalidPayload(e.0))?;
+    if let (Some(transmission), Events::One(event)) = (transmission, &events) {
+        hold_transmission(&provider, &state, &transmission, event).await?;
+    }
     match (events, provider.answer()) {
         (Events::One(event), Answer::StoredAck) => {
             root_span.record("event_id", event.id.as_str());
@@ -89,6 +95,34 @@ pub async fn receive_callback(
             answer_all(&provider, &state, vec![event], answer, now).await
         }
         (Events::Items(events), answer) => answer_all(&provider, &state, events, answer, now).await,
+    }
+}
+
+/// Holds a weakly signed transmission (PayPal's) to the body it carries: another body under a
+/// transmission id verified before is a forgery, refused as an invalid signature (and counted
+/// for `/admin/attention`) before its event is claimed.
+async fn hold_transmission(
+    provider: &Provider,
+    state: &AppState,
+    transmission: &Transmission,
+    event: &Event<'_>,
+) -> Result<(), ApiError> {
+    let mut conn = state.pool.get().await?;
+    let binding = Binding {
+        merchant_id: provider.merchant_id(),
+        provider: provider.name(),
+        transmission_id: &transmission.id,
+        event_id: &event.id,
+        body: event.body,
+        valid_until: transmission.valid_until,
+    };
+    match transmission::bind(&mut conn, binding).await? {
+        Bound::First | Bound::Again => Ok(()),
+        Bound::Reused => {
+            let error = SignatureError::TransmissionReused(transmission.id.clone());
+            tracing::warn!(%error, event_id = %event.id, "callback refused: a forged body under a genuine transmission");
+            Err(error.into())
+        }
     }
 }
 

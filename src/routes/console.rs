@@ -25,6 +25,7 @@ use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentV
 use crate::error::ApiError;
 use crate::ledger;
 use crate::notifications::{self, admin::NotificationView};
+use crate::idempotency::transmission::ReusedTransmission;
 use crate::payments::dispute::{DisputeAttention, DisputeView};
 use crate::providers::Providers;
 use crate::refunds::model::RefundAttention;
@@ -368,6 +369,7 @@ struct AttentionPage {
     rejected: Vec<EventLine>,
     refund_requests: Vec<RefundAttention>,
     disputes: Vec<DisputeAttention>,
+    reused_transmissions: Vec<ReusedTransmission>,
 }
 
 /// `GET /console/attention`: held and rejected events, stuck or failed refund requests, and
@@ -388,6 +390,7 @@ async fn attention(
             rejected: attention.rejected.iter().map(EventLine::from).collect(),
             refund_requests: attention.refund_requests,
             disputes: attention.disputes,
+            reused_transmissions: attention.reused_transmissions,
         },
     )
 }

@@ -32,6 +32,10 @@ pub enum SignatureError {
         reason: &'static str,
         detail: String,
     },
+    /// A transmission id seen before with another body (PayPal, whose signature covers only a
+    /// CRC-32 of the body): a body forged under a genuine delivery's headers.
+    #[error("transmission {0} was verified before with another body")]
+    TransmissionReused(String),
 }
 
 /// Why a delivery's signature was not accepted.
@@ -53,6 +57,30 @@ pub struct Verified {
     pub timestamp: Option<i64>,
     /// Where the delivery's event id (or ids) come from.
     pub naming: Naming,
+    /// Set when the signature binds the body only weakly (PayPal's covers a CRC-32 of it): the
+    /// gateway then holds the transmission to the first body it verified under it.
+    pub transmission: Option<Transmission>,
+}
+
+impl Verified {
+    /// A delivery whose signature covers its body and names its events as `naming` says.
+    pub fn new(timestamp: Option<i64>, naming: Naming) -> Self {
+        Self {
+            timestamp,
+            naming,
+            transmission: None,
+        }
+    }
+}
+
+/// A signed transmission whose body must be held to it (see [`Verified::transmission`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmission {
+    /// The provider's id of the transmission (`PAYPAL-TRANSMISSION-ID`).
+    pub id: String,
+    /// Until when a delivery of it is accepted (its signed time plus the retry window): the
+    /// binding must be kept that long.
+    pub valid_until: chrono::DateTime<chrono::Utc>,
 }
 
 /// How a verified delivery names its events.

@@ -110,6 +110,7 @@ fn the_cleanup_command_prints_how_many_rows_it_deleted() {
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).trim(),
         "deleted 23000 expired idempotency record(s)\n\
-         deleted 0 delivered notification(s) past retention"
+         deleted 0 delivered notification(s) past retention\n\
+         deleted 0 expired transmission binding(s)"
     );
 }

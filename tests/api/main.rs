@@ -24,6 +24,7 @@ mod money;
 mod notifications;
 mod operability;
 mod orders;
+mod paypal_transmissions;
 mod paypal_verify;
 mod providers;
 mod reconcile;

@@ -244,7 +244,8 @@ async fn the_default_allowlist_never_allows_the_test_host_or_an_address() {
 }
 
 #[tokio::test]
-async fn a_chain_not_issued_by_a_trusted_root_fails_and_is_not_cached() {
+async fn a_chain_not_issued_by_a_trusted_root_fails_is_not_cached_and_is_refused_again_for_a_minute()
+{
     let world = World::new().await;
     let stranger = TestCa::root("Somebody Else's CA");
     let leaf = stranger.leaf(&rsa_key(SIGNING_KEY_PEM), &[SIGNING_NAME], None);
@@ -253,13 +254,19 @@ async fn a_chain_not_issued_by_a_trusted_root_fails_and_is_not_cached() {
         Route::Pem(format!("{leaf}{}", stranger.pem())),
     );
     let verifier = world.verifier();
-    for attempt in 1..=2 {
+    let now = Utc::now();
+    // The refusal is remembered for the URL (a minute by default): a repeat costs no fetch.
+    for (at, fetches) in [
+        (now, 1),
+        (now + chrono::Duration::seconds(59), 1),
+        (now + chrono::Duration::seconds(61), 2),
+    ] {
         let headers = world.signed("/untrusted", BODY);
         assert_eq!(
-            refused_reason(verifier.verify(&headers, BODY, Utc::now()).await),
+            refused_reason(verifier.verify(&headers, BODY, at).await),
             "untrusted chain"
         );
-        assert_eq!(world.server.requests("/untrusted"), attempt);
+        assert_eq!(world.server.requests("/untrusted"), fetches, "at {at}");
     }
     assert_eq!(verifier.cached_certificates(), 0);
 }
@@ -470,20 +477,94 @@ async fn paypal_failing_is_transient_and_a_missing_certificate_is_not() {
 }
 
 #[tokio::test]
-async fn after_a_transient_failure_the_next_delivery_fetches_again() {
+async fn a_transient_failure_is_answered_from_memory_for_5_s_then_fetched_again() {
     let world = World::new().await;
     world.server.route("/flaky", Route::Status(502));
     let verifier = world.verifier();
     let headers = world.signed("/flaky", BODY);
-    assert!(matches!(
-        verifier.verify(&headers, BODY, Utc::now()).await,
-        Err(PaypalError::CertificateUnavailable(_))
-    ));
+    let now = Utc::now();
+    for at in [now, now + chrono::Duration::seconds(4)] {
+        assert!(matches!(
+            verifier.verify(&headers, BODY, at).await,
+            Err(PaypalError::CertificateUnavailable(_))
+        ));
+    }
+    assert_eq!(world.server.requests("/flaky"), 1);
     world
         .server
         .route("/flaky", Route::Pem(world.chain_pem.clone()));
-    assert!(verifier.verify(&headers, BODY, Utc::now()).await.is_ok());
+    let later = now + chrono::Duration::seconds(6);
+    assert!(verifier.verify(&headers, BODY, later).await.is_ok());
     assert_eq!(world.server.requests("/flaky"), 2);
+}
+
+/// Issue 37, finding 6: unauthenticated deliveries naming bad certificate URLs (allowed hosts,
+/// so they must be fetched to be refused) must not keep a genuine first delivery out of the
+/// fetch slots. Each bad URL is fetched once and its refusal remembered; a delivery whose URL
+/// needs a fetch while every slot is taken waits for one instead of being answered 503.
+#[tokio::test]
+async fn a_flood_of_bad_certificate_urls_never_turns_a_genuine_delivery_away() {
+    let world = World::new().await;
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let bad = ["/bad-0", "/bad-1"];
+    for path in bad {
+        world.server.route(
+            path,
+            Route::Held {
+                gate: gate.clone(),
+                status: 404,
+            },
+        );
+    }
+    let mut limits = world.limits();
+    limits.max_concurrent_fetches = 2;
+    let verifier =
+        std::sync::Arc::new(PaypalVerifier::with_limits(world.settings(), limits).unwrap());
+    let flood = |n: usize| {
+        (0..n)
+            .map(|i| {
+                let headers = world.signed(bad[i % bad.len()], BODY);
+                let verifier = verifier.clone();
+                tokio::spawn(async move { verifier.verify(&headers, BODY, Utc::now()).await })
+            })
+            .collect::<Vec<_>>()
+    };
+    // Both fetch slots taken by the flood's two URLs, held by the host.
+    let first_wave = flood(40);
+    crate::support::until("both bad URLs being fetched", async || {
+        bad.iter().all(|path| world.server.requests(path) == 1)
+    })
+    .await;
+    // PayPal's genuine delivery, its certificate not fetched yet.
+    let genuine = {
+        let headers = world.signed(CERT_PATH, BODY);
+        let verifier = verifier.clone();
+        tokio::spawn(async move { verifier.verify(&headers, BODY, Utc::now()).await })
+    };
+    crate::support::until("the genuine delivery waiting for a slot (or answered)", async || {
+        verifier.fetches_waiting() == 1 || genuine.is_finished()
+    })
+    .await;
+    open.send(true).unwrap();
+    let verdict = genuine.await.unwrap();
+    assert!(verdict.is_ok(), "the genuine delivery: {verdict:?}");
+    for delivery in first_wave {
+        assert_eq!(
+            refused_reason(delivery.await.unwrap()),
+            "unexpected status"
+        );
+    }
+    // The flood goes on: answered from memory, no fetch, no slot.
+    for delivery in flood(40) {
+        assert_eq!(
+            refused_reason(delivery.await.unwrap()),
+            "unexpected status"
+        );
+    }
+    for path in bad {
+        assert_eq!(world.server.requests(path), 1, "{path} fetched once");
+    }
+    assert_eq!(world.server.requests(CERT_PATH), 1);
 }
 
 #[tokio::test]

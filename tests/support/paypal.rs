@@ -176,6 +176,11 @@ pub enum Route {
     Oversized { bytes: usize, declared: bool },
     /// Reads the request and never answers.
     Stall,
+    /// Holds the request until `gate` is true, then answers `status` with an empty body.
+    Held {
+        gate: tokio::sync::watch::Receiver<bool>,
+        status: u16,
+    },
 }
 
 /// A local HTTPS certificate host on 127.0.0.1, counting connections (before TLS) and requests
@@ -334,6 +339,14 @@ async fn serve<S>(
             }
         }
         Some(Route::Stall) => std::future::pending::<()>().await,
+        Some(Route::Held { mut gate, status }) => {
+            if gate.wait_for(|open| *open).await.is_err() {
+                return;
+            }
+            let _ = stream
+                .write_all(&answer(&format!("{status} Status"), "", b""))
+                .await;
+        }
         None => {
             let _ = stream.write_all(&answer("404 Not Found", "", b"")).await;
         }
@@ -385,4 +398,61 @@ impl Signer {
             ("PAYPAL-AUTH-ALGO".into(), "SHA256withRSA".into()),
         ]
     }
+}
+
+/// `template` with its `{FILL}` replaced by 12 characters from `@ABC..O` chosen so that the
+/// whole text's CRC-32 (IEEE, as PayPal signs it) is `target`: the forgery PayPal's scheme
+/// allows, since CRC-32 is linear. Each filler character's low 4 bits are unknowns over GF(2);
+/// flipping one changes the CRC by a fixed 32-bit difference, so the filler is a solution of 32
+/// linear equations in 48 unknowns, found by elimination. `None` in the (unlikely) case the
+/// differences do not span every target.
+pub fn forge_crc32(template: &str, target: u32) -> Option<String> {
+    const LEN: usize = 12;
+    let (before, after) = template.split_once("{FILL}")?;
+    let text = |filler: &[u8]| {
+        let mut bytes = before.as_bytes().to_vec();
+        bytes.extend_from_slice(filler);
+        bytes.extend_from_slice(after.as_bytes());
+        bytes
+    };
+    let base = [b'@'; LEN];
+    let crc0 = crc32fast::hash(&text(&base));
+    // pivots[b]: a combination of unknowns (bit j = unknown j) whose difference has top bit b.
+    let mut pivots: [Option<(u32, u64)>; 32] = [None; 32];
+    for j in 0..LEN * 4 {
+        let mut flipped = base;
+        flipped[j / 4] ^= 1 << (j % 4);
+        let (mut diff, mut combo) = (crc32fast::hash(&text(&flipped)) ^ crc0, 1u64 << j);
+        for bit in (0..32).rev() {
+            if diff >> bit & 1 == 0 {
+                continue;
+            }
+            match pivots[bit] {
+                Some((d, c)) => {
+                    diff ^= d;
+                    combo ^= c;
+                }
+                None => {
+                    pivots[bit] = Some((diff, combo));
+                    break;
+                }
+            }
+        }
+    }
+    let (mut want, mut combo) = (target ^ crc0, 0u64);
+    for bit in (0..32).rev() {
+        if want >> bit & 1 == 1 {
+            let (d, c) = pivots[bit]?;
+            want ^= d;
+            combo ^= c;
+        }
+    }
+    let mut filler = base;
+    for j in 0..LEN * 4 {
+        if combo >> j & 1 == 1 {
+            filler[j / 4] ^= 1 << (j % 4);
+        }
+    }
+    let forged = String::from_utf8(text(&filler)).ok()?;
+    (crc32fast::hash(forged.as_bytes()) == target).then_some(forged)
 }

@@ -1,15 +1,25 @@
-//! Certificates by URL: a bounded cache of verified chains (least recently used goes first) and
-//! at most one fetch in flight per URL, shared by every delivery that needs it meanwhile.
+//! Certificates by URL: a bounded cache of verified chains (least recently used goes first),
+//! a bounded memory of recent failures, and at most one fetch in flight per URL, shared by every
+//! delivery that needs it meanwhile.
 //!
 //! A fetch runs as a task of its own, so a delivery whose client hangs up does not cancel it
 //! for the others waiting; its result (chain or failure) goes to every waiter. Each waiter then
-//! checks the chain at its own `now`; only a chain that verified is stored. A failure is not
-//! remembered: the next delivery fetches again.
+//! checks the chain at its own `now`; only a chain that verified is stored. A failure is
+//! remembered briefly by URL (a refusal longer than a transient failure), so deliveries that
+//! repeat a bad URL, as an unauthenticated flood would, are answered from memory and take no
+//! fetch slot; the slots stay free for URLs not seen to fail.
+//!
+//! Fetch slots are few (`max_concurrent_fetches`). A delivery whose URL needs a fetch while
+//! every slot is taken waits for one, first come first served, up to a bound of time and of
+//! waiters, instead of being turned away at once: a burst of bad URLs that all fail fast delays
+//! a genuine first delivery by their fetches, it does not answer it 503.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,6 +40,12 @@ enum Slot {
         /// Set when the fetch task ends, whether or not anyone is still waiting.
         done: Arc<AtomicBool>,
     },
+    /// A fetch of this URL failed (or gave a chain that does not verify) at `at`: answered
+    /// from here until `until`.
+    Failed {
+        error: FetchError,
+        until: DateTime<Utc>,
+    },
 }
 
 #[derive(Default)]
@@ -43,47 +59,88 @@ struct State {
 /// What a lookup found.
 pub(super) enum Lookup {
     Ready(Chain),
+    /// This URL failed moments ago; the same failure, without a fetch.
+    Failed(FetchError),
     /// The fetch to wait for (started now or by an earlier delivery), with its id.
     InFlight(u64, Flight),
-    /// Every fetch permit is taken.
+    /// Every fetch slot is taken: wait for one ([`CertCache::wait_for_slot`]) and look again.
     Busy,
+}
+
+/// How long failures are remembered, and how fetch slots are shared.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CacheLimits {
+    /// Verified chains kept.
+    pub capacity: usize,
+    /// Fetches running at once, across URLs.
+    pub max_concurrent_fetches: usize,
+    /// Failed URLs remembered (the oldest failure goes first beyond it).
+    pub failures_kept: usize,
+    /// How long a refusal (4xx, a redirect, not a certificate, a chain that does not verify)
+    /// is remembered: the URL will answer the same.
+    pub refused_for: Duration,
+    /// How long a transient failure (network, timeout, 5xx) is remembered: long enough that a
+    /// flood of one URL costs one fetch, short enough that PayPal's retry fetches again.
+    pub transient_for: Duration,
+    /// Deliveries that may wait for a fetch slot at once; one more is answered as unavailable.
+    pub max_waiting: usize,
+    /// How long a delivery waits for a fetch slot.
+    pub slot_wait: Duration,
 }
 
 pub(super) struct CertCache {
     state: Mutex<State>,
-    capacity: usize,
+    limits: CacheLimits,
     fetches: Arc<Semaphore>,
+    waiting: AtomicUsize,
 }
 
 impl CertCache {
-    pub(super) fn new(capacity: usize, max_concurrent_fetches: usize) -> Self {
+    pub(super) fn new(limits: CacheLimits) -> Self {
         Self {
             state: Mutex::new(State::default()),
-            capacity: capacity.max(1),
-            fetches: Arc::new(Semaphore::new(max_concurrent_fetches.max(1))),
+            limits: CacheLimits {
+                capacity: limits.capacity.max(1),
+                max_concurrent_fetches: limits.max_concurrent_fetches.max(1),
+                failures_kept: limits.failures_kept.max(1),
+                ..limits
+            },
+            fetches: Arc::new(Semaphore::new(limits.max_concurrent_fetches.max(1))),
+            waiting: AtomicUsize::new(0),
         }
     }
 
-    /// The verified chain of `url`, else the fetch in flight for it, else a new fetch of
-    /// `start` (spawned with a permit, so it runs to its end whoever waits).
-    pub(super) fn lookup<F>(&self, url: &str, start: F) -> Lookup
+    /// The verified chain of `url`, else its recent failure (as of `now`), else the fetch in
+    /// flight for it, else a new fetch of `start` (spawned with `slot` or a free slot, so it
+    /// runs to its end whoever waits), else [`Lookup::Busy`].
+    pub(super) fn lookup<F>(
+        &self,
+        url: &str,
+        now: DateTime<Utc>,
+        slot: Option<OwnedSemaphorePermit>,
+        start: F,
+    ) -> Lookup
     where
         F: FnOnce() -> BoxFuture<'static, Result<Chain, FetchError>>,
     {
         let mut state = self.lock();
         state.clock += 1;
-        let now = state.clock;
+        let clock = state.clock;
         match state.slots.get_mut(url) {
             Some(Slot::Ready { chain, last_used }) => {
-                *last_used = now;
+                *last_used = clock;
                 return Lookup::Ready(chain.clone());
             }
             Some(Slot::Fetching { id, flight, .. }) => {
                 return Lookup::InFlight(*id, flight.clone());
             }
-            None => {}
+            // A clock that went back (`now` before the failure) does not stretch the memory.
+            Some(Slot::Failed { error, until }) if now < *until => {
+                return Lookup::Failed(error.clone());
+            }
+            Some(Slot::Failed { .. }) | None => {}
         }
-        let Ok(permit) = self.fetches.clone().try_acquire_owned() else {
+        let Some(permit) = slot.or_else(|| self.fetches.clone().try_acquire_owned().ok()) else {
             return Lookup::Busy;
         };
         // Fetches that ended while nobody came back for them (every waiter hung up) leave a
@@ -106,6 +163,25 @@ impl CertCache {
         Lookup::InFlight(id, flight)
     }
 
+    /// Waits for a free fetch slot, first come first served, for at most the slot wait; `None`
+    /// when it did not come in time or too many deliveries wait already.
+    pub(super) async fn wait_for_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let waiting = self.waiting.fetch_add(1, Ordering::AcqRel);
+        let _leave = Leave(&self.waiting);
+        if waiting >= self.limits.max_waiting {
+            return None;
+        }
+        tokio::time::timeout(self.limits.slot_wait, self.fetches.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
+
+    /// Deliveries waiting for a fetch slot now.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
     /// Keeps `chain`, verified, for `url` (in place of its fetch), dropping the least recently
     /// used chain beyond the capacity. True when `url` had no verified chain yet (the first of
     /// the deliveries that shared a fetch).
@@ -116,13 +192,13 @@ impl CertCache {
         let previous = state
             .slots
             .insert(url.to_owned(), Slot::Ready { chain, last_used });
-        while state.ready() > self.capacity {
+        while state.count(|s| matches!(s, Slot::Ready { .. })) > self.limits.capacity {
             let oldest = state
                 .slots
                 .iter()
                 .filter_map(|(url, slot)| match slot {
                     Slot::Ready { last_used, .. } => Some((*last_used, url.clone())),
-                    Slot::Fetching { .. } => None,
+                    Slot::Fetching { .. } | Slot::Failed { .. } => None,
                 })
                 .min();
             match oldest {
@@ -133,8 +209,47 @@ impl CertCache {
         !matches!(previous, Some(Slot::Ready { .. }))
     }
 
-    /// Forgets fetch `id` of `url` (it failed, or gave a chain that did not verify).
-    pub(super) fn forget_flight(&self, url: &str, id: u64) {
+    /// Remembers that fetch `id` of `url` failed (or gave a chain that did not verify) at
+    /// `now`, in its place, for as long as the kind of failure says. The oldest failure goes
+    /// beyond the bound.
+    pub(super) fn fail(&self, url: &str, id: u64, error: FetchError, now: DateTime<Utc>) {
+        let mut state = self.lock();
+        // Not over a verified chain or a newer fetch; a slot the next lookup already dropped
+        // (its fetch ended) is put back as the failure.
+        match state.slots.get(url) {
+            Some(Slot::Ready { .. }) => return,
+            Some(Slot::Fetching { id: current, .. }) if *current != id => return,
+            Some(Slot::Fetching { .. } | Slot::Failed { .. }) | None => {}
+        }
+        let kept = match error {
+            FetchError::Transient(_) => self.limits.transient_for,
+            FetchError::Refused(_) => self.limits.refused_for,
+        };
+        let until = now
+            .checked_add_signed(TimeDelta::from_std(kept).unwrap_or(TimeDelta::zero()))
+            .unwrap_or(now);
+        state
+            .slots
+            .insert(url.to_owned(), Slot::Failed { error, until });
+        while state.count(|s| matches!(s, Slot::Failed { .. })) > self.limits.failures_kept {
+            let oldest = state
+                .slots
+                .iter()
+                .filter_map(|(url, slot)| match slot {
+                    Slot::Failed { until, .. } => Some((*until, url.clone())),
+                    Slot::Ready { .. } | Slot::Fetching { .. } => None,
+                })
+                .min();
+            match oldest {
+                Some((_, url)) => state.slots.remove(&url),
+                None => break,
+            };
+        }
+    }
+
+    /// Forgets fetch `id` of `url` without remembering a failure (its chain had expired at
+    /// the delivery's clock, which another delivery's clock may not share).
+    pub(super) fn forget_fetch(&self, url: &str, id: u64) {
         let mut state = self.lock();
         if matches!(state.slots.get(url), Some(Slot::Fetching { id: current, .. }) if *current == id)
         {
@@ -153,10 +268,10 @@ impl CertCache {
 
     /// Verified chains held now.
     pub(super) fn len(&self) -> usize {
-        self.lock().ready()
+        self.lock().count(|s| matches!(s, Slot::Ready { .. }))
     }
 
-    /// Slots of any kind (verified chains and fetches), for the bound's test.
+    /// Slots of any kind (verified chains, fetches, failures), for the bounds' tests.
     #[cfg(test)]
     fn slots(&self) -> usize {
         self.lock().slots.len()
@@ -171,12 +286,19 @@ impl CertCache {
     }
 }
 
+/// Leaves the waiting count when the wait ends, however it ends (the delivery's future may be
+/// dropped mid-wait when its client hangs up).
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl State {
-    fn ready(&self) -> usize {
-        self.slots
-            .values()
-            .filter(|slot| matches!(slot, Slot::Ready { .. }))
-            .count()
+    fn count(&self, kind: impl Fn(&Slot) -> bool) -> usize {
+        self.slots.values().filter(|slot| kind(slot)).count()
     }
 }
 
@@ -204,20 +326,39 @@ fn spawn(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
     use rustls::pki_types::CertificateDer;
 
     use super::*;
+    use crate::signature::paypal::chain::Refusal;
 
     fn chain(byte: u8) -> Chain {
         vec![CertificateDer::from(vec![byte])].into()
     }
 
+    fn limits(capacity: usize, max_concurrent_fetches: usize) -> CacheLimits {
+        CacheLimits {
+            capacity,
+            max_concurrent_fetches,
+            failures_kept: 4,
+            refused_for: Duration::from_secs(60),
+            transient_for: Duration::from_secs(5),
+            max_waiting: 2,
+            slot_wait: Duration::from_secs(5),
+        }
+    }
+
+    fn cache(capacity: usize, max_concurrent_fetches: usize) -> CertCache {
+        CertCache::new(limits(capacity, max_concurrent_fetches))
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
+    }
+
     fn ready(lookup: Lookup) -> Option<Chain> {
         match lookup {
             Lookup::Ready(chain) => Some(chain),
-            Lookup::InFlight(..) | Lookup::Busy => None,
+            Lookup::Failed(_) | Lookup::InFlight(..) | Lookup::Busy => None,
         }
     }
 
@@ -225,13 +366,32 @@ mod tests {
         panic!("no fetch expected")
     }
 
+    fn refused() -> FetchError {
+        FetchError::Refused(Refusal {
+            reason: "unexpected status",
+            detail: "404".into(),
+        })
+    }
+
+    /// Starts a failing fetch of `url` at `now` and records its failure, as a delivery does.
+    async fn failed_fetch(cache: &CertCache, url: &str, now: DateTime<Utc>, error: FetchError) {
+        let answer = error.clone();
+        let Lookup::InFlight(id, flight) =
+            cache.lookup(url, now, None, move || async move { Err(answer) }.boxed())
+        else {
+            panic!("expected a fetch of {url}");
+        };
+        assert!(flight.await.is_err());
+        cache.fail(url, id, error, now);
+    }
+
     #[tokio::test]
     async fn lookups_during_a_fetch_share_it() {
-        let cache = CertCache::new(4, 4);
+        let cache = cache(4, 4);
         let started = Arc::new(AtomicUsize::new(0));
         let (release, gate) = tokio::sync::oneshot::channel::<()>();
         let count = started.clone();
-        let first = cache.lookup("u", move || {
+        let first = cache.lookup("u", at(0), None, move || {
             count.fetch_add(1, Ordering::SeqCst);
             async move {
                 let _ = gate.await;
@@ -239,7 +399,7 @@ mod tests {
             }
             .boxed()
         });
-        let second = cache.lookup("u", unused);
+        let second = cache.lookup("u", at(0), None, unused);
         let (Lookup::InFlight(a, fa), Lookup::InFlight(b, fb)) = (first, second) else {
             panic!("both should wait on a fetch");
         };
@@ -252,48 +412,89 @@ mod tests {
 
     #[tokio::test]
     async fn a_stored_chain_is_found_without_a_fetch() {
-        let cache = CertCache::new(4, 4);
+        let cache = cache(4, 4);
         cache.store("u", chain(7));
-        let found = ready(cache.lookup("u", unused)).unwrap();
+        let found = ready(cache.lookup("u", at(0), None, unused)).unwrap();
         assert_eq!(found[0].as_ref(), &[7]);
     }
 
     #[tokio::test]
     async fn the_least_recently_used_chain_goes_beyond_capacity() {
-        let cache = CertCache::new(2, 4);
+        let cache = cache(2, 4);
         cache.store("a", chain(1));
         cache.store("b", chain(2));
         // "a" used after "b": "b" is the one to go.
-        assert!(ready(cache.lookup("a", unused)).is_some());
+        assert!(ready(cache.lookup("a", at(0), None, unused)).is_some());
         cache.store("c", chain(3));
         assert_eq!(cache.len(), 2);
-        assert!(ready(cache.lookup("a", unused)).is_some());
-        assert!(ready(cache.lookup("c", unused)).is_some());
-        let refetch = cache.lookup("b", || async { Ok(chain(2)) }.boxed());
+        assert!(ready(cache.lookup("a", at(0), None, unused)).is_some());
+        assert!(ready(cache.lookup("c", at(0), None, unused)).is_some());
+        let refetch = cache.lookup("b", at(0), None, || async { Ok(chain(2)) }.boxed());
         assert!(matches!(refetch, Lookup::InFlight(..)));
     }
 
     #[tokio::test]
-    async fn a_failed_fetch_is_forgotten_and_the_next_lookup_fetches_again() {
-        let cache = CertCache::new(4, 4);
-        let Lookup::InFlight(id, flight) = cache.lookup("u", || {
-            async { Err(FetchError::Transient("down".into())) }.boxed()
-        }) else {
-            panic!("expected a fetch");
-        };
-        assert!(flight.await.is_err());
-        cache.forget_flight("u", id);
+    async fn a_failed_fetch_is_remembered_for_its_kind_of_failure_then_fetched_again() {
+        let cache = cache(4, 4);
+        failed_fetch(&cache, "gone", at(0), refused()).await;
+        failed_fetch(&cache, "down", at(0), FetchError::Transient("502".into())).await;
+        // Within its time: the same answer, no fetch.
         assert!(matches!(
-            cache.lookup("u", || async { Ok(chain(1)) }.boxed()),
-            Lookup::InFlight(next, _) if next != id
+            cache.lookup("gone", at(59), None, unused),
+            Lookup::Failed(FetchError::Refused(_))
+        ));
+        assert!(matches!(
+            cache.lookup("down", at(4), None, unused),
+            Lookup::Failed(FetchError::Transient(_))
+        ));
+        // After it: fetched again.
+        let fetch = || async { Ok(chain(1)) }.boxed();
+        assert!(matches!(
+            cache.lookup("down", at(5), None, fetch),
+            Lookup::InFlight(..)
+        ));
+        assert!(matches!(
+            cache.lookup("gone", at(60), None, fetch),
+            Lookup::InFlight(..)
         ));
     }
 
     #[tokio::test]
-    async fn fetches_beyond_the_limit_are_refused_until_one_ends() {
-        let cache = CertCache::new(4, 1);
+    async fn a_clock_that_went_back_does_not_keep_a_failure_longer() {
+        let cache = cache(4, 4);
+        failed_fetch(&cache, "u", at(100), FetchError::Transient("502".into())).await;
+        assert!(matches!(
+            cache.lookup("u", at(0), None, unused),
+            Lookup::Failed(_)
+        ));
+        assert!(matches!(
+            cache.lookup("u", at(105), None, || async { Ok(chain(1)) }.boxed()),
+            Lookup::InFlight(..)
+        ));
+    }
+
+    #[tokio::test]
+    async fn remembered_failures_stay_bounded_the_oldest_going_first() {
+        let cache = cache(4, 4);
+        for i in 0..10 {
+            failed_fetch(&cache, &format!("u{i}"), at(i), refused()).await;
+        }
+        assert_eq!(cache.slots(), 4);
+        assert!(matches!(
+            cache.lookup("u9", at(10), None, unused),
+            Lookup::Failed(_)
+        ));
+        assert!(matches!(
+            cache.lookup("u0", at(10), None, || async { Ok(chain(1)) }.boxed()),
+            Lookup::InFlight(..)
+        ));
+    }
+
+    #[tokio::test]
+    async fn fetches_beyond_the_limit_wait_for_a_slot_and_take_it_when_one_ends() {
+        let cache = Arc::new(cache(4, 1));
         let (release, gate) = tokio::sync::oneshot::channel::<()>();
-        let Lookup::InFlight(_, flight) = cache.lookup("a", move || {
+        let Lookup::InFlight(_, flight) = cache.lookup("a", at(0), None, move || {
             async move {
                 let _ = gate.await;
                 Ok(chain(1))
@@ -302,24 +503,49 @@ mod tests {
         }) else {
             panic!("expected a fetch");
         };
-        assert!(matches!(cache.lookup("b", unused), Lookup::Busy));
+        assert!(matches!(cache.lookup("b", at(0), None, unused), Lookup::Busy));
         // The same URL still joins the fetch in flight.
-        assert!(matches!(cache.lookup("a", unused), Lookup::InFlight(..)));
-        release.send(()).unwrap();
-        flight.await.unwrap();
-        cache.store("a", chain(1));
         assert!(matches!(
-            cache.lookup("b", || async { Ok(chain(2)) }.boxed()),
+            cache.lookup("a", at(0), None, unused),
             Lookup::InFlight(..)
         ));
+        let waiter = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.wait_for_slot().await.is_some() }
+        });
+        while cache.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        flight.await.unwrap();
+        assert!(waiter.await.unwrap(), "the slot the fetch gave back");
+    }
+
+    #[tokio::test]
+    async fn beyond_the_bound_of_waiters_a_delivery_is_turned_away_at_once() {
+        let cache = Arc::new(cache(4, 1));
+        let _held = cache.fetches.clone().try_acquire_owned().unwrap();
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let cache = cache.clone();
+                tokio::spawn(async move { cache.wait_for_slot().await.is_some() })
+            })
+            .collect();
+        while cache.waiting() < 2 {
+            tokio::task::yield_now().await;
+        }
+        assert!(cache.wait_for_slot().await.is_none());
+        for waiter in waiters {
+            waiter.abort();
+        }
     }
 
     #[tokio::test]
     async fn fetches_nobody_waits_for_anymore_do_not_pile_up() {
-        let cache = CertCache::new(4, 2);
+        let cache = cache(4, 2);
         for i in 0..50 {
             let url = format!("u{i}");
-            let Lookup::InFlight(_, flight) = cache.lookup(&url, || {
+            let Lookup::InFlight(_, flight) = cache.lookup(&url, at(0), None, || {
                 async { Err(FetchError::Transient("x".into())) }.boxed()
             }) else {
                 panic!("expected a fetch for {url}");
@@ -336,13 +562,13 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_chain_is_forgotten_unless_replaced() {
-        let cache = CertCache::new(4, 4);
+        let cache = cache(4, 4);
         let old = chain(1);
         cache.store("u", old.clone());
         cache.store("u", chain(2));
         cache.forget("u", &old);
-        assert!(ready(cache.lookup("u", unused)).is_some());
-        let current = ready(cache.lookup("u", unused)).unwrap();
+        assert!(ready(cache.lookup("u", at(0), None, unused)).is_some());
+        let current = ready(cache.lookup("u", at(0), None, unused)).unwrap();
         cache.forget("u", &current);
         assert_eq!(cache.len(), 0);
     }

@@ -27,6 +27,15 @@ pub struct FetchLimits {
     /// as unavailable (PayPal retries), so a flood of unknown URLs cannot open sockets without
     /// bound.
     pub max_concurrent_fetches: usize,
+    /// Deliveries that may wait for a fetch slot at once (each at most `timeout`); one more is
+    /// answered as unavailable at once.
+    pub max_waiting: usize,
+    /// Failed URLs remembered, and for how long: a refusal (the URL will answer the same) and a
+    /// transient failure (PayPal's retry should fetch again). A repeated bad URL then costs no
+    /// fetch slot.
+    pub failures_kept: usize,
+    pub refused_for: Duration,
+    pub transient_for: Duration,
     /// Fixed addresses for host names (reqwest's `resolve`): the host is still the one in the
     /// URL, for TLS and for the allowlist; only the lookup is skipped. For tests and private
     /// setups; empty normally.
@@ -41,6 +50,10 @@ impl Default for FetchLimits {
             max_body_bytes: 64 * 1024,
             cache_capacity: 32,
             max_concurrent_fetches: 8,
+            max_waiting: 256,
+            failures_kept: 1024,
+            refused_for: Duration::from_secs(60),
+            transient_for: Duration::from_secs(5),
             resolve: Vec::new(),
         }
     }

@@ -23,6 +23,10 @@
 //!    SDKs require `messageverificationcerts.*paypal.com`).
 //! 5. Signature: ring's `RSA_PKCS1_2048_8192_SHA256` with the leaf's key over the signed
 //!    string (`signed_string`).
+//! 6. The body: the signature covers only its CRC-32, which is no MAC (anyone can write another
+//!    body with the same CRC-32), so a verified delivery carries its [`Transmission`] and the
+//!    callback path holds that id to the first body it verified under it
+//!    (`idempotency::transmission`): another body under a seen id is refused.
 //!
 //! The TLS connection to the certificate host is checked by rustls at the system clock with the
 //! same roots; only the signing chain uses the delivery's `now`.
@@ -54,11 +58,11 @@ use url::Url;
 pub use cert_url::DEFAULT_CERT_URL_HOSTS;
 pub use fetch::FetchLimits;
 
-use self::cache::{CertCache, Lookup};
+use self::cache::{CacheLimits, CertCache, Lookup};
 use self::cert_url::CertUrlPolicy;
 use self::chain::{Chain, Trust};
 use self::fetch::{FetchError, Fetcher};
-use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Verified};
+use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Transmission, Verified};
 
 const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
 const TRANSMISSION_TIME: &str = "PAYPAL-TRANSMISSION-TIME";
@@ -184,7 +188,15 @@ impl PaypalVerifier {
             urls,
             trust,
             fetcher,
-            cache: CertCache::new(limits.cache_capacity, limits.max_concurrent_fetches),
+            cache: CertCache::new(CacheLimits {
+                capacity: limits.cache_capacity,
+                max_concurrent_fetches: limits.max_concurrent_fetches,
+                failures_kept: limits.failures_kept,
+                refused_for: limits.refused_for,
+                transient_for: limits.transient_for,
+                max_waiting: limits.max_waiting,
+                slot_wait: limits.timeout,
+            }),
         })
     }
 
@@ -210,9 +222,19 @@ impl PaypalVerifier {
             );
             let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
             chain::check_signature(leaf, message.as_bytes(), &delivery.signature)?;
+            // The signature covers only a CRC-32 of the body, which anyone can match with
+            // another body: the caller holds the transmission id to this body.
+            let valid_until = delivery
+                .transmitted_at
+                .checked_add_signed(self.max_age)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             Ok(Verified {
                 timestamp: Some(delivery.transmitted_at.timestamp()),
                 naming: Naming::Body,
+                transmission: Some(Transmission {
+                    id: delivery.transmission_id,
+                    valid_until,
+                }),
             })
         }
     }
@@ -242,48 +264,55 @@ impl PaypalVerifier {
         Ok((delivery, url))
     }
 
-    /// The verified chain `url` serves, from the cache or fetched (one fetch per URL at a time).
+    /// Deliveries waiting for a certificate fetch slot now.
+    pub fn fetches_waiting(&self) -> usize {
+        self.cache.waiting()
+    }
+
+    /// The verified chain `url` serves: from the cache, the failure it gave moments ago, or
+    /// fetched (one fetch per URL at a time, waiting for a fetch slot when all are taken).
     async fn signing_chain(&self, url: Url, now: DateTime<Utc>) -> Result<Chain, PaypalError> {
         let at = chain::unix_time(now);
         let key = url.as_str().to_owned();
         let mut expired = None;
-        // Twice at most: a cached chain past its date is dropped and the URL fetched again, in
-        // case the certificate there was renewed.
-        for _ in 0..2 {
+        let mut slot = None;
+        // An expired cached chain is looked up once more (the URL fetched again, in case the
+        // certificate there was renewed); a wait for a slot is followed by one more look.
+        for _ in 0..4 {
             let fetcher = self.fetcher.clone();
             let target = url.clone();
-            let lookup = self.cache.lookup(&key, move || {
+            let lookup = self.cache.lookup(&key, now, slot.take(), move || {
                 async move { fetcher.fetch(target).await }.boxed()
             });
             match lookup {
                 Lookup::Ready(chain) => match self.trust.check(&chain, at) {
                     Ok(()) => return Ok(chain),
-                    Err(refusal) if refusal.is_expiry() => {
+                    Err(refusal) if refusal.is_expiry() && expired.is_none() => {
                         self.cache.forget(&key, &chain);
                         expired = Some(refusal);
                     }
                     Err(refusal) => return Err(SignatureError::from(refusal).into()),
                 },
-                Lookup::Busy => {
-                    return Err(PaypalError::CertificateUnavailable(
-                        "too many certificate fetches in flight".into(),
-                    ));
-                }
+                Lookup::Failed(error) => return Err(refused_or_unavailable(error)),
+                Lookup::Busy => match self.cache.wait_for_slot().await {
+                    Some(free) => slot = Some(free),
+                    None => {
+                        return Err(PaypalError::CertificateUnavailable(
+                            "every certificate fetch slot is taken".into(),
+                        ));
+                    }
+                },
                 Lookup::InFlight(id, flight) => {
-                    let outcome = match flight.await {
+                    let fetched = flight.await;
+                    let outcome = match &fetched {
                         Ok(chain) => self
                             .trust
-                            .check(&chain, at)
-                            .map(|()| chain)
-                            .map_err(|r| PaypalError::Refused(r.into())),
-                        Err(FetchError::Transient(why)) => {
-                            Err(PaypalError::CertificateUnavailable(why))
-                        }
-                        Err(FetchError::Refused(refusal)) => {
-                            Err(PaypalError::Refused(refusal.into()))
-                        }
+                            .check(chain, at)
+                            .map(|()| chain.clone())
+                            .map_err(FetchError::Refused),
+                        Err(error) => Err(error.clone()),
                     };
-                    match &outcome {
+                    return match outcome {
                         Ok(chain) => {
                             // Rare (a certificate lasts about a year): worth a line, once.
                             if self.cache.store(&key, chain.clone()) {
@@ -292,10 +321,19 @@ impl PaypalVerifier {
                                     "PayPal certificate fetched and verified"
                                 );
                             }
+                            Ok(chain)
                         }
-                        Err(_) => self.cache.forget_flight(&key, id),
-                    }
-                    return outcome;
+                        // An expired chain is not remembered as a failure: it was valid at
+                        // another delivery's clock, and the next one fetches again.
+                        Err(FetchError::Refused(refusal)) if refusal.is_expiry() => {
+                            self.cache.forget_fetch(&key, id);
+                            Err(SignatureError::from(refusal).into())
+                        }
+                        Err(error) => {
+                            self.cache.fail(&key, id, error.clone(), now);
+                            Err(refused_or_unavailable(error))
+                        }
+                    };
                 }
             }
         }
@@ -304,6 +342,14 @@ impl PaypalVerifier {
                 .map(SignatureError::from)
                 .unwrap_or(SignatureError::NoMatch),
         ))
+    }
+}
+
+/// A failed fetch as the delivery's answer: a refusal is a 401, a transient failure a 503.
+fn refused_or_unavailable(error: FetchError) -> PaypalError {
+    match error {
+        FetchError::Transient(why) => PaypalError::CertificateUnavailable(why),
+        FetchError::Refused(refusal) => PaypalError::Refused(refusal.into()),
     }
 }
 
