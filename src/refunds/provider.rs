@@ -128,15 +128,21 @@ impl RefundClients {
             }
         };
         let status = response.status();
-        let body = match response.bytes().await {
-            Ok(body) => body,
+        let answer = match read_capped(response, MAX_ANSWER_BYTES).await {
+            Ok(Capped::Whole(body)) => classify(status, &body),
+            // A refund's answer is a few hundred bytes. A 2xx this large cannot be read, and
+            // asking again (same key) gets the same answer: the refund may exist, so a person
+            // looks. Any other status is sorted by its status alone.
+            Ok(Capped::Cut) if status.is_success() => ProviderAnswer::Unusable(format!(
+                "the provider's {status} answer is over {MAX_ANSWER_BYTES} bytes"
+            )),
+            Ok(Capped::Cut) => classify(status, b""),
             Err(error) => {
                 return ProviderAnswer::Unavailable(format!(
                     "provider answer ({status}) could not be read: {error}"
                 ));
             }
         };
-        let answer = classify(status, &body);
         match &answer {
             ProviderAnswer::Unavailable(why) => {
                 tracing::warn!(%status, why, "provider refund call did not complete");
@@ -148,6 +154,35 @@ impl RefundClients {
         }
         answer
     }
+}
+
+/// The most of a provider's answer the gateway reads (as the notification sender reads of an
+/// endpoint's): past it the connection is dropped, so an answer that never ends holds neither
+/// memory nor the call beyond the bytes read.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// An answer's body, read to a bound.
+enum Capped {
+    Whole(Vec<u8>),
+    /// Longer than the bound; the rest was not read.
+    Cut,
+}
+
+async fn read_capped(mut response: reqwest::Response, limit: usize) -> reqwest::Result<Capped> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > limit as u64)
+    {
+        return Ok(Capped::Cut);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(Capped::Cut);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Capped::Whole(body))
 }
 
 /// Sorts a provider's HTTP answer (pure, so each rule has its test).

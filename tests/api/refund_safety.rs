@@ -474,6 +474,41 @@ async fn a_refund_id_with_a_nul_goes_to_a_person_instead_of_a_call_at_every_leas
     assert_eq!(json(&body)["error"], "amount_exceeds_refundable");
 }
 
+/// Issue 37, finding 5: a provider answer is read to 64 KiB, never whole. A 2xx that never
+/// ends is cut there (the connection dropped) and goes to a person, as an answer the gateway
+/// cannot use: the refund may exist, and asking again would get the same answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_answer_that_never_ends_is_cut_at_64_kib_and_goes_to_a_person() {
+    let provider = FakeProvider::start().await;
+    let (app, token) = refund_app(&provider).await;
+    let order_id = paid_order(&app, 1000).await;
+    provider.script(&[Behavior::Endless]);
+    let (status, _, body) = send(&app, &token, order_id, "endless", 500).await;
+    assert_eq!(
+        (status, json(&body)["error"].as_str()),
+        (409, Some("refund_needs_review")),
+        "{body}"
+    );
+    // The gateway hung up once it had read its bound, rather than reading on until its timeout.
+    crate::support::until("the provider to see the gateway hang up", async || {
+        provider.endless().1 == 1
+    })
+    .await;
+    let (written, _) = provider.endless();
+    assert!(
+        written < 16 * 1024 * 1024,
+        "the provider wrote {written} bytes before the gateway hung up"
+    );
+    let request_id = request_id_of(&app, order_id).await;
+    let listed = attention_refunds(&app).await;
+    let item = listed
+        .iter()
+        .find(|r| r["refund_request_id"] == request_id)
+        .unwrap_or_else(|| panic!("not in attention: {listed:?}"));
+    assert_eq!(item["reason"], "unusable_provider_answer", "{item}");
+    assert_eq!(provider.calls().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decline_message_with_a_nul_is_stored_cleaned() {
     let provider = FakeProvider::start().await;

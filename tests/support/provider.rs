@@ -38,6 +38,9 @@ pub enum Behavior {
     RateLimit,
     /// Makes the refund and answers it with this refund id (e.g. one holding a U+0000).
     AcceptAs(&'static str),
+    /// Makes the refund and answers 200 with a chunked JSON body that never ends: it writes
+    /// until the client hangs up (and counts what it wrote, [`FakeProvider::endless_bytes`]).
+    Endless,
 }
 
 /// One request the provider received.
@@ -87,6 +90,10 @@ struct State {
     otherwise: Option<Behavior>,
     keys: HashMap<String, Saved>,
     refunds_created: usize,
+    /// Bytes written by endless answers before their clients hung up.
+    endless_bytes: usize,
+    /// Endless answers whose client hung up.
+    endless_ended: usize,
 }
 
 pub struct FakeProvider {
@@ -178,6 +185,12 @@ impl FakeProvider {
         self.state.lock().unwrap().refunds_created
     }
 
+    /// Bytes endless answers wrote, and how many of them ended (their client hung up).
+    pub fn endless(&self) -> (usize, usize) {
+        let state = self.state.lock().unwrap();
+        (state.endless_bytes, state.endless_ended)
+    }
+
     /// Polls until the provider has received `n` calls.
     pub async fn until_calls(&self, n: usize) {
         super::until(&format!("{n} provider call(s)"), async || {
@@ -235,6 +248,14 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
                 && let Ok(permit) = gate.acquire().await
             {
                 permit.forget();
+            }
+            if matches!(behavior, Behavior::Endless) {
+                state.lock().unwrap().refunds_created += 1;
+                let written = endless(&mut stream).await;
+                let mut state = state.lock().unwrap();
+                state.endless_bytes += written;
+                state.endless_ended += 1;
+                return;
             }
             let (status, body) = {
                 let mut state = state.lock().unwrap();
@@ -376,6 +397,27 @@ async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<(String, St
     }
     let body = String::from_utf8_lossy(&buffer[head_end..head_end + length]).to_string();
     Some((path, headers, body))
+}
+
+/// 200 with `{"id":"re_endless","padding":"xxxx...` in chunks, forever: until a write fails
+/// because the client closed the connection. How many bytes it wrote.
+async fn endless(stream: &mut TcpStream) -> usize {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut written = 0;
+    let start = r#"{"id":"re_endless","padding":""#;
+    let padding = "x".repeat(8192);
+    let mut piece = start;
+    loop {
+        let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            return written;
+        }
+        written += piece.len();
+        piece = &padding;
+    }
 }
 
 async fn respond(stream: &mut TcpStream, status: u16, body: &str, replayed: bool) {
