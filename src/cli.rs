@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
@@ -106,9 +105,7 @@ impl Cli {
                 Ok(())
             }
             Command::Cleanup => {
-                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
-                    .await
-                    .map_err(anyhow::Error::from)?;
+                let mut conn = db::connect(settings.database_url()?).await?;
                 let batch = settings.idempotency.cleanup_batch_size;
                 let deleted = cleanup::run_pass(&mut conn, batch)
                     .await
@@ -131,9 +128,7 @@ impl Cli {
                 if user_id <= 0 {
                     return Err(ConfigError("--user-id must be greater than 0".into()).into());
                 }
-                let mut conn = AsyncPgConnection::establish(settings.database_url()?)
-                    .await
-                    .map_err(anyhow::Error::from)?;
+                let mut conn = db::connect(settings.database_url()?).await?;
                 let token = auth::issue_token(&mut conn, user_id)
                     .await
                     .map_err(anyhow::Error::from)?;
@@ -155,9 +150,7 @@ impl Cli {
                 }
             }
             Command::Export(args) => {
-                let mut conn = AsyncPgConnection::establish(settings.read_database_url()?)
-                    .await
-                    .map_err(anyhow::Error::from)?;
+                let mut conn = db::connect_reader(settings.read_database_url()?).await?;
                 let stdout = std::io::stdout();
                 let mut out = std::io::BufWriter::new(stdout.lock());
                 let count = export::run(&mut conn, &args, &mut out).await?;

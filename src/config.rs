@@ -922,11 +922,16 @@ fn check_database_url(field: &str, url: &str) -> Result<(), ConfigError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(ConfigError(format!("{field} must be a postgres:// URL")));
     }
-    url.parse::<tokio_postgres::Config>().map_err(|e| {
+    let (driver_url, tls) =
+        crate::db::tls::split(url).map_err(|e| ConfigError(format!("{field}: {e}")))?;
+    driver_url.parse::<tokio_postgres::Config>().map_err(|e| {
         ConfigError(format!(
             "{field}: the PostgreSQL driver cannot read it: {e}"
         ))
     })?;
+    // Reads sslrootcert now: a missing or bad file stops startup, not every connection.
+    tls.connector()
+        .map_err(|e| ConfigError(format!("{field}: {e}")))?;
     Ok(())
 }
 

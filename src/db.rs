@@ -5,6 +5,7 @@
 
 pub mod connection;
 pub mod replication;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -175,10 +176,9 @@ where
 /// Applies pending migrations over a connection of its own; returns the versions applied.
 pub async fn run_migrations(url: &str) -> anyhow::Result<Vec<String>> {
     use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-    let url = url.to_owned();
+    let conn = connect(url).await?;
     tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<String>> {
-        let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
-            diesel::Connection::establish(&url)?;
+        let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
         let applied = conn
             .run_pending_migrations(MIGRATIONS)
             .map_err(|e| anyhow::anyhow!("migration failed: {e}"))?;
@@ -190,10 +190,9 @@ pub async fn run_migrations(url: &str) -> anyhow::Result<Vec<String>> {
 /// Reverts every migration (tests prove that each `down.sql` works).
 pub async fn revert_all_migrations(url: &str) -> anyhow::Result<Vec<String>> {
     use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-    let url = url.to_owned();
+    let conn = connect(url).await?;
     tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<String>> {
-        let mut conn: AsyncConnectionWrapper<AsyncPgConnection> =
-            diesel::Connection::establish(&url)?;
+        let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
         let reverted = conn
             .revert_all_migrations(MIGRATIONS)
             .map_err(|e| anyhow::anyhow!("revert failed: {e}"))?;

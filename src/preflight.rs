@@ -208,7 +208,10 @@ fn millis(d: Duration) -> String {
 /// the parsed fields, never from the text, so no password (in the userinfo or the query, with
 /// `/`, `?` or `@` in it) can reach the summary.
 fn redacted_database(url: &str) -> String {
-    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+    let Some((config, tls)) = crate::db::tls::split(url)
+        .ok()
+        .and_then(|(url, tls)| Some((url.parse::<tokio_postgres::Config>().ok()?, tls)))
+    else {
         // Config validation refuses such a URL; say nothing of its text.
         return "(unreadable by the driver)".to_owned();
     };
@@ -250,6 +253,16 @@ fn redacted_database(url: &str) -> String {
         TargetSessionAttrs::ReadOnly => out.push_str(" target_session_attrs=read-only"),
         _ => out.push_str(" target_session_attrs=(other)"),
     }
+    out.push_str(" sslmode=");
+    out.push_str(tls.mode.as_str());
+    match &tls.root_cert {
+        Some(crate::db::tls::RootCert::System) => out.push_str(" sslrootcert=system"),
+        Some(crate::db::tls::RootCert::File(path)) => {
+            out.push_str(" sslrootcert=");
+            out.push_str(path);
+        }
+        None => {}
+    }
     out
 }
 
@@ -262,20 +275,24 @@ mod tests {
         for (url, shown) in [
             (
                 "postgres://app:hunter2@db:5432/gateway",
-                "host=db port=5432 user=app dbname=gateway password=set",
+                "host=db port=5432 user=app dbname=gateway password=set sslmode=prefer",
             ),
             // The driver reads the credentials up to the first `@`: `/` and `?` are password.
             (
                 "postgres://app:hun/ter?2@db/gateway",
-                "host=db port=5432 user=app dbname=gateway password=set",
+                "host=db port=5432 user=app dbname=gateway password=set sslmode=prefer",
             ),
             (
                 "postgres://db/gateway?user=app&password=hunter2",
-                "host=db port=5432 user=app dbname=gateway password=set",
+                "host=db port=5432 user=app dbname=gateway password=set sslmode=prefer",
+            ),
+            (
+                "postgres://app:pw@db/gateway?sslmode=verify-full&sslrootcert=/etc/gw/ca.pem",
+                "host=db port=5432 user=app dbname=gateway password=set sslmode=verify-full sslrootcert=/etc/gw/ca.pem",
             ),
             (
                 "postgresql://app@db/gateway",
-                "host=db port=5432 user=app dbname=gateway password=none",
+                "host=db port=5432 user=app dbname=gateway password=none sslmode=prefer",
             ),
         ] {
             assert_eq!(redacted_database(url), shown, "{url}");

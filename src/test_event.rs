@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 
 use crate::config::{ProviderSettings, SchemeName, Settings};
 use crate::orders::model::Order;
@@ -118,7 +117,7 @@ pub async fn run(
     let base_url = base_url(settings, args)?;
     let (amount_minor, currency) = match args.order {
         Some(order_id) => {
-            let mut conn = AsyncPgConnection::establish(settings.database_url()?).await?;
+            let mut conn = crate::db::connect(settings.database_url()?).await?;
             let order = Order::find_for_user(&mut conn, provider_settings.merchant_id, order_id)
                 .await?
                 .ok_or_else(|| {

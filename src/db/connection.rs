@@ -19,6 +19,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::StreamExt;
 use tokio_postgres::error::{DbError, SqlState};
 use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::tls::{self, SslMode};
 
 /// What the server told one connection outside the answers to its queries.
 #[derive(Debug, Default)]
@@ -137,12 +140,24 @@ pub fn discard(conn: &mut AsyncPgConnection) {
     }
 }
 
-/// How pooled connections are opened: the parsed URL with the gateway's defaults, and the
-/// session settings each one runs once.
+/// How pooled connections are opened: the parsed URL with the gateway's defaults, its TLS
+/// connector (`sslmode`, [`super::tls`]), and the session settings each one runs once.
 #[derive(Clone)]
 pub struct ConnectSpec {
     pub config: tokio_postgres::Config,
+    /// `None` for `sslmode=disable`.
+    tls: Option<MakeRustlsConnect>,
+    sslmode: SslMode,
     pub setup_sql: String,
+}
+
+/// Why a database URL cannot be used to connect.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("the PostgreSQL driver cannot read the URL: {0}")]
+    Driver(#[from] tokio_postgres::Error),
+    #[error("{0}")]
+    Tls(String),
 }
 
 impl ConnectSpec {
@@ -157,8 +172,10 @@ impl ConnectSpec {
         connect_timeout: Duration,
         application_name: &str,
         setup_sql: String,
-    ) -> Result<Self, tokio_postgres::Error> {
+    ) -> Result<Self, SpecError> {
+        let (url, tls) = tls::split(url).map_err(SpecError::Tls)?;
         let mut config: tokio_postgres::Config = url.parse()?;
+        config.ssl_mode(tls.driver_mode());
         if writes {
             config.target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
         }
@@ -168,23 +185,42 @@ impl ConnectSpec {
         if config.get_application_name().is_none() {
             config.application_name(application_name);
         }
-        Ok(Self { config, setup_sql })
+        Ok(Self {
+            config,
+            tls: tls.connector().map_err(SpecError::Tls)?,
+            sslmode: tls.mode,
+            setup_sql,
+        })
     }
 
     /// Opens a connection, drives it in a task of its own on the current runtime, and runs
     /// the session settings.
     pub async fn connect(&self) -> Result<AsyncPgConnection, ConnectionError> {
-        let (client, connection) = self
-            .config
-            .connect(NoTls)
-            .await
-            .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
         let events = Arc::new(ConnectionEvents::default());
         // The task ends when the connection's client is dropped (once no answer is pending) or
         // when the socket closes. Dropping a connection never sends a cancel request: a commit
         // that still waits for the standby keeps waiting on the server, and it is either
         // replicated or never answered 2xx.
-        tokio::spawn(drive(connection, events.clone()));
+        let refused = |e: tokio_postgres::Error| {
+            ConnectionError::BadConnection(format!(
+                "cannot connect (sslmode={}): {}",
+                self.sslmode.as_str(),
+                error_chain(&e)
+            ))
+        };
+        let client = match &self.tls {
+            Some(tls) => {
+                let (client, connection) =
+                    self.config.connect(tls.clone()).await.map_err(refused)?;
+                tokio::spawn(drive(connection, events.clone()));
+                client
+            }
+            None => {
+                let (client, connection) = self.config.connect(NoTls).await.map_err(refused)?;
+                tokio::spawn(drive(connection, events.clone()));
+                client
+            }
+        };
         let mut conn = AsyncPgConnection::try_from(client).await?;
         conn.set_instrumentation(Watch(events));
         if !self.setup_sql.is_empty() {
@@ -196,6 +232,22 @@ impl ConnectSpec {
     }
 }
 
+/// The driver's error with its causes: a TLS failure's reason (an unknown issuer, a name that
+/// does not match, a server without TLS) sits underneath.
+fn error_chain(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Polls the connection until it ends or its client is dropped, counting the notices that
 /// abandon a synchronous-replication wait. A notice is read before the answer that follows
 /// it, so it is counted before the query it belongs to returns.
@@ -203,7 +255,7 @@ async fn drive<S>(
     connection: tokio_postgres::Connection<tokio_postgres::Socket, S>,
     events: Arc<ConnectionEvents>,
 ) where
-    S: tokio_postgres::tls::TlsStream + Unpin,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut connection = connection;
     let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

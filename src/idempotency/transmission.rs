@@ -56,7 +56,10 @@ struct BindRow {
 }
 
 /// Holds `binding`'s transmission to its body (one statement, committed on its own).
-pub async fn bind(conn: &mut AsyncPgConnection, binding: Binding<'_>) -> diesel::QueryResult<Bound> {
+pub async fn bind(
+    conn: &mut AsyncPgConnection,
+    binding: Binding<'_>,
+) -> diesel::QueryResult<Bound> {
     let fingerprint = Fingerprint::of(binding.body);
     let rows: Vec<BindRow> = diesel::sql_query(BIND_SQL)
         .bind::<Text, _>(binding.provider)
@@ -140,7 +143,10 @@ const REUSED_SQL: &str = "SELECT merchant_id, provider, transmission_id, event_i
      ORDER BY last_conflict_at DESC LIMIT $1";
 
 impl ReusedTransmission {
-    pub async fn newest(conn: &mut AsyncPgConnection, limit: i64) -> diesel::QueryResult<Vec<Self>> {
+    pub async fn newest(
+        conn: &mut AsyncPgConnection,
+        limit: i64,
+    ) -> diesel::QueryResult<Vec<Self>> {
         diesel::sql_query(REUSED_SQL)
             .bind::<BigInt, _>(limit)
             .load(conn)

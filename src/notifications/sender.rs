@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::Utc;
-use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -457,7 +457,7 @@ fn filled_a_room(claimed: &[Notification], merchants: &[i64], rooms: &[i32]) -> 
 }
 
 async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgConnection> {
-    let mut conn = AsyncPgConnection::establish(url).await?;
+    let mut conn = crate::db::connect(url).await?;
     // Every statement of the sender walks an index; a plan cached while the table was young
     // must not keep a scan of it (as for the payment writers). One generic plan per statement:
     // left to choose, PostgreSQL planned the claim and the store again on every call (their

@@ -58,7 +58,10 @@ impl StandardWebhooks {
             .collect();
         let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
         self.keys.check(&parts, timestamp, now, &candidates)?;
-        Ok(Verified::new(Some(timestamp), Naming::Header(id.to_owned())))
+        Ok(Verified::new(
+            Some(timestamp),
+            Naming::Header(id.to_owned()),
+        ))
     }
 
     /// The headers that sign `body` as event `event_id` with the first secret at `timestamp`.

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
@@ -519,7 +518,7 @@ async fn read_ledger(
     window: &Window,
     items: &mut Items,
 ) -> anyhow::Result<u64> {
-    let mut conn = AsyncPgConnection::establish(database_url).await?;
+    let mut conn = crate::db::connect_reader(database_url).await?;
     let (from, to) = window.ledger_bounds();
     let bar = ledger_progress();
     let terminal = std::io::stderr().is_terminal();

@@ -462,22 +462,22 @@ fn check_config_shows_the_database_as_the_driver_reads_it_and_never_its_password
         (
             "postgres://gateway:sl/ash-pw/x1@127.0.0.1:1/gateway",
             "sl/ash-pw",
-            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set sslmode=prefer",
         ),
         (
             "postgres://gateway:zqx?est-pw@127.0.0.1:1/gateway",
             "zqx",
-            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set sslmode=prefer",
         ),
         (
             "postgres://127.0.0.1:1/gateway?user=gateway&password=qu3ry-pw",
             "qu3ry-pw",
-            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set",
+            "host=127.0.0.1 port=1 user=gateway dbname=gateway password=set sslmode=prefer",
         ),
         (
             "postgresql://gateway@db1:5432,db2:5433/gateway?target_session_attrs=read-write",
             "no password here",
-            "host=db1,db2 port=5432,5433 user=gateway dbname=gateway password=none target_session_attrs=read-write",
+            "host=db1,db2 port=5432,5433 user=gateway dbname=gateway password=none target_session_attrs=read-write sslmode=prefer",
         ),
     ];
     for (url, password, expected) in cases {

@@ -14,6 +14,7 @@ mod cleanup;
 mod cli;
 mod console;
 mod database_switch;
+mod database_tls;
 mod deploy;
 mod disputes;
 mod events;

@@ -88,7 +88,12 @@ async fn a_body_forged_to_the_same_crc32_under_a_real_transmission_moves_nothing
     );
 
     // Finance sees the transmission that was delivered with another body.
-    let attention: serde_json::Value = app.admin_get("/admin/attention").await.json().await.unwrap();
+    let attention: serde_json::Value = app
+        .admin_get("/admin/attention")
+        .await
+        .json()
+        .await
+        .unwrap();
     let reused = attention["reused_transmissions"].as_array().unwrap();
     assert_eq!(reused.len(), 1, "{attention}");
     let listed = &reused[0];
@@ -102,13 +107,15 @@ async fn a_body_forged_to_the_same_crc32_under_a_real_transmission_moves_nothing
     assert_eq!(listed["conflicts"], 1);
 
     // PayPal's own redelivery of the genuine body under its headers is still a redelivery.
-    let (status, replayed, again) = answer(app.post_callback(PAYPAL, &headers, &genuine).await).await;
+    let (status, replayed, again) =
+        answer(app.post_callback(PAYPAL, &headers, &genuine).await).await;
     assert_eq!((status, replayed, again), (200, true, first));
     // And a second forgery is counted on the same row.
     let (status, _, _) = answer(app.post_callback(PAYPAL, &headers, &forged).await).await;
     assert_eq!(status, 401);
     assert_eq!(
-        app.count("SELECT conflicts::bigint FROM provider_transmissions").await,
+        app.count("SELECT conflicts::bigint FROM provider_transmissions")
+            .await,
         2
     );
 }
@@ -132,7 +139,9 @@ async fn a_transmission_binding_is_kept_for_its_window_and_a_forgerys_row_30_day
         .await
         .unwrap();
     }
-    let mut conn = callback_gateway::db::connect(&app.database_url).await.unwrap();
+    let mut conn = callback_gateway::db::connect(&app.database_url)
+        .await
+        .unwrap();
     let deleted = transmission::delete_expired(&mut conn, 1).await.unwrap();
     assert_eq!(deleted, 2);
     let kept: Vec<String> = db

@@ -245,7 +245,7 @@ async fn the_default_allowlist_never_allows_the_test_host_or_an_address() {
 
 #[tokio::test]
 async fn a_chain_not_issued_by_a_trusted_root_fails_is_not_cached_and_is_refused_again_for_a_minute()
-{
+ {
     let world = World::new().await;
     let stranger = TestCa::root("Somebody Else's CA");
     let leaf = stranger.leaf(&rsa_key(SIGNING_KEY_PEM), &[SIGNING_NAME], None);
@@ -541,25 +541,20 @@ async fn a_flood_of_bad_certificate_urls_never_turns_a_genuine_delivery_away() {
         let verifier = verifier.clone();
         tokio::spawn(async move { verifier.verify(&headers, BODY, Utc::now()).await })
     };
-    crate::support::until("the genuine delivery waiting for a slot (or answered)", async || {
-        verifier.fetches_waiting() == 1 || genuine.is_finished()
-    })
+    crate::support::until(
+        "the genuine delivery waiting for a slot (or answered)",
+        async || verifier.fetches_waiting() == 1 || genuine.is_finished(),
+    )
     .await;
     open.send(true).unwrap();
     let verdict = genuine.await.unwrap();
     assert!(verdict.is_ok(), "the genuine delivery: {verdict:?}");
     for delivery in first_wave {
-        assert_eq!(
-            refused_reason(delivery.await.unwrap()),
-            "unexpected status"
-        );
+        assert_eq!(refused_reason(delivery.await.unwrap()), "unexpected status");
     }
     // The flood goes on: answered from memory, no fetch, no slot.
     for delivery in flood(40) {
-        assert_eq!(
-            refused_reason(delivery.await.unwrap()),
-            "unexpected status"
-        );
+        assert_eq!(refused_reason(delivery.await.unwrap()), "unexpected status");
     }
     for path in bad {
         assert_eq!(world.server.requests(path), 1, "{path} fetched once");

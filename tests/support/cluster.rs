@@ -124,6 +124,28 @@ impl Cluster {
         }
     }
 
+    /// Turns TLS on: `cert_pem` (the server's certificate, then its chain) and `key_pem` as
+    /// the server's files (the key readable by the server's user only, as PostgreSQL insists),
+    /// `ssl = on`, and a reload; returns once a new session sees it.
+    pub async fn enable_tls(&self, cert_pem: &str, key_pem: &str) {
+        let cert = self.data_dir().join("server.crt");
+        let key = self.data_dir().join("server.key");
+        std::fs::write(&cert, cert_pem).unwrap();
+        std::fs::write(&key, key_pem).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if is_root() {
+            let chown = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&cert)
+                .arg(&key)
+                .output()
+                .unwrap();
+            assert!(chown.status.success(), "chown: {}", text(&chown));
+        }
+        self.set_system("ssl", "on").await;
+    }
+
     /// Stops the server (`-m fast`: open sessions are terminated, nothing waits for clients).
     pub fn stop(&self) {
         self.pg_ctl(&["stop", "-m", "fast"]);

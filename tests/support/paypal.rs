@@ -143,6 +143,16 @@ impl TestCa {
     }
 }
 
+impl TestCa {
+    /// A TLS server identity for `names` as PEM: its certificate followed by this CA's, and
+    /// its PKCS#8 key (for servers that read files, as PostgreSQL does).
+    pub fn server_identity_pem(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let leaf = self.leaf(&key, names, None);
+        (format!("{leaf}{}", self.pem()), key.serialize_pem())
+    }
+}
+
 /// (year, month, day).
 pub type Ymd = (i32, u8, u8);
 

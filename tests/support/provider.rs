@@ -402,7 +402,8 @@ async fn read_request(stream: &mut TcpStream) -> Option<(String, Vec<(String, St
 /// 200 with `{"id":"re_endless","padding":"xxxx...` in chunks, forever: until a write fails
 /// because the client closed the connection. How many bytes it wrote.
 async fn endless(stream: &mut TcpStream) -> usize {
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     if stream.write_all(head.as_bytes()).await.is_err() {
         return 0;
     }

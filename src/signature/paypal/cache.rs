@@ -503,7 +503,10 @@ mod tests {
         }) else {
             panic!("expected a fetch");
         };
-        assert!(matches!(cache.lookup("b", at(0), None, unused), Lookup::Busy));
+        assert!(matches!(
+            cache.lookup("b", at(0), None, unused),
+            Lookup::Busy
+        ));
         // The same URL still joins the fetch in flight.
         assert!(matches!(
             cache.lookup("a", at(0), None, unused),
