@@ -111,11 +111,22 @@ impl Cli {
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!("deleted {deleted} expired idempotency record(s)");
-                let notifications =
-                    retention::run_pass(&mut conn, settings.notifications.retention, batch)
-                        .await
-                        .map_err(anyhow::Error::from)?;
-                println!("deleted {notifications} delivered notification(s) past retention");
+                let keep = retention::Keep::of(&settings.notifications);
+                let removed = retention::run_pass(&mut conn, keep, batch)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                println!(
+                    "deleted {} delivered notification(s) past retention",
+                    removed.delivered
+                );
+                println!(
+                    "deleted {} failed notification(s) past retention",
+                    removed.failed
+                );
+                println!(
+                    "dropped {} pending notification(s) of disabled endpoints beyond what they keep",
+                    removed.dropped
+                );
                 let transmissions = transmission::delete_expired(&mut conn, batch)
                     .await
                     .map_err(anyhow::Error::from)?;
@@ -238,7 +249,7 @@ async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError>
     );
     let recover_interval = settings.refunds.recover_interval;
     let checkpoint_interval = settings.ledger.checkpoint_interval;
-    let notification_retention = settings.notifications.retention;
+    let notification_retention = retention::Keep::of(&settings.notifications);
     let refunds_settings = settings.clone();
     let app = Application::build(settings).await?;
     let refunds = refunds_of(&refunds_settings, app.notifying())?;

@@ -77,6 +77,15 @@ impl NotifyEndpoint {
 pub struct NotificationSettings {
     /// Delivered notifications are deleted this long after their delivery.
     pub retention: Duration,
+    /// Failed notifications (every attempt of the schedule failed) are deleted this long after
+    /// their last attempt: long enough for an operator to redeliver them, not forever.
+    pub failed_retention: Duration,
+    /// The most pending notifications a disabled endpoint's merchant keeps: beyond it the
+    /// retention pass deletes the first due (the newest stay) and counts them on the endpoint.
+    pub disabled_keep: u64,
+    /// How fast the pending notifications of an endpoint that is enabled again come due, per
+    /// second (they would otherwise all come due at once).
+    pub release_per_sec: u64,
     /// Attempts one gateway has in flight at once, over all merchants.
     pub concurrency: usize,
     /// Attempts one gateway has in flight at once for one merchant, so a slow endpoint holds
@@ -460,6 +469,9 @@ struct RawMerchant {
 #[serde(deny_unknown_fields)]
 struct RawNotifications {
     retention_hours: Option<u64>,
+    failed_retention_hours: Option<u64>,
+    disabled_keep: Option<u64>,
+    release_per_sec: Option<u64>,
     concurrency: Option<u64>,
     per_merchant_concurrency: Option<u64>,
     attempt_timeout_ms: Option<u64>,
@@ -820,6 +832,17 @@ fn validate_notifications(raw: RawNotifications) -> Result<NotificationSettings,
         1,
         MAX_HOURS,
     )?;
+    let failed_retention_hours = raw.failed_retention_hours.unwrap_or(720);
+    within(
+        "notifications.failed_retention_hours",
+        failed_retention_hours,
+        1,
+        MAX_HOURS,
+    )?;
+    let disabled_keep = raw.disabled_keep.unwrap_or(100_000);
+    within("notifications.disabled_keep", disabled_keep, 1, 10_000_000)?;
+    let release_per_sec = raw.release_per_sec.unwrap_or(100);
+    within("notifications.release_per_sec", release_per_sec, 1, 100_000)?;
     let concurrency = raw.concurrency.unwrap_or(64);
     within("notifications.concurrency", concurrency, 1, 1000)?;
     let per_merchant = raw.per_merchant_concurrency.unwrap_or(8);
@@ -866,6 +889,9 @@ fn validate_notifications(raw: RawNotifications) -> Result<NotificationSettings,
     )?;
     Ok(NotificationSettings {
         retention: hours(retention_hours),
+        failed_retention: hours(failed_retention_hours),
+        disabled_keep,
+        release_per_sec,
         concurrency: concurrency as usize,
         per_merchant_concurrency: per_merchant as usize,
         attempt_timeout: Duration::from_millis(attempt_timeout_ms),

@@ -37,6 +37,8 @@ pub struct Metrics {
     notification_delivery: Histogram,
     notification_sender_last_run: IntGauge,
     notifications_deleted: IntCounter,
+    notifications_dropped: IntCounter,
+    notifications_pending_estimated: IntGauge,
 }
 
 impl Default for Metrics {
@@ -233,7 +235,23 @@ impl Metrics {
             &registry,
             IntCounter::new(
                 "gateway_notifications_deleted_total",
-                "Delivered merchant notifications deleted after their retention",
+                "Delivered and failed merchant notifications deleted after their retention",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notifications_dropped = register(
+            &registry,
+            IntCounter::new(
+                "gateway_notifications_dropped_total",
+                "Pending notifications of disabled endpoints deleted beyond [notifications] disabled_keep",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let notifications_pending_estimated = register(
+            &registry,
+            IntGauge::new(
+                "gateway_notifications_pending_estimated",
+                "1 when gateway_notifications_pending is the due index's estimate (over 10,000 pending), 0 when it was counted",
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
@@ -244,6 +262,8 @@ impl Metrics {
             notification_delivery,
             notification_sender_last_run,
             notifications_deleted,
+            notifications_dropped,
+            notifications_pending_estimated,
             registry,
             requests,
             latency,
@@ -319,8 +339,15 @@ impl Metrics {
     }
 
     /// The sender's reading of the backlog: pending notifications and the oldest one's wait.
-    pub fn record_notification_backlog(&self, pending: i64, oldest_secs: Option<f64>) {
+    pub fn record_notification_backlog(
+        &self,
+        pending: i64,
+        estimated: bool,
+        oldest_secs: Option<f64>,
+    ) {
         self.notifications_pending.set(pending);
+        self.notifications_pending_estimated
+            .set(i64::from(estimated));
         self.notifications_oldest_pending
             .set(oldest_secs.unwrap_or(0.0).max(0.0));
     }
@@ -345,6 +372,11 @@ impl Metrics {
 
     pub fn record_notifications_deleted(&self, deleted: u64) {
         self.notifications_deleted.inc_by(deleted);
+    }
+
+    /// Pending notifications of disabled endpoints deleted beyond what they keep.
+    pub fn record_notifications_dropped(&self, dropped: u64) {
+        self.notifications_dropped.inc_by(dropped);
     }
 
     /// The Prometheus text exposition, with the pool gauges (summed over the workers' pools)

@@ -140,6 +140,8 @@ diesel::table! {
         last_success_at -> Nullable<Timestamptz>,
         last_failure_at -> Nullable<Timestamptz>,
         last_error -> Nullable<Text>,
+        dropped -> Int8,
+        last_dropped_at -> Nullable<Timestamptz>,
     }
 }
 

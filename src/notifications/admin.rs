@@ -111,23 +111,36 @@ pub async fn redeliver(
         .map(NotificationView::from))
 }
 
-/// What a merchant's redelivery did.
+/// What one call of a merchant's redelivery did.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Redelivered {
     pub merchant_id: i64,
-    /// Notifications staged in the range, now pending and due.
+    /// Notifications of the range this call made pending and due (at most its `limit`).
     pub redelivered: usize,
+    /// More of the range remain: pass this as `cursor` (with the same window) for the next
+    /// part; absent when the range is done.
+    pub next_cursor: Option<String>,
 }
 
+/// Most rows one redelivery call sends again, and its default.
+pub const REDELIVER_MAX_LIMIT: i64 = 10_000;
+pub const REDELIVER_DEFAULT_LIMIT: i64 = 1_000;
+
+/// One part of a range redelivery: at most `limit` rows after `cursor` (`None`: the start).
 pub async fn redeliver_range(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
+    window: (DateTime<Utc>, DateTime<Utc>),
+    cursor: Option<i64>,
+    limit: i64,
 ) -> diesel::QueryResult<Redelivered> {
+    let (since, until) = window;
+    let part =
+        model::redeliver_range(conn, merchant_id, since, until, cursor.unwrap_or(0), limit).await?;
     Ok(Redelivered {
         merchant_id,
-        redelivered: model::redeliver_range(conn, merchant_id, since, until).await?,
+        redelivered: part.redelivered,
+        next_cursor: part.next_after.map(|id| id.to_string()),
     })
 }
 
@@ -135,7 +148,7 @@ pub async fn redeliver_range(
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Enabled {
     pub merchant_id: i64,
-    /// Its pending notifications, all due now, sent in order.
+    /// Its pending notifications, coming due from now at the release rate, in order.
     pub pending: i64,
     /// What the senders know of it (absent when none ever tried it).
     pub endpoint: Option<Endpoint>,
@@ -144,8 +157,9 @@ pub struct Enabled {
 pub async fn enable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+    release_per_sec: u64,
 ) -> diesel::QueryResult<Enabled> {
-    let pending = model::enable(conn, merchant_id).await?;
+    let pending = model::enable(conn, merchant_id, release_per_sec).await?;
     Ok(Enabled {
         merchant_id,
         pending,

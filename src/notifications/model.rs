@@ -81,6 +81,11 @@ pub struct Endpoint {
     #[schema(value_type = Option<String>)]
     pub last_failure_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
+    /// Pending notifications deleted while it was disabled, beyond what a disabled endpoint
+    /// keeps (`[notifications] disabled_keep`), and when the last went.
+    pub dropped: i64,
+    #[schema(value_type = Option<String>)]
+    pub last_dropped_at: Option<DateTime<Utc>>,
 }
 
 /// An endpoint with no success for this long is disabled (the contract's 5 days).
@@ -366,23 +371,63 @@ impl QueryFragment<Pg> for Release {
 }
 
 /// How many notifications are pending, and how long the oldest has waited.
-#[derive(Debug, Clone, Copy, QueryableByName)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backlog {
-    #[diesel(sql_type = BigInt)]
+    /// Exact up to [`BACKLOG_EXACT`]; above it the due index's size as the last VACUUM or
+    /// ANALYZE counted it (`estimated`).
     pub pending: i64,
-    #[diesel(sql_type = Nullable<Double>)]
+    pub estimated: bool,
     pub oldest_secs: Option<f64>,
 }
 
-/// The backlog, for the metrics (read from the partial index of pending rows).
+/// Pending rows the backlog counts one by one; beyond it, it takes the index's estimate.
+pub const BACKLOG_EXACT: i64 = 10_000;
+
+/// The backlog count: at most `$1` entries of the due index (index-only), and its estimate.
+const BACKLOG_COUNT_SQL: &str = "SELECT        (SELECT count(*) FROM (SELECT 1 FROM merchant_notifications WHERE status = 'pending'                               LIMIT $1) AS t) AS counted,        coalesce((SELECT reltuples::bigint FROM pg_class                  WHERE oid = 'idx_merchant_notifications_due'::regclass), 0) AS estimate";
+
+/// When the oldest pending notification was staged, without reading every pending row. The
+/// due index orders a merchant's pending rows by due time: its first row is either the
+/// merchant's oldest never-attempted row (whose due time is its staging time) or a retried row
+/// due earlier, which was staged earlier still. A retried row has an error and is in the
+/// attention index, by id, so its oldest is that index's first pending row. One probe per
+/// merchant with pending rows (a skip scan of the due index) and one of the attention index.
+/// A row in flight (its due time pushed past the lease) is not seen until it is due again.
+const BACKLOG_OLDEST_SQL: &str = "WITH RECURSIVE merchants AS (        (SELECT merchant_id FROM merchant_notifications WHERE status = 'pending'         ORDER BY merchant_id LIMIT 1)        UNION ALL        SELECT (SELECT n.merchant_id FROM merchant_notifications n                WHERE n.status = 'pending' AND n.merchant_id > m.merchant_id                ORDER BY n.merchant_id LIMIT 1)        FROM merchants m WHERE m.merchant_id IS NOT NULL)      SELECT extract(epoch FROM now() - least(        (SELECT min(first.created_at) FROM merchants m CROSS JOIN LATERAL (           SELECT created_at FROM merchant_notifications n           WHERE n.merchant_id = m.merchant_id AND n.status = 'pending'           ORDER BY n.next_attempt_at, n.id LIMIT 1) AS first),        (SELECT created_at FROM merchant_notifications         WHERE status = 'pending' AND last_error IS NOT NULL ORDER BY id LIMIT 1)))::float8        AS oldest_secs";
+
+#[derive(QueryableByName)]
+struct BacklogCount {
+    #[diesel(sql_type = BigInt)]
+    counted: i64,
+    #[diesel(sql_type = BigInt)]
+    estimate: i64,
+}
+
+#[derive(QueryableByName)]
+struct BacklogOldest {
+    #[diesel(sql_type = Nullable<Double>)]
+    oldest_secs: Option<f64>,
+}
+
+/// The backlog, for the metrics: bounded work whatever the number of pending rows.
 pub async fn backlog(conn: &mut AsyncPgConnection) -> QueryResult<Backlog> {
-    diesel::sql_query(
-        "SELECT count(*) AS pending, \
-                extract(epoch FROM now() - min(created_at))::float8 AS oldest_secs \
-         FROM merchant_notifications WHERE status = 'pending'",
-    )
-    .get_result(conn)
-    .await
+    let count: BacklogCount = diesel::sql_query(BACKLOG_COUNT_SQL)
+        .bind::<BigInt, _>(BACKLOG_EXACT + 1)
+        .get_result(conn)
+        .await?;
+    let oldest: BacklogOldest = diesel::sql_query(BACKLOG_OLDEST_SQL)
+        .get_result(conn)
+        .await?;
+    let estimated = count.counted > BACKLOG_EXACT;
+    Ok(Backlog {
+        pending: if estimated {
+            count.estimate.max(count.counted)
+        } else {
+            count.counted
+        },
+        estimated,
+        oldest_secs: oldest.oldest_secs,
+    })
 }
 
 /// Which notifications an admin list shows.
@@ -504,49 +549,91 @@ pub async fn redeliver(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Opt
     .optional()
 }
 
-/// Every notification of `merchant_id` staged in [since, until) is sent again; how many.
+/// One call's part of a range redelivery: how many it made pending again, and the id to go on
+/// after (`None`: the range is done).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangePart {
+    pub redelivered: usize,
+    pub next_after: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct Redone {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+}
+
+/// The notifications of `merchant_id` staged in [since, until) with an id above `after`, at
+/// most `limit` of them in id order, are sent again. A range of any size is redelivered a part
+/// per call, so no call holds more than `limit` rows locked nor makes more than that due at
+/// once.
 pub async fn redeliver_range(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> QueryResult<usize> {
+    after: i64,
+    limit: i64,
+) -> QueryResult<RangePart> {
     // Two halves, as in `list`: no one index holds all of a merchant's rows.
-    diesel::sql_query(format!(
+    let rows: Vec<Redone> = diesel::sql_query(format!(
         "UPDATE merchant_notifications {REDELIVER_SET} WHERE id = ANY(ARRAY( \
-           SELECT id FROM merchant_notifications \
-           WHERE merchant_id = $1 AND status = 'pending' AND created_at >= $2 AND created_at < $3 \
-           UNION ALL \
-           SELECT id FROM merchant_notifications \
-           WHERE merchant_id = $1 AND status <> 'pending' AND created_at >= $2 AND created_at < $3))"
+           SELECT id FROM ( \
+             (SELECT id FROM merchant_notifications \
+              WHERE merchant_id = $1 AND status = 'pending' AND created_at >= $2 \
+                AND created_at < $3 AND id > $4 ORDER BY id LIMIT $5) \
+             UNION ALL \
+             (SELECT id FROM merchant_notifications \
+              WHERE merchant_id = $1 AND status <> 'pending' AND created_at >= $2 \
+                AND created_at < $3 AND id > $4 ORDER BY id LIMIT $5)) AS t \
+           ORDER BY id LIMIT $5)) RETURNING id"
     ))
     .bind::<BigInt, _>(merchant_id)
     .bind::<Timestamptz, _>(since)
     .bind::<Timestamptz, _>(until)
-    .execute(conn)
-    .await
+    .bind::<BigInt, _>(after)
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await?;
+    let full = i64::try_from(rows.len()).is_ok_and(|n| n >= limit);
+    Ok(RangePart {
+        redelivered: rows.len(),
+        next_after: rows.iter().map(|r| r.id).max().filter(|_| full),
+    })
 }
 
-/// Enables `merchant_id`'s endpoint (a no-op when it is not disabled) and makes its pending
-/// notifications due now; returns how many are pending.
-pub async fn enable(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<i64> {
+/// Enables `merchant_id`'s endpoint (a no-op when it is not disabled) and lets its pending
+/// notifications come due again at `per_sec` a second, in the order they were due (each
+/// order's in staging order), from now: an endpoint back from an outage is not met with its
+/// whole backlog at once. Returns how many are pending.
+pub async fn enable(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    per_sec: u64,
+) -> QueryResult<i64> {
     #[derive(QueryableByName)]
     struct Pending {
         #[diesel(sql_type = BigInt)]
         pending: i64,
     }
+    let spacing_us = i64::try_from(1_000_000 / per_sec.max(1)).unwrap_or(i64::MAX);
     let row: Pending = diesel::sql_query(
         "WITH enabled AS ( \
            UPDATE notification_endpoints \
            SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL \
            WHERE merchant_id = $1), \
+         queue AS ( \
+           SELECT id, row_number() OVER (ORDER BY next_attempt_at, id) - 1 AS place \
+           FROM merchant_notifications WHERE merchant_id = $1 AND status = 'pending'), \
          due AS ( \
-           UPDATE merchant_notifications SET next_attempt_at = now() \
-           WHERE merchant_id = $1 AND status = 'pending' \
+           UPDATE merchant_notifications n \
+           SET next_attempt_at = now() + q.place * $2 * interval '1 microsecond' \
+           FROM queue q WHERE n.id = q.id \
            RETURNING 1) \
          SELECT count(*) AS pending FROM due",
     )
     .bind::<BigInt, _>(merchant_id)
+    .bind::<BigInt, _>(spacing_us)
     .get_result(conn)
     .await?;
     Ok(row.pending)
@@ -591,6 +678,83 @@ pub async fn delete_delivered(
     .bind::<BigInt, _>(batch)
     .execute(conn)
     .await
+}
+
+/// Deletes up to `batch` notifications that failed for good more than `retention` ago (by
+/// their last attempt); how many.
+pub async fn delete_failed(
+    conn: &mut AsyncPgConnection,
+    retention: std::time::Duration,
+    batch: i64,
+) -> QueryResult<usize> {
+    diesel::sql_query(
+        "DELETE FROM merchant_notifications WHERE id = ANY(ARRAY( \
+           SELECT id FROM merchant_notifications \
+           WHERE status = 'failed' AND last_attempt_at < now() - $1 * interval '1 millisecond' \
+           ORDER BY last_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
+    )
+    .bind::<BigInt, _>(millis(retention))
+    .bind::<BigInt, _>(batch)
+    .execute(conn)
+    .await
+}
+
+/// Pending notifications of `merchant_id` (a disabled endpoint's), counted to at most `upto`.
+pub async fn pending_upto(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    upto: i64,
+) -> QueryResult<i64> {
+    #[derive(QueryableByName)]
+    struct Counted {
+        #[diesel(sql_type = BigInt)]
+        counted: i64,
+    }
+    let row: Counted = diesel::sql_query(
+        "SELECT count(*) AS counted FROM (SELECT 1 FROM merchant_notifications \
+         WHERE merchant_id = $1 AND status = 'pending' LIMIT $2) AS t",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<BigInt, _>(upto)
+    .get_result(conn)
+    .await?;
+    Ok(row.counted)
+}
+
+/// Deletes the `n` first due pending notifications of a disabled endpoint's merchant and counts
+/// them on its endpoint, in one statement (so the count is the deletes); how many went. Only
+/// while the endpoint is still disabled: an enable meanwhile keeps them.
+pub async fn drop_first_due(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    n: i64,
+) -> QueryResult<i64> {
+    #[derive(QueryableByName)]
+    struct Dropped {
+        #[diesel(sql_type = BigInt)]
+        dropped: i64,
+    }
+    let row: Dropped = diesel::sql_query(
+        "WITH gone AS ( \
+           DELETE FROM merchant_notifications WHERE id = ANY(ARRAY( \
+             SELECT n.id FROM merchant_notifications n \
+             WHERE n.merchant_id = $1 AND n.status = 'pending' \
+               AND EXISTS (SELECT 1 FROM notification_endpoints e \
+                           WHERE e.merchant_id = $1 AND e.disabled_at IS NOT NULL) \
+             ORDER BY n.next_attempt_at, n.id LIMIT $2 FOR UPDATE SKIP LOCKED)) \
+           RETURNING 1), \
+         counted AS (SELECT count(*) AS dropped FROM gone), \
+         noted AS ( \
+           UPDATE notification_endpoints e \
+           SET dropped = e.dropped + c.dropped, last_dropped_at = now() \
+           FROM counted c WHERE e.merchant_id = $1 AND c.dropped > 0) \
+         SELECT dropped FROM counted",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<BigInt, _>(n)
+    .get_result(conn)
+    .await?;
+    Ok(row.dropped)
 }
 
 fn millis(d: std::time::Duration) -> i64 {

@@ -1,40 +1,121 @@
-//! Delivered notifications are deleted `[notifications] retention_hours` after their delivery,
-//! in small batches, by one gateway at a time (elected by an advisory lock, as the expiry
-//! cleaner is). Pending and failed notifications are kept: a failed one is the only trace of a
-//! change its merchant never heard of, until an admin redelivers it.
+//! What the notification table keeps, bounded in time and in rows, by one gateway at a time
+//! (elected by an advisory lock, as the expiry cleaner is), in small batches:
+//!
+//! - delivered notifications are deleted `[notifications] retention_hours` after delivery;
+//! - failed ones (every attempt of the schedule failed) `failed_retention_hours` after their
+//!   last attempt: until then a failed row is the trace of a change its merchant never heard
+//!   of, and an operator can redeliver it;
+//! - a disabled endpoint's merchant keeps at most `disabled_keep` pending notifications: its
+//!   rows keep coming while nothing is sent to it, so beyond the bound the first due go (the
+//!   newest stay, so each order's latest change among them is heard once it is enabled), and
+//!   are counted on the endpoint (`dropped`, shown to admins and on the console).
+//!
+//! Pending notifications of an endpoint that works are never deleted.
 
 use std::time::Duration;
 
 use diesel_async::AsyncPgConnection;
 
 use super::model;
+use crate::config::NotificationSettings;
 use crate::db;
 use crate::metrics::Metrics;
 
 /// Arbitrary but fixed: the advisory lock that elects one gateway for the retention pass.
 pub const LOCK_KEY: i64 = 0x6367_775f_6e74_6672; // "cgw_ntfr"
 
-/// One full pass: batches of `batch` until one comes back short; how many were deleted.
-pub async fn run_pass(
-    conn: &mut AsyncPgConnection,
-    retention: Duration,
-    batch: i64,
-) -> diesel::QueryResult<u64> {
-    let mut total = 0u64;
-    loop {
-        let deleted = model::delete_delivered(conn, retention, batch).await? as u64;
-        total += deleted;
-        if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
-            return Ok(total);
+/// How many batches of a disabled endpoint's overflow one count of its pending rows serves.
+const COUNTED_BATCHES: i64 = 20;
+
+/// What a pass keeps: the retention settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    pub delivered: Duration,
+    pub failed: Duration,
+    pub disabled_pending: u64,
+}
+
+impl Keep {
+    pub fn of(settings: &NotificationSettings) -> Self {
+        Self {
+            delivered: settings.retention,
+            failed: settings.failed_retention,
+            disabled_pending: settings.disabled_keep,
         }
     }
+}
+
+/// What a pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub delivered: u64,
+    pub failed: u64,
+    /// Pending notifications of disabled endpoints beyond what they keep.
+    pub dropped: u64,
+}
+
+/// One full pass: each kind in batches of `batch` until one comes back short.
+pub async fn run_pass(
+    conn: &mut AsyncPgConnection,
+    keep: Keep,
+    batch: i64,
+) -> diesel::QueryResult<Removed> {
+    let full = |n: u64| n >= u64::try_from(batch).unwrap_or(u64::MAX);
+    let mut removed = Removed::default();
+    loop {
+        let n = model::delete_delivered(conn, keep.delivered, batch).await? as u64;
+        removed.delivered += n;
+        if !full(n) {
+            break;
+        }
+    }
+    loop {
+        let n = model::delete_failed(conn, keep.failed, batch).await? as u64;
+        removed.failed += n;
+        if !full(n) {
+            break;
+        }
+    }
+    let bound = i64::try_from(keep.disabled_pending).unwrap_or(i64::MAX);
+    // A count reads at most this far past the bound, and serves that many batches of deletes.
+    let reach = batch.saturating_mul(COUNTED_BATCHES);
+    for endpoint in model::disabled_endpoints(conn).await? {
+        let merchant = endpoint.merchant_id;
+        let mut dropped_here = 0u64;
+        'counts: loop {
+            let pending = model::pending_upto(conn, merchant, bound.saturating_add(reach)).await?;
+            let mut over = pending - bound;
+            while over > 0 {
+                let dropped = model::drop_first_due(conn, merchant, over.min(batch)).await?;
+                if dropped <= 0 {
+                    // Enabled meanwhile, or its rows held by a claim: the next pass looks again.
+                    break 'counts;
+                }
+                over -= dropped;
+                dropped_here += dropped as u64;
+            }
+            if pending < bound.saturating_add(reach) {
+                break;
+            }
+        }
+        if dropped_here > 0 {
+            removed.dropped += dropped_here;
+            tracing::warn!(
+                merchant_id = merchant,
+                dropped = dropped_here,
+                kept = keep.disabled_pending,
+                "a disabled endpoint's first due pending notifications were dropped beyond what it keeps"
+            );
+        }
+    }
+    Ok(removed)
 }
 
 /// A pass every `interval`, by whichever gateway holds the lock, forever.
 pub async fn run_periodically(
     database_url: String,
     interval: Duration,
-    retention: Duration,
+    keep: Keep,
     batch: i64,
     metrics: Metrics,
 ) {
@@ -46,12 +127,13 @@ pub async fn run_periodically(
             let Some(mut conn) = db::connect_holding_lock(&database_url, LOCK_KEY).await? else {
                 return Ok::<_, anyhow::Error>(None);
             };
-            Ok(Some(run_pass(&mut conn, retention, batch).await?))
+            Ok(Some(run_pass(&mut conn, keep, batch).await?))
         };
         match pass.await {
-            Ok(Some(deleted)) => {
-                metrics.record_notifications_deleted(deleted);
-                tracing::debug!(deleted, "delivered notifications past retention removed");
+            Ok(Some(removed)) => {
+                metrics.record_notifications_deleted(removed.delivered + removed.failed);
+                metrics.record_notifications_dropped(removed.dropped);
+                tracing::debug!(?removed, "notifications past retention removed");
             }
             Ok(None) => tracing::debug!("another gateway holds the notification retention lock"),
             Err(error) => {

@@ -240,9 +240,11 @@ impl Sender {
             if Instant::now() >= next_backlog {
                 next_backlog = Instant::now() + BACKLOG_EVERY;
                 match model::backlog(db).await {
-                    Ok(backlog) => shared
-                        .metrics
-                        .record_notification_backlog(backlog.pending, backlog.oldest_secs),
+                    Ok(backlog) => shared.metrics.record_notification_backlog(
+                        backlog.pending,
+                        backlog.estimated,
+                        backlog.oldest_secs,
+                    ),
                     Err(error) => {
                         tracing::warn!(%error, "reading the notification backlog failed");
                         conn = None;

@@ -440,6 +440,8 @@ struct EndpointLine {
     reason: String,
     last_success_at: String,
     last_error: String,
+    /// Pending notifications dropped beyond what a disabled endpoint keeps.
+    dropped: i64,
 }
 
 /// How many failing and how many failed notifications the page lists (the newest).
@@ -469,6 +471,7 @@ async fn notifications(
                     reason: text(&e.disabled_reason),
                     last_success_at: e.last_success_at.map(time).unwrap_or_default(),
                     last_error: text(&e.last_error),
+                    dropped: e.dropped,
                 })
                 .collect(),
         },

@@ -154,6 +154,10 @@ pub struct RangeQuery {
     pub since: Option<String>,
     /// RFC 3339: staged before (default: now).
     pub until: Option<String>,
+    /// The previous call's `next_cursor`: the range goes on after it.
+    pub cursor: Option<String>,
+    /// Most notifications this call sends again (1 to 10000, default 1000).
+    pub limit: Option<i64>,
 }
 
 /// The merchant of the path, which must have a notification endpoint in this gateway's
@@ -168,8 +172,9 @@ fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> 
         })
 }
 
-/// `POST /admin/merchants/{id}/notifications/redeliver?since=&until=`: every notification of
-/// the merchant staged in the window is sent again, in order, under its `webhook-id`.
+/// `POST /admin/merchants/{id}/notifications/redeliver?since=&until=&cursor=&limit=`: the
+/// notifications of the merchant staged in the window are sent again, in order, under their
+/// `webhook-id`, at most `limit` per call; `next_cursor` goes on with the rest.
 #[utoipa::path(
     post,
     path = "/admin/merchants/{merchant_id}/notifications/redeliver",
@@ -195,14 +200,30 @@ pub async fn redeliver_merchant(
     let since = time("since", &query.since)?
         .ok_or_else(|| ApiError::InvalidQuery("since is required (RFC 3339)".into()))?;
     let until = time("until", &query.until)?.unwrap_or_else(Utc::now);
+    let cursor =
+        match &query.cursor {
+            Some(text) => Some(text.parse::<i64>().ok().filter(|id| *id >= 0).ok_or_else(
+                || ApiError::InvalidQuery("cursor: not a cursor of this list".into()),
+            )?),
+            None => None,
+        };
+    let limit = query.limit.unwrap_or(admin::REDELIVER_DEFAULT_LIMIT);
+    if !(1..=admin::REDELIVER_MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit must be 1 to {}",
+            admin::REDELIVER_MAX_LIMIT
+        )));
+    }
     let mut conn = api_pool.get().await?;
-    let redelivered = admin::redeliver_range(&mut conn, merchant_id, since, until).await?;
+    let redelivered =
+        admin::redeliver_range(&mut conn, merchant_id, (since, until), cursor, limit).await?;
     state.notifying.wake_handle().wake();
     Ok(HttpResponse::Accepted().json(redelivered))
 }
 
 /// `POST /admin/merchants/{id}/endpoint/enable`: a disabled endpoint (410, or 5 days without
-/// success) is enabled; its pending notifications are due now and go out in order.
+/// success) is enabled; its pending notifications come due again at `[notifications]
+/// release_per_sec` and go out in order.
 #[utoipa::path(
     post,
     path = "/admin/merchants/{merchant_id}/endpoint/enable",
@@ -224,7 +245,8 @@ pub async fn enable_endpoint(
 ) -> Result<HttpResponse, ApiError> {
     let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let mut conn = api_pool.get().await?;
-    let enabled = admin::enable(&mut conn, merchant_id).await?;
+    let release = state.settings.notifications.release_per_sec;
+    let enabled = admin::enable(&mut conn, merchant_id, release).await?;
     state.notifying.wake_handle().wake();
     Ok(HttpResponse::Ok().json(enabled))
 }

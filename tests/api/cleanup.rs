@@ -111,6 +111,8 @@ fn the_cleanup_command_prints_how_many_rows_it_deleted() {
         String::from_utf8_lossy(&output.stdout).trim(),
         "deleted 23000 expired idempotency record(s)\n\
          deleted 0 delivered notification(s) past retention\n\
+         deleted 0 failed notification(s) past retention\n\
+         dropped 0 pending notification(s) of disabled endpoints beyond what they keep\n\
          deleted 0 expired transmission binding(s)"
     );
 }

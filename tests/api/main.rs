@@ -22,6 +22,7 @@ mod hardening;
 mod health;
 mod migrations;
 mod money;
+mod notification_bounds;
 mod notifications;
 mod operability;
 mod orders;

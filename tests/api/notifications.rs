@@ -140,7 +140,7 @@ fn assert_verified(deliveries: &[Delivery]) {
     }
 }
 
-async fn admin_post(app: &TestApp, path: &str) -> (u16, Value) {
+pub(crate) async fn admin_post(app: &TestApp, path: &str) -> (u16, Value) {
     let response = app
         .client
         .post(app.url(path))
@@ -735,7 +735,7 @@ async fn a_merchants_list_and_range_redelivery_cover_its_pending_and_finished_ro
     assert!(receiver.hooks().is_empty(), "nothing was sent");
 }
 
-fn urlencode(text: &str) -> String {
+pub(crate) fn urlencode(text: &str) -> String {
     text.replace('+', "%2B").replace(':', "%3A")
 }
 
@@ -780,37 +780,46 @@ async fn the_console_lists_failing_and_failed_notifications_and_disabled_endpoin
     assert!(html.contains("gone"), "the disabled endpoint: {html}");
 }
 
+/// Issue 37, finding 4: failed rows were kept forever. Delivered ones go 168 hours after their
+/// delivery, failed ones 720 hours after their last attempt; pending ones stay.
 #[tokio::test]
-async fn delivered_notifications_are_deleted_after_their_retention_and_the_rest_are_kept() {
+async fn delivered_and_failed_notifications_are_deleted_after_their_retention_and_the_rest_are_kept()
+ {
     let app = crate::support::spawn_app().await;
     app.db
         .batch_execute(
-            "INSERT INTO merchant_notifications (merchant_id, kind, object_status, status, delivered_at) VALUES \
-               (42, 'order.paid', 'paid', 'delivered', now() - interval '169 hours'), \
-               (42, 'order.paid', 'paid', 'delivered', now() - interval '167 hours'), \
-               (42, 'order.paid', 'paid', 'failed', NULL), \
-               (42, 'order.paid', 'paid', 'pending', NULL)",
+            "INSERT INTO merchant_notifications (merchant_id, kind, object_status, status, delivered_at, last_attempt_at) VALUES \
+               (42, 'order.paid', 'delivered-169h', 'delivered', now() - interval '169 hours', NULL), \
+               (42, 'order.paid', 'delivered-167h', 'delivered', now() - interval '167 hours', NULL), \
+               (42, 'order.paid', 'failed-721h', 'failed', NULL, now() - interval '721 hours'), \
+               (42, 'order.paid', 'failed-719h', 'failed', NULL, now() - interval '719 hours'), \
+               (42, 'order.paid', 'pending', 'pending', NULL, now() - interval '900 hours')",
         )
         .await
         .unwrap();
-    let mut conn = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
-        &app.database_url,
-    )
-    .await
-    .unwrap();
-    let deleted = callback_gateway::notifications::retention::run_pass(
-        &mut conn,
-        app.settings.notifications.retention,
-        1,
-    )
-    .await
-    .unwrap();
-    assert_eq!(deleted, 1);
+    let mut conn = callback_gateway::db::connect(&app.database_url)
+        .await
+        .unwrap();
+    let keep = callback_gateway::notifications::retention::Keep::of(&app.settings.notifications);
+    let removed = callback_gateway::notifications::retention::run_pass(&mut conn, keep, 1)
+        .await
+        .unwrap();
     assert_eq!(
-        app.count("SELECT count(*) FROM merchant_notifications")
-            .await,
-        3
+        (removed.delivered, removed.failed, removed.dropped),
+        (1, 1, 0)
     );
+    let kept: Vec<String> = app
+        .db
+        .query(
+            "SELECT object_status FROM merchant_notifications ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kept, ["delivered-167h", "failed-719h", "pending"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
