@@ -52,6 +52,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "orders",
             "payment_disputes",
             "payments",
+            "provider_transmissions",
             "refund_requests"
         ]
     );
