@@ -175,6 +175,7 @@ diesel::table! {
         note -> Nullable<Text>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        reinstated_by -> Nullable<Text>,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Applying an [`Effect`] on the general path: `payment_apply` (migrations 000007, 000032) runs
+//! Applying an [`Effect`] on the general path: `payment_apply` (migrations 000007, 000032, 000050) runs
 //! the guarded writes in a subtransaction and says what it found, as a typed result.
 
 use diesel::QueryResult;
@@ -80,6 +80,10 @@ impl QueryFragment<Pg> for PaymentApply<'_> {
         out.push_bind_param::<Bool, _>(&self.0.notify)?;
         out.push_sql(", ");
         out.push_bind_param::<Nullable<Text>, _>(&self.0.reason)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&self.0.dispute.reinstated_by)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Bool, _>(&self.0.disputes_exceeded)?;
         out.push_sql(")");
         Ok(())
     }

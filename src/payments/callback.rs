@@ -17,7 +17,7 @@ use super::effect::Source;
 use super::event::{Parsed, PaymentEvent, Reading};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
-use super::state::{NoWrites, OrderState, Plan, expected_capture, plan};
+use super::state::{Disputes, NoWrites, OrderState, Plan, expected_capture, plan};
 use crate::deliveries::{self, Delivery};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, OneStatement};
@@ -131,7 +131,7 @@ impl ProcessCallback<'_> {
                 event,
                 state.order.as_ref(),
                 state.payment.as_ref(),
-                state.dispute.as_ref(),
+                state.disputes(),
             );
             match self.apply_plan(conn, event, &plan).await? {
                 Some(outcome) => return Ok(outcome),
@@ -174,21 +174,25 @@ impl ProcessCallback<'_> {
                 None => Ok(None),
             }
         };
-        let read_dispute = async {
+        let read_disputes = async {
             match event {
-                PaymentEvent::Dispute { dispute_id, .. } => {
+                PaymentEvent::Dispute {
+                    dispute_id,
+                    payment_id,
+                    ..
+                } => {
                     let key = DisputeKey {
                         merchant_id: self.source.merchant_id,
                         provider: self.source.provider,
                         dispute_id,
                     };
-                    Dispute::find(shared, key).await
+                    Dispute::for_event(shared, key, payment_id).await
                 }
-                _ => Ok(None),
+                _ => Ok(Vec::new()),
             }
         };
-        let (mut order, payment, dispute) =
-            futures_util::try_join!(lock_order, Payment::find(shared, key, true), read_dispute)?;
+        let (mut order, payment, disputes) =
+            futures_util::try_join!(lock_order, Payment::find(shared, key, true), read_disputes)?;
         // A refund's or a dispute's order is the one its payment names, read before any lock.
         // When the payment's capture committed between that read and the locked one, the
         // order was not locked (nor read): lock it now, or the plan would move the payment and
@@ -203,7 +207,10 @@ impl ProcessCallback<'_> {
         Ok(State {
             order: order.as_ref().map(order_state).transpose()?,
             payment: payment.map(|p| p.state()).transpose()?,
-            dispute: dispute.map(|d| d.state()).transpose()?,
+            disputes: disputes
+                .iter()
+                .map(Dispute::state)
+                .collect::<QueryResult<_>>()?,
         })
     }
 
@@ -294,7 +301,14 @@ impl ProcessCallback<'_> {
 struct State {
     order: Option<OrderState>,
     payment: Option<PaymentState>,
-    dispute: Option<DisputeState>,
+    /// For a dispute event: the dispute it names and every dispute of its payment.
+    disputes: Vec<DisputeState>,
+}
+
+impl State {
+    fn disputes(&self) -> Disputes<'_> {
+        Disputes(&self.disputes)
+    }
 }
 
 /// What the general path decided for a delivery.

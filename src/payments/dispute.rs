@@ -125,9 +125,12 @@ impl DisputeRecord {
 /// A dispute as the state machine needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DisputeState {
+    pub dispute_id: String,
     /// The payment its first event named; every later event must name the same.
     pub payment_id: String,
     pub record: DisputeRecord,
+    /// The reversal that gave its funds back without naming it (Paddle's), if one did.
+    pub reinstated_by: Option<String>,
 }
 
 /// Identifies a dispute: the provider's dispute id within one merchant and provider.
@@ -141,6 +144,7 @@ pub struct DisputeKey<'a> {
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = payment_disputes)]
 pub struct Dispute {
+    pub dispute_id: String,
     pub payment_id: String,
     pub funds: String,
     pub outcome: String,
@@ -149,6 +153,7 @@ pub struct Dispute {
     pub reinstated_minor: i64,
     pub account: Option<String>,
     pub note: Option<String>,
+    pub reinstated_by: Option<String>,
 }
 
 impl Dispute {
@@ -170,6 +175,7 @@ impl Dispute {
             None => None,
         };
         Ok(DisputeState {
+            dispute_id: self.dispute_id.clone(),
             payment_id: self.payment_id.clone(),
             record: DisputeRecord {
                 funds: known("funds", &self.funds, DisputeFunds::parse(&self.funds))?,
@@ -184,23 +190,32 @@ impl Dispute {
                 account,
                 note,
             },
+            reinstated_by: self.reinstated_by.clone(),
         })
     }
 
-    /// Reads the dispute. Not locked: every event of a dispute locks its payment first, which
-    /// orders them, and the writer's guard catches any other change.
-    pub async fn find(
+    /// Reads the disputes a dispute event's plan needs: the one it names (`key`, whichever
+    /// payment's it is) and every dispute of its payment (`payment_id`), in one statement (the
+    /// unique key and `idx_payment_disputes_payment`). Not locked: every event of a dispute
+    /// locks its payment first, which orders them, and the writer's guard catches any other
+    /// change.
+    pub async fn for_event(
         mut conn: &AsyncPgConnection,
         key: DisputeKey<'_>,
-    ) -> QueryResult<Option<Dispute>> {
+        payment_id: &str,
+    ) -> QueryResult<Vec<Dispute>> {
         payment_disputes::table
             .filter(payment_disputes::merchant_id.eq(key.merchant_id))
             .filter(payment_disputes::provider.eq(key.provider))
-            .filter(payment_disputes::dispute_id.eq(key.dispute_id))
+            .filter(
+                payment_disputes::dispute_id
+                    .eq(key.dispute_id)
+                    .or(payment_disputes::payment_id.eq(payment_id)),
+            )
+            .order(payment_disputes::id.asc())
             .select(Dispute::as_select())
-            .first(&mut conn)
+            .load(&mut conn)
             .await
-            .optional()
     }
 }
 
@@ -275,7 +290,7 @@ pub struct DisputeAttention {
     pub reinstated_minor: i64,
     /// Why it is listed: `exceeds_remaining` (its withdrawal took more than remained of the
     /// payment), `fee_not_booked` (its fee is in another currency and not in the ledger),
-    /// `won_not_reinstated` (closed won, the funds not given back yet), or `open` (not closed:
+    /// `won_not_reinstated` (closed won, the funds not all given back yet), or `open` (not closed:
     /// the merchant may answer it)
     #[diesel(sql_type = Text)]
     pub reason: String,
@@ -285,7 +300,7 @@ pub struct DisputeAttention {
 }
 
 /// The attention list's statement ($1 limit): newest first from the partial index
-/// `idx_payment_disputes_attention` (its predicate, verbatim), never a scan of every dispute.
+/// `idx_payment_disputes_attention_v2` (its predicate, verbatim), never a scan of every dispute.
 pub const ATTENTION_SQL: &str = "SELECT d.merchant_id, d.provider, d.dispute_id, d.payment_id, d.order_id, d.funds, \
             d.outcome, d.currency, d.withdrawn_minor, d.fee_minor, d.reinstated_minor, \
             CASE WHEN d.note IS NOT NULL THEN d.note \
@@ -293,13 +308,14 @@ pub const ATTENTION_SQL: &str = "SELECT d.merchant_id, d.provider, d.dispute_id,
                  ELSE 'open' END AS reason, \
             d.updated_at \
      FROM payment_disputes d \
-     WHERE d.outcome = 'open' OR d.note IS NOT NULL OR (d.outcome = 'won' AND d.funds = 'withdrawn') \
+     WHERE d.outcome = 'open' OR d.note IS NOT NULL \
+        OR (d.outcome = 'won' AND d.reinstated_minor < d.withdrawn_minor) \
      ORDER BY d.updated_at DESC, d.id DESC \
      LIMIT $1";
 
 impl DisputeAttention {
-    /// The newest `limit` disputes that are open, closed won with their funds still withdrawn,
-    /// or carry a note.
+    /// The newest `limit` disputes that are open, closed won with their funds not all back, or
+    /// carry a note.
     pub async fn newest(conn: &mut AsyncPgConnection, limit: i64) -> QueryResult<Vec<Self>> {
         diesel::sql_query(ATTENTION_SQL)
             .bind::<BigInt, _>(limit)

@@ -65,6 +65,9 @@ pub struct Effect {
     pub amount_c: Option<i64>,
     /// The dispute's row, as read and as written (all `None`: no dispute to write).
     pub dispute: DisputeWrite,
+    /// A refund that, with what the payment's disputes hold back, takes more than was captured
+    /// (the provider moved it all the same): the disputes holding funds are noted for finance.
+    pub disputes_exceeded: bool,
 }
 
 /// A dispute row's write (`payment_disputes_write`): the funds and outcome the plan read
@@ -80,6 +83,8 @@ pub struct DisputeWrite {
     pub reinstated_minor: Option<i64>,
     pub account: Option<&'static str>,
     pub note: Option<&'static str>,
+    /// The reversal that gives the dispute's funds back without naming it (Paddle's).
+    pub reinstated_by: Option<String>,
 }
 
 impl Effect {

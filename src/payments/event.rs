@@ -75,6 +75,13 @@ pub enum DisputeChange {
         amount: AmountMinor,
         currency: Currency,
     },
+    /// The provider gave `amount` back for one of the payment's withdrawals without naming
+    /// which (Paddle's `chargeback_reverse` names only its transaction). The event's dispute
+    /// id is the reversal's own; the planner picks the withdrawal it gives back.
+    FundsReinstatedUnnamed {
+        amount: AmountMinor,
+        currency: Currency,
+    },
     Closed(DisputeResult),
 }
 

@@ -5,10 +5,9 @@
 mod dispute;
 
 use dispute::Decision;
-pub use dispute::{DisputePlan, DisputePosting};
+pub use dispute::{DisputePlan, DisputePosting, Disputes};
 
 use super::ack::CallbackOutcome;
-use super::dispute::DisputeState;
 use super::effect::{DisputeWrite, Effect, Source};
 use super::event::{PaymentEvent, RefundAmount};
 use super::model::{PaymentState, PaymentStatus};
@@ -19,6 +18,9 @@ pub use crate::orders::model::{OrderMove, OrderState};
 
 /// Why an event under an id that posted another body was held or rejected.
 pub const EVENT_ID_REUSED: &str = "event_id_reused";
+/// Why an applied refund is in front of finance: with what disputes hold back it takes more
+/// than was captured.
+pub const REFUND_EXCEEDS_REMAINING: &str = "refund_exceeds_remaining";
 
 /// What an event does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +54,10 @@ pub enum Plan {
         order_move: Option<OrderMove>,
         from_unapplied: bool,
         currency: Currency,
+        /// With what the payment's disputes hold back, the refunds now take more than was
+        /// captured: the provider moved it (a refund made before a chargeback can arrive after
+        /// it), so it is booked, and the disputes holding funds are noted for finance.
+        exceeds_remaining: bool,
     },
     /// A dispute's withdrawal, reinstatement or close (see [`dispute`]).
     Dispute(Box<DisputePlan>),
@@ -109,6 +115,7 @@ impl Plan {
             account_c: None,
             amount_c: None,
             dispute: DisputeWrite::default(),
+            disputes_exceeded: false,
         };
         let effect = match self {
             &Plan::Capture {
@@ -149,6 +156,7 @@ impl Plan {
                 order_move,
                 from_unapplied,
                 currency,
+                exceeds_remaining,
             } => {
                 let merchant = if from_unapplied {
                     MerchantAccount::Unapplied
@@ -162,6 +170,7 @@ impl Plan {
                     disputed_from: Some(disputed_minor),
                     disputed_to: Some(disputed_minor),
                     refund_id: refund_id.map(str::to_owned),
+                    disputes_exceeded: exceeds_remaining,
                     ..base(
                         order_move.map(|m| m.order_id),
                         payment_to,
@@ -232,6 +241,13 @@ impl Plan {
                 reason: dispute.reason,
                 ..CallbackOutcome::applied(transfer_id)
             },
+            Plan::Refund {
+                exceeds_remaining: true,
+                ..
+            } => CallbackOutcome {
+                reason: Some(REFUND_EXCEEDS_REMAINING),
+                ..CallbackOutcome::applied(transfer_id)
+            },
             _ => CallbackOutcome::applied(transfer_id),
         }
     }
@@ -255,19 +271,19 @@ pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
         currency: currency.code().to_owned(),
         status: OrderStatus::PendingPayment,
     };
-    match plan(event, Some(&expected_order), None, None) {
+    match plan(event, Some(&expected_order), None, Disputes::default()) {
         capture @ Plan::Capture { .. } => Some(capture),
         _ => None,
     }
 }
 
-/// Decides what `event` does to `order`, `payment` and, for a dispute event, its `dispute`
-/// (any of them may be unknown).
+/// Decides what `event` does to `order`, `payment` and, for a dispute event, the `disputes`
+/// it names and its payment has (any of them may be unknown).
 pub fn plan(
     event: &PaymentEvent,
     order: Option<&OrderState>,
     payment: Option<&PaymentState>,
-    dispute: Option<&DisputeState>,
+    disputes: Disputes<'_>,
 ) -> Plan {
     match event {
         PaymentEvent::Succeeded {
@@ -298,7 +314,7 @@ pub fn plan(
                 payment_id,
                 dispute_id,
             };
-            match dispute::plan_dispute(named, *change, order, payment, dispute) {
+            match dispute::plan_dispute(named, *change, order, payment, disputes) {
                 Decision::Apply(plan) => Plan::Dispute(plan),
                 Decision::Ignore(reason) => Plan::Ignore(reason),
                 Decision::Reject(reason) => Plan::Reject(reason),
@@ -373,12 +389,14 @@ fn plan_refund(
     if refunded_total > payment.captured_minor {
         return Plan::Reject("refund_exceeds_captured");
     }
-    // What disputes hold back cannot be refunded too: the customer would be paid twice.
-    match payment.refundable_minor() {
-        Some(refundable) if amount_minor <= refundable => {}
-        Some(_) => return Plan::Reject("refund_exceeds_refundable"),
-        None => return Plan::Reject("amount_out_of_range"),
-    }
+    // A refund the provider reports is money it moved: within what was captured it is booked
+    // even when disputes hold part of it back (it was made before a chargeback that arrived
+    // first, or the provider refunded a disputed payment). Merchant refunds, which the gateway
+    // asks for, stop at what disputes leave (refunds/create.rs); here the excess is noted.
+    let Some(refundable) = payment.refundable_minor() else {
+        return Plan::Reject("amount_out_of_range");
+    };
+    let exceeds_remaining = amount_minor > refundable;
     let held = payment.status == PaymentStatus::Held;
     // A payment in dispute stays in dispute; a reinstatement later returns it to what its
     // refunds make it.
@@ -414,6 +432,7 @@ fn plan_refund(
         order_move,
         from_unapplied: held,
         currency,
+        exceeds_remaining,
     }
 }
 
@@ -428,7 +447,7 @@ mod tests {
         order: Option<&OrderState>,
         payment: Option<&PaymentState>,
     ) -> Plan {
-        super::plan(event, order, payment, None)
+        super::plan(event, order, payment, Disputes::default())
     }
 
     fn usd() -> Currency {
@@ -621,7 +640,8 @@ mod tests {
                     to: OrderStatus::PartiallyRefunded,
                 }),
                 from_unapplied: false,
-                currency: usd()
+                currency: usd(),
+                exceeds_remaining: false,
             }
         );
     }
@@ -702,24 +722,17 @@ mod tests {
                 payment_to: PaymentStatus::Held,
                 order_move: None,
                 from_unapplied: true,
-                currency: usd()
+                currency: usd(),
+                exceeds_remaining: false,
             }
         );
     }
 
     #[test]
-    fn a_refund_cannot_take_what_a_dispute_holds_back() {
+    fn a_refund_the_provider_made_is_booked_even_where_a_dispute_holds_funds_back_and_noted() {
         let mut disputed = payment(PaymentStatus::Disputed, 0);
         disputed.disputed_minor = 4000;
-        assert_eq!(
-            plan(
-                &refund(delta(1001)),
-                Some(&order(OrderStatus::Disputed)),
-                Some(&disputed)
-            ),
-            Plan::Reject("refund_exceeds_refundable")
-        );
-        // What remains may be refunded; the payment and its order stay disputed.
+        // Within what disputes leave: booked as any refund; the payment stays disputed.
         assert_eq!(
             plan(
                 &refund(delta(1000)),
@@ -735,23 +748,62 @@ mod tests {
                 payment_to: PaymentStatus::Disputed,
                 order_move: None,
                 from_unapplied: false,
-                currency: usd()
+                currency: usd(),
+                exceeds_remaining: false,
             }
+        );
+        // Beyond it (the refund came before the chargeback at the provider, and after it
+        // here): the provider moved it, so it is booked too, with its reason.
+        let over = plan(
+            &refund(delta(1001)),
+            Some(&order(OrderStatus::Disputed)),
+            Some(&disputed),
+        );
+        assert!(
+            matches!(
+                over,
+                Plan::Refund {
+                    amount_minor: 1001,
+                    refunded_total: 1001,
+                    payment_to: PaymentStatus::Disputed,
+                    exceeds_remaining: true,
+                    ..
+                }
+            ),
+            "{over:?}"
+        );
+        let outcome = over.outcome(Some(3));
+        assert_eq!(
+            (outcome.outcome, outcome.reason),
+            (
+                crate::payments::ack::Outcome::Applied,
+                Some(REFUND_EXCEEDS_REMAINING)
+            )
+        );
+        // Never beyond what was captured.
+        assert_eq!(
+            plan(&refund(delta(5001)), None, Some(&disputed)),
+            Plan::Reject("refund_exceeds_captured")
         );
     }
 
     #[test]
-    fn a_refund_of_a_charged_back_payment_is_rejected() {
+    fn a_refund_of_a_charged_back_payment_is_booked_and_it_stays_charged_back() {
         let mut charged_back = payment(PaymentStatus::ChargedBack, 0);
         charged_back.disputed_minor = 5000;
-        assert_eq!(
+        assert!(matches!(
             plan(
                 &refund(delta(1)),
                 Some(&order(OrderStatus::ChargedBack)),
                 Some(&charged_back)
             ),
-            Plan::Reject("refund_exceeds_refundable")
-        );
+            Plan::Refund {
+                payment_to: PaymentStatus::ChargedBack,
+                order_move: None,
+                exceeds_remaining: true,
+                ..
+            }
+        ));
         // Reinstated funds are refundable again.
         let mut reinstated = payment(PaymentStatus::Succeeded, 0);
         reinstated.disputed_minor = 0;
@@ -763,6 +815,7 @@ mod tests {
             ),
             Plan::Refund {
                 payment_to: PaymentStatus::Refunded,
+                exceeds_remaining: false,
                 ..
             }
         ));
@@ -784,7 +837,7 @@ mod tests {
     #[test]
     fn a_withdrawal_under_a_reused_event_id_is_rejected_and_a_close_stays() {
         let p = payment(PaymentStatus::Succeeded, 0);
-        let withdraw = super::plan(&withdrawal(5000), None, Some(&p), None);
+        let withdraw = super::plan(&withdrawal(5000), None, Some(&p), Disputes::default());
         assert!(matches!(withdraw, Plan::Dispute(_)), "{withdraw:?}");
         assert_eq!(
             withdraw.for_reused_event_id(),
@@ -797,7 +850,7 @@ mod tests {
                 crate::payments::event::DisputeResult::Won,
             ),
         };
-        let close = super::plan(&close, None, Some(&p), None);
+        let close = super::plan(&close, None, Some(&p), Disputes::default());
         assert!(matches!(close, Plan::Dispute(_)), "{close:?}");
         assert_eq!(close.for_reused_event_id(), close);
     }
@@ -805,7 +858,8 @@ mod tests {
     #[test]
     fn a_withdrawal_beyond_what_remains_is_applied_with_its_reason() {
         let p = payment(PaymentStatus::Succeeded, 0);
-        let outcome = super::plan(&withdrawal(6000), None, Some(&p), None).outcome(Some(9));
+        let outcome =
+            super::plan(&withdrawal(6000), None, Some(&p), Disputes::default()).outcome(Some(9));
         assert_eq!(
             (outcome.outcome, outcome.reason, outcome.transfer_id),
             (
@@ -819,7 +873,7 @@ mod tests {
     #[test]
     fn a_dispute_of_an_uncaptured_payment_waits_like_a_refund() {
         assert_eq!(
-            super::plan(&withdrawal(100), None, None, None),
+            super::plan(&withdrawal(100), None, None, Disputes::default()),
             Plan::OutOfOrder("payment_not_captured")
         );
     }

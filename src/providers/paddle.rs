@@ -6,8 +6,12 @@
 //! `refund` once `approved`; Paddle writes amounts as strings of minor units (`"1180"`).
 //! Chargebacks are adjustments too: action `chargeback` withdraws `totals.total` with the fee
 //! `payout_totals.chargeback_fee.amount`, action `chargeback_reverse` reinstates, each once
-//! `approved`. Paddle gives a chargeback no id of its own, so its transaction's id names the
-//! dispute; `chargeback_warning` (a warning, no money moved for the transaction) is ignored.
+//! `approved`. Each adjustment is its own money movement with its own id (`adj_...`; Paddle
+//! never changes one), so a chargeback's adjustment id names its dispute: a transaction charged
+//! back, reversed and charged back again is two withdrawals. A `chargeback_reverse` names only
+//! its transaction, not the chargeback it reverses: it is a reinstatement of one of the
+//! payment's withdrawals (`FundsReinstatedUnnamed`, the planner picks which), once per reversal
+//! adjustment id. `chargeback_warning` (a warning, no money moved) is ignored.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -209,11 +213,11 @@ fn chargeback(data: &Object<'_>) -> Result<Parsed, Unusable> {
             fee_in_other_currency,
         }
     } else {
-        DisputeChange::FundsReinstated { amount, currency }
+        DisputeChange::FundsReinstatedUnnamed { amount, currency }
     };
     Ok(Parsed::Event(PaymentEvent::Dispute {
         payment_id: data.id("transaction_id")?,
-        dispute_id: data.id("transaction_id")?,
+        dispute_id: data.id("id")?,
         change,
     }))
 }
@@ -367,31 +371,31 @@ mod tests {
                 "chargeback",
                 "approved",
                 fee,
-                "withdrawn txn_1 txn_1 5000+1500 USD",
+                "withdrawn txn_1 adj_1 5000+1500 USD",
             ),
             (
                 "chargeback",
                 "approved",
                 fee_in_eur.as_str(),
-                "withdrawn txn_1 txn_1 5000+0? USD",
+                "withdrawn txn_1 adj_1 5000+0? USD",
             ),
             (
                 "chargeback",
                 "approved",
                 no_fee,
-                "withdrawn txn_1 txn_1 5000+0 USD",
+                "withdrawn txn_1 adj_1 5000+0 USD",
             ),
             (
                 "chargeback",
                 "approved",
                 "",
-                "withdrawn txn_1 txn_1 5000+0 USD",
+                "withdrawn txn_1 adj_1 5000+0 USD",
             ),
             (
                 "chargeback_reverse",
                 "approved",
                 "",
-                "reinstated txn_1 txn_1 5000 USD",
+                "reinstated-unnamed txn_1 adj_1 5000 USD",
             ),
             (
                 "chargeback",

@@ -12,8 +12,8 @@ use crate::support::gateway::GatewayProcess;
 use crate::support::payloads::{self, Kind, Payload};
 use crate::support::provider::FakeProvider;
 use crate::support::{
-    ACME, ADMIN_TOKEN, MERCHANT, PADDLE, STRIPE, TestApp, all_providers, answer, connect,
-    refund_config, sign, spawn_app_with, until_lock_waiters_on,
+    ACME, ADMIN_TOKEN, MERCHANT, STRIPE, TestApp, all_providers, answer, connect, refund_config,
+    sign, spawn_app_with, until_lock_waiters_on,
 };
 
 /// A real gateway process and a connection to its database.
@@ -896,47 +896,46 @@ async fn a_refund_webhook_and_a_withdrawal_arriving_together_are_decided_one_aft
             "{first:?}: {refund:?} {withdrawal:?}"
         );
         let (refund, withdrawal) = (json(&refund.2), json(&withdrawal.2));
-        // The withdrawal is posted either way (the provider moved it); the refund fits only
-        // if it came first.
+        // Both are posted, in either order (the provider moved both): the same books, the same
+        // statuses. The one that came second says they took more than was captured, and the
+        // dispute is in front of finance either way.
         assert_eq!(withdrawal["outcome"], "applied", "{first:?}: {withdrawal}");
-        let clearing = balance(&app, "psp_clearing:acme").await;
+        assert_eq!(refund["outcome"], "applied", "{first:?}: {refund}");
         match first {
             First::Refund => {
-                assert_eq!(refund["outcome"], "applied", "{refund}");
+                assert!(refund.get("reason").is_none(), "{refund}");
                 assert_eq!(
                     withdrawal["reason"], "withdrawal_exceeds_remaining",
                     "{withdrawal}"
                 );
-                assert_eq!(clearing, 5000 - 3000 - 5000);
-                assert_eq!(app.order_status(order).await, "disputed");
             }
             First::Withdrawal => {
-                assert_eq!(
-                    (refund["outcome"].as_str(), refund["reason"].as_str()),
-                    (Some("rejected"), Some("refund_exceeds_refundable")),
-                    "{refund}"
-                );
                 assert!(withdrawal.get("reason").is_none(), "{withdrawal}");
-                assert_eq!(
-                    clearing, 0,
-                    "the withdrawal took it all; the refund is not posted"
-                );
-                // The rejected webhook is in front of finance, and the request still waits.
-                assert_eq!(
-                    app.count(
-                        "SELECT count(*) FROM callback_deliveries \
-                         WHERE event_id = 'evt_ref' AND outcome = 'rejected'"
-                    )
-                    .await,
-                    1
-                );
-                assert_eq!(
-                    app.count("SELECT count(*) FROM refund_requests WHERE status = 'pending'")
-                        .await,
-                    1
-                );
+                assert_eq!(refund["reason"], "refund_exceeds_remaining", "{refund}");
             }
         }
+        assert_eq!(
+            balance(&app, "psp_clearing:acme").await,
+            5000 - 3000 - 5000,
+            "{first:?}"
+        );
+        assert_eq!(app.order_status(order).await, "disputed", "{first:?}");
+        assert_eq!(
+            app.count(
+                "SELECT count(*) FROM payment_disputes \
+                 WHERE dispute_id = 'dp_1' AND note = 'exceeds_remaining'"
+            )
+            .await,
+            1,
+            "{first:?}"
+        );
+        // The merchant's refund request is settled by its posted webhook.
+        assert_eq!(
+            app.count("SELECT count(*) FROM refund_requests WHERE status = 'succeeded'")
+                .await,
+            1,
+            "{first:?}"
+        );
         assert_eq!(
             balance(&app, "psp_clearing:acme").await + balance(&app, "merchant_payable").await,
             0,
@@ -1146,11 +1145,12 @@ async fn the_attention_list_of_disputes_reads_its_partial_index_at_200k_disputes
     app.db
         .batch_execute(
             "INSERT INTO payment_disputes (merchant_id, provider, dispute_id, payment_id, order_id, \
-                                           funds, outcome, currency, withdrawn_minor, updated_at) \
+                                           funds, outcome, currency, withdrawn_minor, updated_at, reinstated_minor) \
              SELECT 42, 'acme', 'dp_' || g, 'pay_' || g, g, \
                     CASE WHEN g % 1000 = 0 THEN 'withdrawn' ELSE 'reinstated' END, \
                     CASE WHEN g % 1000 = 0 THEN 'open' ELSE 'won' END, 'USD', 1000, \
-                    now() - g * interval '1 second' \
+                    now() - g * interval '1 second', \
+                    CASE WHEN g % 1000 = 0 THEN 0 ELSE 1000 END \
              FROM generate_series(1, 200000) g; \
              ANALYZE payment_disputes;",
         )
@@ -1160,7 +1160,7 @@ async fn the_attention_list_of_disputes_reads_its_partial_index_at_200k_disputes
     let plan = app.explain(&sql).await;
     println!("{plan}");
     assert!(
-        plan.contains("idx_payment_disputes_attention")
+        plan.contains("idx_payment_disputes_attention_v2")
             && !plan.contains("Seq Scan on payment_disputes"),
         "{plan}"
     );
@@ -1267,13 +1267,8 @@ async fn a_providers_chargeback_posts_once_and_its_reinstatement_gives_it_back(p
     let clearing = format!("psp_clearing:{provider}");
     let clearing = clearing.as_str();
     let order = gateway.order(5000).await;
-    // Paddle names a chargeback by its transaction (the payment); the others by their own id.
     let payment = format!("pay{order}");
-    let dispute = if provider == PADDLE {
-        payment.clone()
-    } else {
-        format!("dsp{order}")
-    };
+    let dispute = format!("dsp{order}");
     let capture = payloads::payload(
         provider,
         "cap",

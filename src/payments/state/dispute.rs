@@ -9,11 +9,16 @@
 //!   dispute is ignored;
 //! - a reinstatement needs its withdrawal (else it waits) and posts one `chargeback_reversal`,
 //!   the amount back to the account the withdrawal came from;
-//! - a close records won or lost; lost while the funds are withdrawn charges the payment back;
-//! - the payment is `disputed` while a dispute holds funds back and `charged_back` once one
-//!   closed lost; when the last withdrawn funds come back it returns to what its refunds make
-//!   it. Its order follows. A held payment stays held and no order moves for it: its money was
-//!   never the order's.
+//! - a reinstatement that names no dispute (Paddle's) gives back one of the payment's
+//!   withdrawals, the same one whatever order the events came in ([`reversal_target`]), once
+//!   per reversal id;
+//! - a close records won or lost;
+//! - the payment's status follows from all of its disputes as they are after the event
+//!   ([`status_with`]), never from the path that led there: `charged_back` while one closed
+//!   lost holds funds back, `disputed` while an open one does, else what its refunds make it
+//!   (a dispute closed won holds nothing back, even before its funds are all back). Its order
+//!   follows. A held payment stays held and no order moves for it: its money was never the
+//!   order's.
 
 use crate::ledger::{Entries, MerchantAccount, TransferKind};
 use crate::money::{AmountMinor, Currency};
@@ -56,6 +61,8 @@ pub struct DisputePlan {
     /// The dispute's funds and outcome as read (`None`: no row yet), and its row afterwards.
     pub dispute_from: Option<(DisputeFunds, DisputeOutcome)>,
     pub dispute_to: DisputeRecord,
+    /// The id of the reversal that gives this dispute's funds back without naming it.
+    pub reinstated_by: Option<String>,
     /// Why the applied event is in front of finance, if it is.
     pub reason: Option<&'static str>,
 }
@@ -94,24 +101,65 @@ impl DisputePosting {
     }
 }
 
-/// Decides what a dispute event does. `payment` and `dispute` as read, under the payment's lock.
+/// The disputes a dispute event's plan reads, under its payment's lock: the one the event
+/// names (by its id, whichever payment's it is), and every dispute of the event's payment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disputes<'a>(pub &'a [DisputeState]);
+
+impl<'a> Disputes<'a> {
+    fn named(self, dispute_id: &str) -> Option<&'a DisputeState> {
+        self.0.iter().find(|d| d.dispute_id == dispute_id)
+    }
+
+    fn of_payment(self, payment_id: &'a str) -> impl Iterator<Item = &'a DisputeState> + Clone {
+        self.0.iter().filter(move |d| d.payment_id == payment_id)
+    }
+}
+
+/// Decides what a dispute event does. `payment` and `disputes` as read, under the payment's
+/// lock.
 pub fn plan_dispute(
     named: Named<'_>,
     change: DisputeChange,
     order: Option<&OrderState>,
     payment: Option<&PaymentState>,
-    dispute: Option<&DisputeState>,
+    disputes: Disputes<'_>,
 ) -> Decision {
     let Some(payment) = payment.filter(|p| p.status.is_captured()) else {
         // A dispute of a payment not captured here yet: let the provider redeliver it later.
         return Decision::Wait("payment_not_captured");
     };
-    if dispute.is_some_and(|d| d.payment_id != named.payment_id) {
-        return Decision::Reject("dispute_payment_mismatch");
-    }
-    let from = dispute.map(|d| d.record);
+    // The dispute the event changes: the one it names, or for a reversal that names none the
+    // withdrawal it gives back.
+    let (dispute_id, from, reinstated_by) = match change {
+        DisputeChange::FundsReinstatedUnnamed { amount, .. } => {
+            if disputes
+                .of_payment(named.payment_id)
+                .any(|d| d.reinstated_by.as_deref() == Some(named.dispute_id))
+            {
+                // This reversal gave a withdrawal back already (reported again, another event id).
+                return Decision::Ignore("already_applied");
+            }
+            let Some(target) = reversal_target(disputes.of_payment(named.payment_id), amount.get())
+            else {
+                // Its chargeback has not arrived yet: let the provider redeliver this later.
+                return Decision::Wait("dispute_not_withdrawn");
+            };
+            (
+                target.dispute_id.as_str(),
+                Some(target.record),
+                Some(named.dispute_id.to_owned()),
+            )
+        }
+        _ => {
+            let seen = disputes.named(named.dispute_id);
+            if seen.is_some_and(|d| d.payment_id != named.payment_id) {
+                return Decision::Reject("dispute_payment_mismatch");
+            }
+            (named.dispute_id, seen.map(|d| d.record), None)
+        }
+    };
     let record = from.unwrap_or(DisputeRecord::NEW);
-    let held = payment.status == PaymentStatus::Held;
     let step = match change {
         DisputeChange::FundsWithdrawn {
             amount,
@@ -126,7 +174,8 @@ pub fn plan_dispute(
             currency,
             fee_in_other_currency,
         ),
-        DisputeChange::FundsReinstated { amount, currency } => {
+        DisputeChange::FundsReinstated { amount, currency }
+        | DisputeChange::FundsReinstatedUnnamed { amount, currency } => {
             reinstate(payment, record, amount, currency)
         }
         DisputeChange::Closed(result) => close(payment, record, result),
@@ -135,27 +184,84 @@ pub fn plan_dispute(
         Ok(step) => step,
         Err(decision) => return decision,
     };
+    // The payment's status follows from every one of its disputes as they will be: the one
+    // changed here as the step leaves it, the others as read. So it does not depend on the
+    // order in which their events arrived.
+    let others = disputes
+        .of_payment(named.payment_id)
+        .filter(|d| d.dispute_id != dispute_id)
+        .map(|d| d.record);
+    let payment_to = status_with(payment, others.chain([step.record]));
+    let held = payment.status == PaymentStatus::Held;
     let order_id = if held { None } else { payment.order_id };
     Decision::Apply(Box::new(DisputePlan {
-        dispute_id: named.dispute_id.to_owned(),
+        dispute_id: dispute_id.to_owned(),
         payment_from: payment.status,
-        payment_to: step.payment_to,
+        payment_to,
         refunded_minor: payment.refunded_minor,
         disputed_from: payment.disputed_minor,
         disputed_to: step.disputed_to,
         order_id,
-        order_move: order_following(order, order_id, step.payment_to),
+        order_move: order_following(order, order_id, payment_to),
         currency: payment.currency.clone(),
         posting: step.posting,
         dispute_from: from.map(|r| (r.funds, r.outcome)),
         dispute_to: step.record,
+        reinstated_by,
         reason: step.reason,
     }))
 }
 
+/// A captured payment's status, given every one of its disputes: `charged_back` while a
+/// dispute closed lost holds funds back, else `disputed` while an open one does, else what its
+/// refunds make it. A dispute closed won holds nothing back as far as the payment goes, even
+/// before (or without) all of its funds coming back: the dispute is over, and what the
+/// provider still holds is in `/admin/attention` (`won_not_reinstated`). A held payment stays
+/// held: its money was never its order's.
+pub(crate) fn status_with(
+    payment: &PaymentState,
+    disputes: impl IntoIterator<Item = DisputeRecord>,
+) -> PaymentStatus {
+    if payment.status == PaymentStatus::Held {
+        return PaymentStatus::Held;
+    }
+    let (mut open, mut lost) = (false, false);
+    for dispute in disputes {
+        if dispute.withdrawn_minor > dispute.reinstated_minor {
+            match dispute.outcome {
+                DisputeOutcome::Open => open = true,
+                DisputeOutcome::Lost => lost = true,
+                DisputeOutcome::Won => {}
+            }
+        }
+    }
+    if lost {
+        PaymentStatus::ChargedBack
+    } else if open {
+        PaymentStatus::Disputed
+    } else {
+        PaymentStatus::settled(payment.captured_minor, payment.refunded_minor)
+    }
+}
+
+/// The withdrawal a reversal that names none gives back: one of the payment's disputes whose
+/// funds are withdrawn, of the same amount when there is one, then the smallest dispute id
+/// (Paddle's adjustment ids grow with time, so the oldest). The choice depends on the disputes
+/// there are, not on the order their events came in.
+fn reversal_target<'a>(
+    disputes: impl Iterator<Item = &'a DisputeState>,
+    amount: i64,
+) -> Option<&'a DisputeState> {
+    disputes
+        .filter(|d| d.record.funds == DisputeFunds::Withdrawn)
+        .min_by(|a, b| {
+            let key = |d: &DisputeState| (d.record.withdrawn_minor != amount, d.dispute_id.clone());
+            key(a).cmp(&key(b))
+        })
+}
+
 /// What one dispute event changes, before the parts every event shares are added.
 struct Step {
-    payment_to: PaymentStatus,
     disputed_to: i64,
     posting: Option<DisputePosting>,
     record: DisputeRecord,
@@ -192,24 +298,14 @@ fn withdraw(
     } else if fee_in_other_currency {
         (Some(DisputeNote::FeeNotBooked), Some(FEE_NOT_BOOKED))
     } else {
-        (None, None)
+        (record.note, None)
     };
     let account = if held {
         MerchantAccount::Unapplied
     } else {
         MerchantAccount::Payable
     };
-    // It may have closed before its funds moved: lost is then charged back at once.
-    let payment_to = if held {
-        PaymentStatus::Held
-    } else if record.outcome == DisputeOutcome::Lost || payment.status == PaymentStatus::ChargedBack
-    {
-        PaymentStatus::ChargedBack
-    } else {
-        PaymentStatus::Disputed
-    };
     Ok(Step {
-        payment_to,
         disputed_to,
         posting: Some(DisputePosting::Chargeback {
             amount_minor: amount,
@@ -255,21 +351,12 @@ fn reinstate(
         return Err(Decision::Reject("amount_out_of_range"));
     };
     let held = payment.status == PaymentStatus::Held;
-    let payment_to = if held {
-        PaymentStatus::Held
-    } else if disputed_to == 0 {
-        // Nothing held back any more: back to what its refunds make it.
-        PaymentStatus::settled(payment.captured_minor, payment.refunded_minor)
-    } else {
-        payment.status
-    };
     let account = record.account.unwrap_or(if held {
         MerchantAccount::Unapplied
     } else {
         MerchantAccount::Payable
     });
     Ok(Step {
-        payment_to,
         disputed_to,
         posting: Some(DisputePosting::Reversal {
             amount_minor: amount,
@@ -300,15 +387,7 @@ fn close(
         // A provider's final word does not change; the first one stands.
         return Err(Decision::Ignore("dispute_already_closed"));
     }
-    let held = payment.status == PaymentStatus::Held;
-    let payment_to =
-        if !held && outcome == DisputeOutcome::Lost && record.funds == DisputeFunds::Withdrawn {
-            PaymentStatus::ChargedBack
-        } else {
-            payment.status
-        };
     Ok(Step {
-        payment_to,
         disputed_to: payment.disputed_minor,
         posting: None,
         record: DisputeRecord { outcome, ..record },
@@ -369,6 +448,7 @@ impl DisputePlan {
                 reinstated_minor: Some(self.dispute_to.reinstated_minor),
                 account: self.dispute_to.account.map(MerchantAccount::name),
                 note: self.dispute_to.note.map(DisputeNote::as_str),
+                reinstated_by: self.reinstated_by.clone(),
             },
             ..base
         };
@@ -421,7 +501,8 @@ mod tests {
             payment_id,
             dispute_id,
         };
-        plan_dispute(named, *change, order, payment, dispute)
+        let read: Vec<DisputeState> = dispute.into_iter().cloned().collect();
+        plan_dispute(named, *change, order, payment, Disputes(&read))
     }
 
     const CAPTURED: i64 = 5000;
@@ -484,6 +565,7 @@ mod tests {
 
     fn dispute(funds: DisputeFunds, outcome: DisputeOutcome, withdrawn: i64) -> DisputeState {
         DisputeState {
+            dispute_id: "du_1".into(),
             payment_id: "pi_1".into(),
             record: DisputeRecord {
                 funds,
@@ -493,6 +575,56 @@ mod tests {
                 account: (funds != DisputeFunds::None).then_some(MerchantAccount::Payable),
                 ..DisputeRecord::NEW
             },
+            reinstated_by: None,
+        }
+    }
+
+    /// Another dispute of payment `pi_1`, `id`.
+    fn another(
+        id: &str,
+        funds: DisputeFunds,
+        outcome: DisputeOutcome,
+        withdrawn: i64,
+    ) -> DisputeState {
+        let mut d = dispute(funds, outcome, withdrawn);
+        d.dispute_id = id.into();
+        if funds == DisputeFunds::Reinstated {
+            d.record.reinstated_minor = withdrawn;
+        }
+        d
+    }
+
+    /// The decision for `event` with these disputes read (the named one among them or not).
+    fn plan_with(
+        event: &PaymentEvent,
+        order: Option<&OrderState>,
+        payment: Option<&PaymentState>,
+        read: &[DisputeState],
+    ) -> Decision {
+        let PaymentEvent::Dispute {
+            payment_id,
+            dispute_id,
+            change,
+        } = event
+        else {
+            panic!("not a dispute event: {event:?}");
+        };
+        let named = Named {
+            payment_id,
+            dispute_id,
+        };
+        plan_dispute(named, *change, order, payment, Disputes(read))
+    }
+
+    fn planned_with(
+        event: &PaymentEvent,
+        order: Option<&OrderState>,
+        payment: &PaymentState,
+        read: &[DisputeState],
+    ) -> DisputePlan {
+        match plan_with(event, order, Some(payment), read) {
+            Decision::Apply(plan) => *plan,
+            other => panic!("expected a dispute plan, got {other:?}"),
         }
     }
 
@@ -549,6 +681,7 @@ mod tests {
             account_c: None,
             amount_c: None,
             dispute: DisputeWrite::default(),
+            disputes_exceeded: false,
             notify: false,
             reason: None,
         }
@@ -779,14 +912,162 @@ mod tests {
     #[test]
     fn a_reinstatement_while_another_dispute_holds_funds_keeps_the_payment_disputed() {
         let seen = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 1000);
-        let plan = planned(
+        let other = another("du_2", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
+        let plan = planned_with(
             &reinstatement(1000),
             Some(&order(OrderStatus::Disputed)),
             &payment(PaymentStatus::Disputed, 0, 3000),
-            Some(&seen),
+            &[seen, other],
         );
         assert_eq!(plan.payment_to, PaymentStatus::Disputed);
         assert_eq!((plan.disputed_to, plan.order_move), (2000, None));
+    }
+
+    #[test]
+    fn a_payment_is_charged_back_while_a_lost_dispute_holds_funds_whatever_another_does() {
+        let lost = another("du_2", DisputeFunds::Withdrawn, DisputeOutcome::Lost, 2000);
+        // An open dispute's reinstatement: the lost one still holds its funds.
+        let seen = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 1000);
+        let plan = planned_with(
+            &reinstatement(1000),
+            Some(&order(OrderStatus::ChargedBack)),
+            &payment(PaymentStatus::ChargedBack, 0, 3000),
+            &[seen, lost.clone()],
+        );
+        assert_eq!(
+            (plan.payment_to, plan.order_move),
+            (PaymentStatus::ChargedBack, None)
+        );
+        // A new withdrawal beside it: charged back, not merely disputed.
+        let plan = planned_with(
+            &withdrawal(1000, 0),
+            Some(&order(OrderStatus::ChargedBack)),
+            &payment(PaymentStatus::ChargedBack, 0, 2000),
+            &[lost],
+        );
+        assert_eq!(plan.payment_to, PaymentStatus::ChargedBack);
+    }
+
+    #[test]
+    fn a_partial_reinstatement_keeps_the_dispute_open_until_it_closes_won_then_the_payment_is_paid_again()
+     {
+        // 5000 withdrawn, 3000 back: still disputed while the dispute is open.
+        let seen = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000);
+        let plan = planned(
+            &reinstatement(3000),
+            Some(&order(OrderStatus::Disputed)),
+            &payment(PaymentStatus::Disputed, 0, 5000),
+            Some(&seen),
+        );
+        assert_eq!(
+            (plan.payment_to, plan.disputed_to, plan.order_move),
+            (PaymentStatus::Disputed, 2000, None)
+        );
+        // Then it closes won: the dispute is over, the payment and its order are as before.
+        let partly = DisputeState {
+            record: plan.dispute_to,
+            ..seen.clone()
+        };
+        let plan = planned(
+            &closed(DisputeResult::Won),
+            Some(&order(OrderStatus::Disputed)),
+            &payment(PaymentStatus::Disputed, 0, 2000),
+            Some(&partly),
+        );
+        assert_eq!(
+            (plan.payment_to, plan.disputed_to),
+            (PaymentStatus::Succeeded, 2000)
+        );
+        assert_eq!(plan.order_move.map(|m| m.to), Some(OrderStatus::Paid));
+        // Closed won first, then the partial reinstatement: the same end.
+        let won = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Won, 5000);
+        let plan = planned(
+            &reinstatement(3000),
+            Some(&order(OrderStatus::Paid)),
+            &payment(PaymentStatus::Succeeded, 0, 5000),
+            Some(&won),
+        );
+        assert_eq!(
+            (plan.payment_to, plan.disputed_to, plan.order_move),
+            (PaymentStatus::Succeeded, 2000, None)
+        );
+        // Closed lost instead: charged back, the 2000 kept.
+        let plan = planned(
+            &closed(DisputeResult::Lost),
+            Some(&order(OrderStatus::Disputed)),
+            &payment(PaymentStatus::Disputed, 0, 2000),
+            Some(&partly),
+        );
+        assert_eq!(plan.payment_to, PaymentStatus::ChargedBack);
+    }
+
+    fn unnamed_reversal(reversal_id: &str, a: i64) -> PaymentEvent {
+        PaymentEvent::Dispute {
+            payment_id: "pi_1".into(),
+            dispute_id: reversal_id.into(),
+            change: DisputeChange::FundsReinstatedUnnamed {
+                amount: amount(a),
+                currency: usd(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_reversal_naming_no_dispute_gives_back_a_withdrawal_of_its_amount_then_the_oldest_by_id() {
+        let big = another("adj_1", DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000);
+        let same = another("adj_3", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
+        let back = another(
+            "adj_0",
+            DisputeFunds::Reinstated,
+            DisputeOutcome::Open,
+            2000,
+        );
+        let read = [big.clone(), same.clone(), back];
+        let plan = planned_with(
+            &unnamed_reversal("adj_9", 2000),
+            Some(&order(OrderStatus::Disputed)),
+            &payment(PaymentStatus::Disputed, 0, 7000),
+            &read,
+        );
+        assert_eq!(plan.dispute_id, "adj_3", "the one of the same amount");
+        assert_eq!(plan.reinstated_by.as_deref(), Some("adj_9"));
+        assert_eq!(plan.dispute_to.funds, DisputeFunds::Reinstated);
+        assert_eq!(
+            (plan.disputed_to, plan.payment_to),
+            (5000, PaymentStatus::Disputed)
+        );
+        // No withdrawal of its amount: the oldest (smallest id) withdrawn one, in part.
+        let plan = planned_with(
+            &unnamed_reversal("adj_9", 1000),
+            None,
+            &payment(PaymentStatus::Disputed, 0, 7000),
+            &[same.clone(), big.clone()],
+        );
+        assert_eq!(plan.dispute_id, "adj_1");
+        // The same reversal again (another event id): posted once.
+        let mut done = same.clone();
+        done.record.funds = DisputeFunds::Reinstated;
+        done.reinstated_by = Some("adj_9".into());
+        let read = [big, done];
+        assert_eq!(
+            plan_with(
+                &unnamed_reversal("adj_9", 2000),
+                None,
+                Some(&payment(PaymentStatus::Disputed, 0, 5000)),
+                &read
+            ),
+            Decision::Ignore("already_applied")
+        );
+        // Before any withdrawal of its payment: it waits for one.
+        assert_eq!(
+            plan_with(
+                &unnamed_reversal("adj_9", 2000),
+                None,
+                Some(&payment(PaymentStatus::Succeeded, 0, 0)),
+                &[]
+            ),
+            Decision::Wait("dispute_not_withdrawn")
+        );
     }
 
     #[test]
@@ -881,7 +1162,9 @@ mod tests {
     }
 
     #[test]
-    fn a_withdrawal_after_a_close_won_disputes_until_its_reinstatement() {
+    fn a_withdrawal_after_a_close_won_is_booked_and_leaves_the_payment_as_its_refunds_make_it() {
+        // Its close came first: the dispute is over, so the withdrawal (posted: the provider
+        // moved it) does not dispute the payment; finance sees the funds not back yet.
         let won = dispute(DisputeFunds::None, DisputeOutcome::Won, 0);
         let plan = planned(
             &withdrawal(5000, 0),
@@ -889,11 +1172,15 @@ mod tests {
             &payment(PaymentStatus::Succeeded, 0, 0),
             Some(&won),
         );
-        assert_eq!(plan.payment_to, PaymentStatus::Disputed);
+        assert!(plan.posting.is_some());
+        assert_eq!(
+            (plan.payment_to, plan.disputed_to, plan.order_move),
+            (PaymentStatus::Succeeded, 5000, None)
+        );
     }
 
     #[test]
-    fn a_close_won_while_funds_are_withdrawn_leaves_the_payment_disputed() {
+    fn a_close_won_while_funds_are_withdrawn_ends_the_dispute_and_the_order_is_paid_again() {
         let seen = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000);
         let plan = planned(
             &closed(DisputeResult::Won),
@@ -901,11 +1188,11 @@ mod tests {
             &payment(PaymentStatus::Disputed, 0, 5000),
             Some(&seen),
         );
-        assert_eq!(
-            (plan.payment_to, plan.order_move),
-            (PaymentStatus::Disputed, None)
-        );
+        assert_eq!(plan.payment_to, PaymentStatus::Succeeded);
+        assert_eq!(plan.order_move.map(|m| m.to), Some(OrderStatus::Paid));
         assert_eq!(plan.dispute_to.outcome, DisputeOutcome::Won);
+        // Its funds (still withdrawn) are what the provider holds: disputed_minor keeps them.
+        assert_eq!(plan.disputed_to, 5000);
     }
 
     #[test]

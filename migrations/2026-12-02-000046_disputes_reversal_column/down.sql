@@ -1,0 +1,1 @@
+ALTER TABLE payment_disputes DROP COLUMN reinstated_by;

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY uq_payment_disputes_reinstated_by;

@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY idx_payment_disputes_attention_v2;
