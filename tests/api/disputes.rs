@@ -1177,6 +1177,19 @@ async fn the_attention_list_of_disputes_reads_its_partial_index_at_200k_disputes
         "closed, reinstated disputes are not listed"
     );
     assert_eq!(disputes[0]["dispute_id"], "dp_1000", "newest first");
+    // A dispute event's read (the dispute it names, or its payment's): index lookups only.
+    let read = app
+        .explain(
+            "SELECT * FROM payment_disputes WHERE merchant_id = 42 AND provider = 'acme' \
+             AND (dispute_id = 'dp_777' OR payment_id = 'pay_123456') ORDER BY id",
+        )
+        .await;
+    assert!(
+        read.contains("uq_payment_disputes")
+            && read.contains("idx_payment_disputes_payment")
+            && !read.contains("Seq Scan"),
+        "{read}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

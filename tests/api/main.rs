@@ -16,6 +16,7 @@ mod console;
 mod database_switch;
 mod database_tls;
 mod deploy;
+mod dispute_orders;
 mod disputes;
 mod events;
 mod hardening;
