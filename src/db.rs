@@ -253,11 +253,16 @@ const BACKGROUND_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection of its own to the primary of `url`, opened and watched as the pools open
 /// theirs (TLS as the URL's `sslmode` says): for the CLI commands that write.
 pub async fn connect(url: &str) -> anyhow::Result<AsyncPgConnection> {
+    connect_as(url, "callback-gateway/command").await
+}
+
+/// Like [`connect`], under `application_name` (how `pg_stat_activity` tells it apart).
+pub async fn connect_as(url: &str, application_name: &str) -> anyhow::Result<AsyncPgConnection> {
     let spec = ConnectSpec::new(
         url,
         true,
         BACKGROUND_CONNECT_TIMEOUT,
-        "callback-gateway/cli",
+        application_name,
         String::new(),
     )?;
     Ok(spec.connect().await?)
@@ -270,7 +275,7 @@ pub async fn connect_reader(url: &str) -> anyhow::Result<AsyncPgConnection> {
         url,
         false,
         BACKGROUND_CONNECT_TIMEOUT,
-        "callback-gateway/cli",
+        "callback-gateway/command",
         String::new(),
     )?;
     Ok(spec.connect().await?)

@@ -459,7 +459,7 @@ fn filled_a_room(claimed: &[Notification], merchants: &[i64], rooms: &[i32]) -> 
 }
 
 async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgConnection> {
-    let mut conn = crate::db::connect(url).await?;
+    let mut conn = crate::db::connect_as(url, "callback-gateway/notifications").await?;
     // Every statement of the sender walks an index; a plan cached while the table was young
     // must not keep a scan of it (as for the payment writers). One generic plan per statement:
     // left to choose, PostgreSQL planned the claim and the store again on every call (their

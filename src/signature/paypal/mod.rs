@@ -223,10 +223,13 @@ impl PaypalVerifier {
             let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
             chain::check_signature(leaf, message.as_bytes(), &delivery.signature)?;
             // The signature covers only a CRC-32 of the body, which anyone can match with
-            // another body: the caller holds the transmission id to this body.
+            // another body: the caller holds the transmission id to this body for as long as
+            // the transmission is accepted, and a tolerance more, for a database clock ahead
+            // of this one.
             let valid_until = delivery
                 .transmitted_at
                 .checked_add_signed(self.max_age)
+                .and_then(|t| t.checked_add_signed(self.tolerance))
                 .unwrap_or(DateTime::<Utc>::MAX_UTC);
             Ok(Verified {
                 timestamp: Some(delivery.transmitted_at.timestamp()),
