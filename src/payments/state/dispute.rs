@@ -279,11 +279,17 @@ fn withdraw(
     if currency.code() != payment.currency {
         return Err(Decision::Reject("currency_mismatch"));
     }
-    if record.funds != DisputeFunds::None {
-        // The same withdrawal reported again (under another event id): posted once.
-        return Err(Decision::Ignore("already_applied"));
-    }
     let amount = amount.get();
+    if record.funds != DisputeFunds::None {
+        // The same withdrawal reported again (under another event id) is posted once. Another
+        // amount cannot be the same one: money the books cannot take for this dispute, so it
+        // is rejected, in front of finance, rather than ignored.
+        return Err(if amount == record.withdrawn_minor {
+            Decision::Ignore("already_applied")
+        } else {
+            Decision::Reject("dispute_already_withdrawn")
+        });
+    }
     let (Some(remaining), Some(disputed_to), Some(_)) = (
         payment.refundable_minor(),
         payment.disputed_minor.checked_add(amount),
@@ -333,13 +339,18 @@ fn reinstate(
     if currency.code() != payment.currency {
         return Err(Decision::Reject("currency_mismatch"));
     }
+    let amount = amount.get();
     match record.funds {
         // Its withdrawal has not arrived yet: let the provider redeliver this later.
         DisputeFunds::None => return Err(Decision::Wait("dispute_not_withdrawn")),
-        DisputeFunds::Reinstated => return Err(Decision::Ignore("already_applied")),
+        // Reported again: posted once. Another amount (a second partial reinstatement, which
+        // the one reversal a dispute posts cannot take) is rejected, in front of finance.
+        DisputeFunds::Reinstated if amount == record.reinstated_minor => {
+            return Err(Decision::Ignore("already_applied"));
+        }
+        DisputeFunds::Reinstated => return Err(Decision::Reject("dispute_already_reinstated")),
         DisputeFunds::Withdrawn => {}
     }
-    let amount = amount.get();
     if amount > record.withdrawn_minor {
         return Err(Decision::Reject("reinstatement_exceeds_withdrawal"));
     }
@@ -1098,15 +1109,23 @@ mod tests {
             plan(&reinstatement(4001), None, Some(&p), Some(&seen)),
             Decision::Reject("reinstatement_exceeds_withdrawal")
         );
-        let back = dispute(DisputeFunds::Reinstated, DisputeOutcome::Open, 4000);
+        let mut back = dispute(DisputeFunds::Reinstated, DisputeOutcome::Open, 4000);
+        back.record.reinstated_minor = 4000;
+        let after = payment(PaymentStatus::Succeeded, 0, 0);
         assert_eq!(
-            plan(
-                &reinstatement(4000),
-                None,
-                Some(&payment(PaymentStatus::Succeeded, 0, 0)),
-                Some(&back)
-            ),
+            plan(&reinstatement(4000), None, Some(&after), Some(&back)),
             Decision::Ignore("already_applied")
+        );
+        // Another amount is not the same reinstatement: money the books cannot take, in
+        // front of finance as a rejection, never silently ignored.
+        assert_eq!(
+            plan(&reinstatement(1000), None, Some(&after), Some(&back)),
+            Decision::Reject("dispute_already_reinstated")
+        );
+        let seen = dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 4000);
+        assert_eq!(
+            plan(&withdrawal(3000, 0), None, Some(&p), Some(&seen)),
+            Decision::Reject("dispute_already_withdrawn")
         );
     }
 
