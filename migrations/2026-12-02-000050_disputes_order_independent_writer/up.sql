@@ -1,6 +1,6 @@
 -- Disputes whose books do not depend on the order events arrive in (docs/disputes.md, "Any
--- order, the same books"). Only the two routines that change are here (read today's bodies of
--- the others in docs/schema.sql or migration 000040):
+-- order, the same books"). Only the two routines that change are here (the others' current
+-- bodies are migration 000040's):
 --   * payment_disputes_write, still the one writer of payment_disputes, records for a reversal
 --     that names no dispute (Paddle's) the reversal's own id on the dispute it gave back
 --     (reinstated_by, migration 000046); and when a refund the provider made takes what

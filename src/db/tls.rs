@@ -104,7 +104,9 @@ pub struct TlsParams {
 /// a password).
 pub fn split(url: &str) -> Result<(String, TlsParams), String> {
     // The driver reads the credentials up to the first `@`, so a password may hold a `?`:
-    // the query starts at the first `?` after them.
+    // the query starts at the first `?` after them. (An `@` in a query value makes the driver
+    // read all before it as credentials, and this split reads it the same way: such a URL
+    // names another host and fails to connect, whatever its sslmode; encode it as %40.)
     let after_credentials = url.find('@').map_or(0, |at| at + 1);
     let (base, query) = match url[after_credentials..].find('?') {
         Some(at) => url.split_at(after_credentials + at),
@@ -132,7 +134,20 @@ pub fn split(url: &str) -> Result<(String, TlsParams), String> {
             _ => kept.push(pair),
         }
     }
-    let mode = mode.unwrap_or(SslMode::Prefer);
+    // `system` trusts every public CA, which will certify anyone's own domain: only a check of
+    // the name means anything with it, so it implies verify-full and refuses weaker modes (as
+    // libpq 16 does).
+    let mode = match (mode, &root_cert) {
+        (None, Some(RootCert::System)) => SslMode::VerifyFull,
+        (Some(mode), Some(RootCert::System)) if mode != SslMode::VerifyFull => {
+            return Err(format!(
+                "sslrootcert=system needs sslmode=verify-full (the public roots vouch for anyone's \
+                 domain, so only the host name check authenticates the server), not {}",
+                mode.as_str()
+            ));
+        }
+        (mode, _) => mode.unwrap_or(SslMode::Prefer),
+    };
     if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
         return Err(format!(
             "sslmode={} needs sslrootcert: a PEM file of the CA that signed the server's \
@@ -401,6 +416,22 @@ mod tests {
         let (_, params) = split("postgres://h/db?sslmode=verify-full&sslrootcert=system").unwrap();
         assert_eq!(params.root_cert, Some(RootCert::System));
         assert!(params.connector().unwrap().is_some());
+    }
+
+    #[test]
+    fn the_public_roots_mean_verify_full_and_nothing_weaker() {
+        let (_, params) = split("postgres://h/db?sslrootcert=system").unwrap();
+        assert_eq!(params.mode, SslMode::VerifyFull);
+        for weaker in ["prefer", "require", "verify-ca"] {
+            let error = split(&format!(
+                "postgres://h/db?sslrootcert=system&sslmode={weaker}"
+            ))
+            .unwrap_err();
+            assert!(
+                error.contains("needs sslmode=verify-full"),
+                "{weaker}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -392,7 +392,9 @@ const BACKLOG_COUNT_SQL: &str = "SELECT        (SELECT count(*) FROM (SELECT 1 F
 /// due earlier, which was staged earlier still. A retried row has an error and is in the
 /// attention index, by id, so its oldest is that index's first pending row. One probe per
 /// merchant with pending rows (a skip scan of the due index) and one of the attention index.
-/// A row in flight (its due time pushed past the lease) is not seen until it is due again.
+/// Not seen: a row in flight (its due time pushed past the lease) until it is due again, and a
+/// row whose due time an admin reset (a redelivery, an enable) behind a merchant's first due
+/// row; each is counted again once it is first due or fails.
 const BACKLOG_OLDEST_SQL: &str = "WITH RECURSIVE merchants AS (        (SELECT merchant_id FROM merchant_notifications WHERE status = 'pending'         ORDER BY merchant_id LIMIT 1)        UNION ALL        SELECT (SELECT n.merchant_id FROM merchant_notifications n                WHERE n.status = 'pending' AND n.merchant_id > m.merchant_id                ORDER BY n.merchant_id LIMIT 1)        FROM merchants m WHERE m.merchant_id IS NOT NULL)      SELECT extract(epoch FROM now() - least(        (SELECT min(first.created_at) FROM merchants m CROSS JOIN LATERAL (           SELECT created_at FROM merchant_notifications n           WHERE n.merchant_id = m.merchant_id AND n.status = 'pending'           ORDER BY n.next_attempt_at, n.id LIMIT 1) AS first),        (SELECT created_at FROM merchant_notifications         WHERE status = 'pending' AND last_error IS NOT NULL ORDER BY id LIMIT 1)))::float8        AS oldest_secs";
 
 #[derive(QueryableByName)]
@@ -723,7 +725,8 @@ pub async fn pending_upto(
 
 /// Deletes the `n` first due pending notifications of a disabled endpoint's merchant and counts
 /// them on its endpoint, in one statement (so the count is the deletes); how many went. Only
-/// while the endpoint is still disabled: an enable meanwhile keeps them.
+/// while the endpoint is still disabled: the endpoint's row is share-locked first, so an
+/// enable either commits before (and nothing goes) or waits for this statement to end.
 pub async fn drop_first_due(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
@@ -735,12 +738,14 @@ pub async fn drop_first_due(
         dropped: i64,
     }
     let row: Dropped = diesel::sql_query(
-        "WITH gone AS ( \
+        "WITH disabled AS ( \
+           SELECT 1 FROM notification_endpoints \
+           WHERE merchant_id = $1 AND disabled_at IS NOT NULL FOR SHARE), \
+         gone AS ( \
            DELETE FROM merchant_notifications WHERE id = ANY(ARRAY( \
              SELECT n.id FROM merchant_notifications n \
              WHERE n.merchant_id = $1 AND n.status = 'pending' \
-               AND EXISTS (SELECT 1 FROM notification_endpoints e \
-                           WHERE e.merchant_id = $1 AND e.disabled_at IS NOT NULL) \
+               AND EXISTS (SELECT 1 FROM disabled) \
              ORDER BY n.next_attempt_at, n.id LIMIT $2 FOR UPDATE SKIP LOCKED)) \
            RETURNING 1), \
          counted AS (SELECT count(*) AS dropped FROM gone), \

@@ -156,6 +156,11 @@ pub fn plan_dispute(
             if seen.is_some_and(|d| d.payment_id != named.payment_id) {
                 return Decision::Reject("dispute_payment_mismatch");
             }
+            if let (None, DisputeChange::FundsWithdrawn { amount, .. }) = (seen, change)
+                && legacy_withdrawal(disputes, named.payment_id, amount.get())
+            {
+                return Decision::Ignore("already_applied");
+            }
             (named.dispute_id, seen.map(|d| d.record), None)
         }
     };
@@ -245,19 +250,34 @@ pub(crate) fn status_with(
 }
 
 /// The withdrawal a reversal that names none gives back: one of the payment's disputes whose
-/// funds are withdrawn, of the same amount when there is one, then the smallest dispute id
-/// (Paddle's adjustment ids grow with time, so the oldest). The choice depends on the disputes
-/// there are, not on the order their events came in.
+/// funds are withdrawn and that can take it (at least its amount), of the same amount when
+/// there is one, then the smallest dispute id (Paddle's adjustment ids grow with time, so the
+/// oldest). None can take it yet: it waits for its chargeback, rather than being refused by a
+/// smaller one that happened to arrive first. The choice depends on the disputes there are,
+/// not on the order their events came in (but for a partial reversal that several could take,
+/// whose pick depends on which of them are there when it arrives; the books are the same).
 fn reversal_target<'a>(
     disputes: impl Iterator<Item = &'a DisputeState>,
     amount: i64,
 ) -> Option<&'a DisputeState> {
     disputes
-        .filter(|d| d.record.funds == DisputeFunds::Withdrawn)
+        .filter(|d| d.record.funds == DisputeFunds::Withdrawn && d.record.withdrawn_minor >= amount)
         .min_by(|a, b| {
             let key = |d: &DisputeState| (d.record.withdrawn_minor != amount, d.dispute_id.clone());
             key(a).cmp(&key(b))
         })
+}
+
+/// Whether the payment has a withdrawal of `amount` under a dispute named after the payment
+/// itself: how Paddle's chargebacks were keyed before they were keyed by their adjustment id
+/// (migration 000046's version). Such a chargeback reported again under its adjustment id is
+/// the same one, posted once; another amount is another chargeback.
+fn legacy_withdrawal<'a>(disputes: Disputes<'a>, payment_id: &'a str, amount: i64) -> bool {
+    disputes.of_payment(payment_id).any(|d| {
+        d.dispute_id == payment_id
+            && d.record.funds == DisputeFunds::Withdrawn
+            && d.record.withdrawn_minor == amount
+    })
 }
 
 /// What one dispute event changes, before the parts every event shares are added.
@@ -1024,6 +1044,27 @@ mod tests {
     }
 
     #[test]
+    fn a_chargeback_keyed_by_its_payment_before_is_not_posted_again_under_its_adjustment_id() {
+        // Paddle's chargebacks were keyed by their transaction (the payment id) until they were
+        // keyed by their adjustment id: the same chargeback reported again is the same one.
+        let legacy = DisputeState {
+            dispute_id: "pi_1".into(),
+            ..dispute(DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000)
+        };
+        let p = payment(PaymentStatus::Disputed, 0, 5000);
+        let read = [legacy];
+        assert_eq!(
+            plan_with(&withdrawal(5000, 0), None, Some(&p), &read),
+            Decision::Ignore("already_applied")
+        );
+        // Another amount is another chargeback.
+        assert!(matches!(
+            plan_with(&withdrawal(2000, 0), None, Some(&p), &read),
+            Decision::Apply(_)
+        ));
+    }
+
+    #[test]
     fn a_reversal_naming_no_dispute_gives_back_a_withdrawal_of_its_amount_then_the_oldest_by_id() {
         let big = another("adj_1", DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000);
         let same = another("adj_3", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
@@ -1068,6 +1109,18 @@ mod tests {
                 &read
             ),
             Decision::Ignore("already_applied")
+        );
+        // Only a smaller withdrawal there: it waits for one that can take it, rather than being
+        // refused for good by the one that happened to arrive first.
+        let small = another("adj_1", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
+        assert_eq!(
+            plan_with(
+                &unnamed_reversal("adj_9", 3000),
+                None,
+                Some(&payment(PaymentStatus::Disputed, 0, 2000)),
+                &[small]
+            ),
+            Decision::Wait("dispute_not_withdrawn")
         );
         // Before any withdrawal of its payment: it waits for one.
         assert_eq!(
