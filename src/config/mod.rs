@@ -1,0 +1,164 @@
+//! Settings: the TOML file plus `DATABASE_URL` / `GATEWAY_BIND` overrides, validated once at
+//! startup. A bad setting becomes a [`ConfigError`] that names the field (exit code 2).
+//!
+//! One file per section of the file, each with its settings, its raw form (as written, every
+//! field optional) and its validation and defaults: `server`, `database`, `idempotency`,
+//! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`; `rules`
+//! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
+//! document and assembles the sections.
+
+mod admin;
+mod console;
+mod database;
+mod idempotency;
+mod ledger;
+mod merchants;
+mod notifications;
+mod providers;
+mod refunds;
+mod rules;
+mod server;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use crate::secret::Secret;
+pub use admin::AdminSettings;
+pub use console::{ConsoleSettings, SecureCookie};
+pub use database::DatabaseSettings;
+pub use idempotency::IdempotencySettings;
+pub use ledger::LedgerSettings;
+pub use merchants::{MerchantSettings, NotifyEndpoint};
+pub use notifications::NotificationSettings;
+pub use providers::{
+    PayloadFormat, PaypalProviderSettings, ProviderSettings, RefundApi, SchemeName,
+};
+pub use refunds::RefundSettings;
+pub use rules::{ConfigError, Environment, ProcessEnv};
+pub use server::{ServerSettings, TlsFiles};
+
+/// Where the configuration file is looked for when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub database: DatabaseSettings,
+    pub idempotency: IdempotencySettings,
+    pub ledger: LedgerSettings,
+    pub admin: AdminSettings,
+    pub providers: Vec<ProviderSettings>,
+    pub refunds: RefundSettings,
+    pub console: ConsoleSettings,
+    /// `[[merchants]]`: the merchants that hear of their orders' changes.
+    pub merchants: Vec<MerchantSettings>,
+    pub notifications: NotificationSettings,
+}
+
+// The file as written; every section and field is optional so defaults apply.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    #[serde(default)]
+    server: server::RawServer,
+    #[serde(default)]
+    database: database::RawDatabase,
+    #[serde(default)]
+    idempotency: idempotency::RawIdempotency,
+    #[serde(default)]
+    admin: admin::RawAdmin,
+    #[serde(default)]
+    providers: Vec<providers::RawProvider>,
+    #[serde(default)]
+    refunds: refunds::RawRefunds,
+    #[serde(default)]
+    console: console::RawConsole,
+    #[serde(default)]
+    ledger: ledger::RawLedger,
+    #[serde(default)]
+    merchants: Vec<merchants::RawMerchant>,
+    #[serde(default)]
+    notifications: notifications::RawNotifications,
+}
+
+impl Settings {
+    /// The database URL, for the commands that need one.
+    pub fn database_url(&self) -> Result<&str, ConfigError> {
+        self.database
+            .url
+            .as_ref()
+            .map(Secret::expose)
+            .ok_or_else(|| {
+                ConfigError(
+                    "database.url is not set (set it in the config file or DATABASE_URL)".into(),
+                )
+            })
+    }
+
+    /// Where the read-only commands (export, reconcile) read: `[database] replica_url`, else
+    /// the database URL.
+    pub fn read_database_url(&self) -> Result<&str, ConfigError> {
+        match &self.database.replica_url {
+            Some(url) => Ok(url.expose()),
+            None => self.database_url(),
+        }
+    }
+
+    /// Loads the file (`explicit` path, or `gateway.toml` if it exists) and applies env overrides.
+    pub fn load(explicit: Option<&Path>, env: &dyn Environment) -> Result<Self, ConfigError> {
+        let text = match explicit {
+            Some(path) => Some(read_file(path)?),
+            None => {
+                let default = PathBuf::from(DEFAULT_CONFIG_PATH);
+                default.exists().then(|| read_file(&default)).transpose()?
+            }
+        };
+        Self::from_toml(text.as_deref().unwrap_or(""), env)
+    }
+
+    /// Parses and validates a TOML document, then applies env overrides.
+    pub fn from_toml(text: &str, env: &dyn Environment) -> Result<Self, ConfigError> {
+        let raw: RawSettings = toml::from_str(text).map_err(|e| {
+            ConfigError(format!("invalid configuration: {}", e.message().trim_end()))
+        })?;
+        validate(raw, env)
+    }
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))
+}
+
+fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigError> {
+    let server = server::validate(raw.server, env)?;
+    let database = database::validate(raw.database, env)?;
+    let idempotency = idempotency::validate(raw.idempotency)?;
+    let admin = admin::validate(raw.admin, env)?;
+    let mut providers = providers::validate_all(raw.providers, env)?;
+    let merchants = merchants::validate(raw.merchants, env)?;
+    for provider in &mut providers {
+        provider.notifies =
+            NotificationSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
+    }
+    let notifications = notifications::validate(raw.notifications)?;
+    let refunds = refunds::validate(raw.refunds)?;
+    let ledger = ledger::validate(raw.ledger)?;
+    let console = console::validate(raw.console, server.tls.is_some());
+    Ok(Settings {
+        server,
+        database,
+        idempotency,
+        admin,
+        providers,
+        refunds,
+        console,
+        ledger,
+        merchants,
+        notifications,
+    })
+}
+
+#[cfg(test)]
+mod tests;

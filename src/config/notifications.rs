@@ -1,0 +1,151 @@
+//! `[notifications]`: how the sender delivers merchant notifications and what the table keeps.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::merchants::{MerchantSettings, NotifyEndpoint};
+use super::rules::{ConfigError, MAX_HOURS, hours, within};
+
+/// Merchant notifications: how the sender in `serve` delivers them, and how long delivered
+/// ones are kept.
+#[derive(Debug, Clone)]
+pub struct NotificationSettings {
+    /// Delivered notifications are deleted this long after their delivery.
+    pub retention: Duration,
+    /// Failed notifications (every attempt of the schedule failed) are deleted this long after
+    /// their last attempt: long enough for an operator to redeliver them, not forever.
+    pub failed_retention: Duration,
+    /// The most pending notifications a disabled endpoint's merchant keeps: beyond it the
+    /// retention pass deletes the first due (the newest stay) and counts them on the endpoint.
+    pub disabled_keep: u64,
+    /// How fast the pending notifications of an endpoint that is enabled again come due, per
+    /// second (they would otherwise all come due at once).
+    pub release_per_sec: u64,
+    /// Attempts one gateway has in flight at once, over all merchants.
+    pub concurrency: usize,
+    /// Attempts one gateway has in flight at once for one merchant, so a slow endpoint holds
+    /// at most this many of the others' slots.
+    pub per_merchant_concurrency: usize,
+    /// Upper bound of one attempt (connect, request, answer); the contract's 15 s by default.
+    pub attempt_timeout: Duration,
+    /// The waits before the second, third... attempt (each +-20% jitter); after the last
+    /// attempt a notification is failed. Tests shorten it.
+    pub retry_delays: Vec<Duration>,
+    /// How often a sender looks for due notifications it was not woken for (those staged by
+    /// another gateway, retries coming due).
+    pub poll_interval: Duration,
+}
+
+impl NotificationSettings {
+    /// The contract's schedule after the first attempt: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h.
+    pub const DEFAULT_RETRY_DELAYS_MS: [u64; 7] = [
+        5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000,
+    ];
+
+    /// How long a claimed notification is kept from other senders: twice the attempt's bound,
+    /// so a live attempt has finished and stored its result long before, and one of a sender
+    /// that died is sent again within it (30 s by default, within the contract's 60 s).
+    pub fn claim_lease(&self) -> Duration {
+        self.attempt_timeout.saturating_mul(2)
+    }
+
+    /// The merchants whose notifications this gateway sends, with their endpoints.
+    pub fn endpoints(
+        merchants: &[MerchantSettings],
+    ) -> impl Iterator<Item = (i64, &NotifyEndpoint)> {
+        merchants
+            .iter()
+            .filter_map(|m| m.endpoint.as_ref().map(|e| (m.id, e)))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotifications {
+    retention_hours: Option<u64>,
+    failed_retention_hours: Option<u64>,
+    disabled_keep: Option<u64>,
+    release_per_sec: Option<u64>,
+    concurrency: Option<u64>,
+    per_merchant_concurrency: Option<u64>,
+    attempt_timeout_ms: Option<u64>,
+    retry_delays_ms: Option<Vec<u64>>,
+    poll_interval_ms: Option<u64>,
+}
+
+pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
+    let retention_hours = raw.retention_hours.unwrap_or(168);
+    within(
+        "notifications.retention_hours",
+        retention_hours,
+        1,
+        MAX_HOURS,
+    )?;
+    let failed_retention_hours = raw.failed_retention_hours.unwrap_or(720);
+    within(
+        "notifications.failed_retention_hours",
+        failed_retention_hours,
+        1,
+        MAX_HOURS,
+    )?;
+    let disabled_keep = raw.disabled_keep.unwrap_or(100_000);
+    within("notifications.disabled_keep", disabled_keep, 1, 10_000_000)?;
+    let release_per_sec = raw.release_per_sec.unwrap_or(100);
+    within("notifications.release_per_sec", release_per_sec, 1, 100_000)?;
+    let concurrency = raw.concurrency.unwrap_or(64);
+    within("notifications.concurrency", concurrency, 1, 1000)?;
+    let per_merchant = raw.per_merchant_concurrency.unwrap_or(8);
+    within(
+        "notifications.per_merchant_concurrency",
+        per_merchant,
+        1,
+        concurrency,
+    )?;
+    // The contract bounds an attempt by 15 s; the setting may only shorten it (tests do).
+    let attempt_timeout_ms = raw.attempt_timeout_ms.unwrap_or(15_000);
+    within(
+        "notifications.attempt_timeout_ms",
+        attempt_timeout_ms,
+        100,
+        15_000,
+    )?;
+    let delays = raw
+        .retry_delays_ms
+        .unwrap_or_else(|| NotificationSettings::DEFAULT_RETRY_DELAYS_MS.to_vec());
+    within(
+        "notifications.retry_delays_ms (its length)",
+        delays.len() as u64,
+        1,
+        20,
+    )?;
+    for (i, delay) in delays.iter().enumerate() {
+        // A week at most: beyond it the endpoint is disabled long before (5 days).
+        within(
+            &format!("notifications.retry_delays_ms[{i}]"),
+            *delay,
+            1,
+            7 * 24 * 3_600_000,
+        )?;
+    }
+    // A dead sender's claim passes after twice the attempt timeout; with this poll the row is
+    // sent again within the contract's 60 s.
+    let poll_interval_ms = raw.poll_interval_ms.unwrap_or(1000);
+    within(
+        "notifications.poll_interval_ms",
+        poll_interval_ms,
+        10,
+        30_000,
+    )?;
+    Ok(NotificationSettings {
+        retention: hours(retention_hours),
+        failed_retention: hours(failed_retention_hours),
+        disabled_keep,
+        release_per_sec,
+        concurrency: concurrency as usize,
+        per_merchant_concurrency: per_merchant as usize,
+        attempt_timeout: Duration::from_millis(attempt_timeout_ms),
+        retry_delays: delays.into_iter().map(Duration::from_millis).collect(),
+        poll_interval: Duration::from_millis(poll_interval_ms),
+    })
+}
