@@ -9,7 +9,9 @@ use serde::Deserialize;
 use super::rules::{
     ConfigError, Environment, MAX_HOURS, hours, long_enough, outbound_url, resolve_secret, within,
 };
+use crate::allowlist::CertUrlPolicy;
 use crate::secret::Secret;
+use crate::signature::paypal::settings as paypal;
 
 /// A payment provider that may post callbacks to `/v1/callbacks/{name}`.
 #[derive(Debug, Clone)]
@@ -487,7 +489,7 @@ fn validate_paypal(
         ))
     })?;
     let cert_url_hosts = cert_url_hosts.unwrap_or_else(|| {
-        crate::signature::paypal::DEFAULT_CERT_URL_HOSTS
+        paypal::DEFAULT_CERT_URL_HOSTS
             .iter()
             .map(|h| (*h).to_owned())
             .collect()
@@ -512,14 +514,14 @@ fn validate_paypal(
         }
         None => None,
     };
-    // The verifier's own rules (hosts and ports, the PEM's certificates), checked here so that
-    // serve and check-config refuse what it could not build.
-    let mut check = crate::signature::paypal::PaypalSettings::new(webhook_id.clone());
-    check.cert_url_hosts = cert_url_hosts.clone();
-    check.extra_roots_pem = extra_roots_pem.as_ref().map(|pem| pem.as_bytes().to_vec());
-    check
-        .validate()
-        .map_err(|e| ConfigError(format!("{}: {}", field(e.field), e.message)))?;
+    // The verifier's own rules (the id's form, hosts and ports, the PEM's certificates),
+    // checked here so that serve and check-config refuse what it could not build.
+    let refused =
+        |e: paypal::SettingsError| ConfigError(format!("{}: {}", field(e.field), e.message));
+    paypal::check_webhook_id(&webhook_id).map_err(refused)?;
+    CertUrlPolicy::new(&cert_url_hosts)
+        .map_err(|m| ConfigError(format!("{}: {m}", field("cert_url_hosts"))))?;
+    paypal::roots(extra_roots_pem.as_ref().map(|pem| pem.as_bytes())).map_err(refused)?;
     Ok(Some(PaypalProviderSettings {
         webhook_id,
         cert_url_hosts,

@@ -24,45 +24,60 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::chain::Chain;
-use super::fetch::FetchError;
+/// A fetch that every delivery waiting for it shares.
+pub(super) type Flight<T, E> = Shared<BoxFuture<'static, Result<T, E>>>;
 
-pub(super) type Flight = Shared<BoxFuture<'static, Result<Chain, FetchError>>>;
+/// A failed fetch, as the cache needs to know it: how long to remember it.
+pub(super) trait Failure: Clone + Send + Sync + 'static {
+    /// A retry may succeed (the network, the host overloaded): remembered briefly.
+    fn is_transient(&self) -> bool;
+    /// The fetch's task ended without an answer (it panicked): transient.
+    fn task_ended(why: String) -> Self;
+}
 
-enum Slot {
+enum Slot<T, E> {
     Ready {
-        chain: Chain,
+        chain: T,
         last_used: u64,
     },
     Fetching {
         id: u64,
-        flight: Flight,
+        flight: Flight<T, E>,
         /// Set when the fetch task ends, whether or not anyone is still waiting.
         done: Arc<AtomicBool>,
     },
     /// A fetch of this URL failed (or gave a chain that does not verify) at `at`: answered
     /// from here until `until`.
     Failed {
-        error: FetchError,
+        error: E,
         until: DateTime<Utc>,
     },
 }
 
-#[derive(Default)]
-struct State {
-    slots: HashMap<String, Slot>,
+struct State<T, E> {
+    slots: HashMap<String, Slot<T, E>>,
     /// Counts lookups, for least-recently-used order.
     clock: u64,
     next_id: u64,
 }
 
+impl<T, E> Default for State<T, E> {
+    fn default() -> Self {
+        Self {
+            slots: HashMap::new(),
+            clock: 0,
+            next_id: 0,
+        }
+    }
+}
+
 /// What a lookup found.
-pub(super) enum Lookup {
-    Ready(Chain),
+pub(super) enum Lookup<T, E> {
+    Ready(T),
     /// This URL failed moments ago; the same failure, without a fetch.
-    Failed(FetchError),
+    Failed(E),
     /// The fetch to wait for (started now or by an earlier delivery), with its id.
-    InFlight(u64, Flight),
+    InFlight(u64, Flight<T, E>),
     /// Every fetch slot is taken: wait for one ([`CertCache::wait_for_slot`]) and look again.
     Busy,
 }
@@ -88,14 +103,15 @@ pub(super) struct CacheLimits {
     pub slot_wait: Duration,
 }
 
-pub(super) struct CertCache {
-    state: Mutex<State>,
+/// The cache of `T` (a verified chain) by URL, with the failures `E` of their fetches.
+pub(super) struct CertCache<T, E> {
+    state: Mutex<State<T, E>>,
     limits: CacheLimits,
     fetches: Arc<Semaphore>,
     waiting: AtomicUsize,
 }
 
-impl CertCache {
+impl<T: Clone + Send + Sync + 'static, E: Failure> CertCache<T, E> {
     pub(super) fn new(limits: CacheLimits) -> Self {
         Self {
             state: Mutex::new(State::default()),
@@ -119,9 +135,9 @@ impl CertCache {
         now: DateTime<Utc>,
         slot: Option<OwnedSemaphorePermit>,
         start: F,
-    ) -> Lookup
+    ) -> Lookup<T, E>
     where
-        F: FnOnce() -> BoxFuture<'static, Result<Chain, FetchError>>,
+        F: FnOnce() -> BoxFuture<'static, Result<T, E>>,
     {
         let mut state = self.lock();
         state.clock += 1;
@@ -185,7 +201,7 @@ impl CertCache {
     /// Keeps `chain`, verified, for `url` (in place of its fetch), dropping the least recently
     /// used chain beyond the capacity. True when `url` had no verified chain yet (the first of
     /// the deliveries that shared a fetch).
-    pub(super) fn store(&self, url: &str, chain: Chain) -> bool {
+    pub(super) fn store(&self, url: &str, chain: T) -> bool {
         let mut state = self.lock();
         state.clock += 1;
         let last_used = state.clock;
@@ -212,7 +228,7 @@ impl CertCache {
     /// Remembers that fetch `id` of `url` failed (or gave a chain that did not verify) at
     /// `now`, in its place, for as long as the kind of failure says. The oldest failure goes
     /// beyond the bound.
-    pub(super) fn fail(&self, url: &str, id: u64, error: FetchError, now: DateTime<Utc>) {
+    pub(super) fn fail(&self, url: &str, id: u64, error: E, now: DateTime<Utc>) {
         let mut state = self.lock();
         // Not over a verified chain or a newer fetch; a slot the next lookup already dropped
         // (its fetch ended) is put back as the failure.
@@ -221,9 +237,10 @@ impl CertCache {
             Some(Slot::Fetching { id: current, .. }) if *current != id => return,
             Some(Slot::Fetching { .. } | Slot::Failed { .. }) | None => {}
         }
-        let kept = match error {
-            FetchError::Transient(_) => self.limits.transient_for,
-            FetchError::Refused(_) => self.limits.refused_for,
+        let kept = if error.is_transient() {
+            self.limits.transient_for
+        } else {
+            self.limits.refused_for
         };
         let until = now
             .checked_add_signed(TimeDelta::from_std(kept).unwrap_or(TimeDelta::zero()))
@@ -257,10 +274,11 @@ impl CertCache {
         }
     }
 
-    /// Forgets the cached `chain` of `url` (it expired), unless it was replaced meanwhile.
-    pub(super) fn forget(&self, url: &str, chain: &Chain) {
+    /// Forgets the cached chain of `url` (it expired) when `is_it` says it is the one that
+    /// expired, not one that replaced it meanwhile.
+    pub(super) fn forget(&self, url: &str, is_it: impl Fn(&T) -> bool) {
         let mut state = self.lock();
-        if matches!(state.slots.get(url), Some(Slot::Ready { chain: current, .. }) if Arc::ptr_eq(current, chain))
+        if matches!(state.slots.get(url), Some(Slot::Ready { chain: current, .. }) if is_it(current))
         {
             state.slots.remove(url);
         }
@@ -277,7 +295,7 @@ impl CertCache {
         self.lock().slots.len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<T, E>> {
         // The state stays consistent at every await-free step; a panic elsewhere cannot leave
         // it half-changed, so a poisoned lock is still usable.
         self.state
@@ -296,17 +314,17 @@ impl Drop for Leave<'_> {
     }
 }
 
-impl State {
-    fn count(&self, kind: impl Fn(&Slot) -> bool) -> usize {
+impl<T, E> State<T, E> {
+    fn count(&self, kind: impl Fn(&Slot<T, E>) -> bool) -> usize {
         self.slots.values().filter(|slot| kind(slot)).count()
     }
 }
 
-fn spawn(
-    fetch: BoxFuture<'static, Result<Chain, FetchError>>,
+fn spawn<T: Clone + Send + Sync + 'static, E: Failure>(
+    fetch: BoxFuture<'static, Result<T, E>>,
     permit: OwnedSemaphorePermit,
     done: Arc<AtomicBool>,
-) -> Flight {
+) -> Flight<T, E> {
     let task = tokio::spawn(async move {
         let result = fetch.await;
         done.store(true, Ordering::Release);
@@ -314,11 +332,8 @@ fn spawn(
         result
     });
     async move {
-        task.await.unwrap_or_else(|e| {
-            Err(FetchError::Transient(format!(
-                "certificate fetch task ended: {e}"
-            )))
-        })
+        task.await
+            .unwrap_or_else(|e| Err(E::task_ended(format!("certificate fetch task ended: {e}"))))
     }
     .boxed()
     .shared()
@@ -329,7 +344,10 @@ mod tests {
     use rustls::pki_types::CertificateDer;
 
     use super::*;
-    use crate::signature::paypal::chain::Refusal;
+    use crate::signature::paypal::certificate::{Chain, FetchError, Refusal};
+
+    type CertCache = super::CertCache<Chain, FetchError>;
+    type Lookup = super::Lookup<Chain, FetchError>;
 
     fn chain(byte: u8) -> Chain {
         vec![CertificateDer::from(vec![byte])].into()
@@ -569,10 +587,10 @@ mod tests {
         let old = chain(1);
         cache.store("u", old.clone());
         cache.store("u", chain(2));
-        cache.forget("u", &old);
+        cache.forget("u", |c| Arc::ptr_eq(c, &old));
         assert!(ready(cache.lookup("u", at(0), None, unused)).is_some());
         let current = ready(cache.lookup("u", at(0), None, unused)).unwrap();
-        cache.forget("u", &current);
+        cache.forget("u", |c| Arc::ptr_eq(c, &current));
         assert_eq!(cache.len(), 0);
     }
 }

@@ -13,7 +13,7 @@
 //!    expired and post twice. With `max_age` = `retry_window` and `ttl` > `retry_window` +
 //!    `tolerance` (the configuration guarantees `ttl_hours` > `retry_window_hours`, and
 //!    `tolerance_secs` is at most an hour), every accepted replay still finds its record.
-//! 3. Certificate URL, before any lookup or connection (`cert_url.rs`): https, a host of
+//! 3. Certificate URL, before any lookup or connection (`crate::allowlist`): https, a host of
 //!    `cert_url_hosts` (exact host or dot-suffix), its port (443 unless the entry names one), no
 //!    user information.
 //! 4. Certificate, from the cache or fetched (`fetch.rs`, `cache.rs`): one GET, no redirect, a
@@ -41,27 +41,25 @@
 //! swallow it: the caller has to decide.
 
 mod cache;
-mod cert_url;
-mod chain;
-mod fetch;
+mod certificate;
+pub(crate) mod settings;
 
 use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::FutureExt;
-use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
+use std::sync::Arc;
+
 use url::Url;
 
-pub use cert_url::DEFAULT_CERT_URL_HOSTS;
-pub use fetch::FetchLimits;
+pub use certificate::FetchLimits;
+pub use settings::{DEFAULT_CERT_URL_HOSTS, SettingsError};
 
-use self::cache::{CacheLimits, CertCache, Lookup};
-use self::cert_url::CertUrlPolicy;
-use self::chain::{Chain, Trust};
-use self::fetch::{FetchError, Fetcher};
+use self::cache::{CacheLimits, CertCache, Failure, Lookup};
+use self::certificate::{BadSignature, Chain, FetchError, Fetcher, Names, Refusal, Trust};
+use self::settings::{check_webhook_id, plain_field, roots};
+use crate::allowlist::CertUrlPolicy;
 use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Transmission, Verified};
 
 const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
@@ -72,8 +70,6 @@ const AUTH_ALGO: &str = "PAYPAL-AUTH-ALGO";
 /// The one algorithm PayPal uses and we accept.
 pub const AUTH_ALGORITHM: &str = "SHA256withRSA";
 
-/// Longest transmission id or webhook id accepted (PayPal's are UUIDs and 17 characters).
-const MAX_ID_LEN: usize = 128;
 /// An RSA-8192 signature is 1024 bytes, 1368 in base64.
 const MAX_SIGNATURE_B64_LEN: usize = 1400;
 
@@ -83,7 +79,7 @@ pub struct PaypalSettings {
     /// `webhook_id`: the receiving webhook's id at PayPal, part of what PayPal signs.
     pub webhook_id: String,
     /// `cert_url_hosts`: where certificates may come from (exact host or dot-suffix, port 443
-    /// unless an entry names one; `cert_url.rs` has the rules);
+    /// unless an entry names one; `crate::allowlist` has the rules);
     /// [`DEFAULT_CERT_URL_HOSTS`] when the configuration says nothing. Empty is refused.
     pub cert_url_hosts: Vec<String>,
     /// The contents of `ca_file`: PEM certificates trusted in addition to webpki-roots, both for
@@ -123,23 +119,6 @@ impl PaypalSettings {
     }
 }
 
-/// A PayPal setting that cannot work; `field` is the configuration key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SettingsError {
-    pub field: &'static str,
-    pub message: String,
-}
-
-impl SettingsError {
-    fn new(field: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            field,
-            message: message.into(),
-        }
-    }
-}
-
 /// Why a PayPal delivery was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PaypalError {
@@ -162,7 +141,7 @@ pub struct PaypalVerifier {
     urls: CertUrlPolicy,
     trust: Trust,
     fetcher: Fetcher,
-    cache: CertCache,
+    cache: CertCache<Chain, FetchError>,
 }
 
 impl PaypalVerifier {
@@ -179,7 +158,7 @@ impl PaypalVerifier {
         let urls = CertUrlPolicy::new(&settings.cert_url_hosts)
             .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
         let roots = roots(settings.extra_roots_pem.as_deref())?;
-        let trust = Trust::new(roots.roots.clone(), urls.clone());
+        let trust = Trust::new(roots.roots.clone(), names_of(&urls));
         let fetcher = Fetcher::new(roots, &limits).map_err(|m| SettingsError::new("ca_file", m))?;
         Ok(Self {
             webhook_id: settings.webhook_id,
@@ -221,7 +200,8 @@ impl PaypalVerifier {
                 body,
             );
             let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
-            chain::check_signature(leaf, message.as_bytes(), &delivery.signature)?;
+            certificate::check_signature(leaf, message.as_bytes(), &delivery.signature)
+                .map_err(bad_signature)?;
             // The signature covers only a CRC-32 of the body, which anyone can match with
             // another body: the caller holds the transmission id to this body for as long as
             // the transmission is accepted, and a tolerance more, for a database clock ahead
@@ -275,7 +255,7 @@ impl PaypalVerifier {
     /// The verified chain `url` serves: from the cache, the failure it gave moments ago, or
     /// fetched (one fetch per URL at a time, waiting for a fetch slot when all are taken).
     async fn signing_chain(&self, url: Url, now: DateTime<Utc>) -> Result<Chain, PaypalError> {
-        let at = chain::unix_time(now);
+        let at = certificate::unix_time(now);
         let key = url.as_str().to_owned();
         let mut expired = None;
         let mut slot = None;
@@ -291,7 +271,8 @@ impl PaypalVerifier {
                 Lookup::Ready(chain) => match self.trust.check(&chain, at) {
                     Ok(()) => return Ok(chain),
                     Err(refusal) if refusal.is_expiry() && expired.is_none() => {
-                        self.cache.forget(&key, &chain);
+                        self.cache
+                            .forget(&key, |cached| Arc::ptr_eq(cached, &chain));
                         expired = Some(refusal);
                     }
                     Err(refusal) => return Err(SignatureError::from(refusal).into()),
@@ -348,6 +329,42 @@ impl PaypalVerifier {
     }
 }
 
+/// The names a signing certificate may carry, as the allowlist of certificate URLs says.
+fn names_of(urls: &CertUrlPolicy) -> Names {
+    let allowed = urls.clone();
+    Names {
+        addresses: urls.addresses().collect(),
+        dns: Box::new(move |name| allowed.allows_name(name)),
+    }
+}
+
+impl Failure for FetchError {
+    fn is_transient(&self) -> bool {
+        matches!(self, FetchError::Transient(_))
+    }
+
+    fn task_ended(why: String) -> Self {
+        FetchError::Transient(why)
+    }
+}
+
+impl From<Refusal> for SignatureError {
+    fn from(refusal: Refusal) -> Self {
+        SignatureError::CertificateRefused {
+            reason: refusal.reason,
+            detail: refusal.detail,
+        }
+    }
+}
+
+/// A signature the leaf's key did not accept, as every scheme says it.
+fn bad_signature(bad: BadSignature) -> SignatureError {
+    match bad {
+        BadSignature::NoMatch => SignatureError::NoMatch,
+        BadSignature::Unusable(refusal) => refusal.into(),
+    }
+}
+
 /// A failed fetch as the delivery's answer: a refusal is a 401, a transient failure a 503.
 fn refused_or_unavailable(error: FetchError) -> PaypalError {
     match error {
@@ -367,7 +384,7 @@ pub fn check_vector(
     body: &[u8],
 ) -> Result<(), SignatureError> {
     let delivery = Delivery::read(headers)?;
-    let chain = chain::parse_pem(cert_pem)?;
+    let chain = certificate::parse_pem(cert_pem)?;
     let leaf = chain.first().ok_or(SignatureError::NoMatch)?;
     let message = signed_string(
         &delivery.transmission_id,
@@ -375,7 +392,8 @@ pub fn check_vector(
         webhook_id,
         body,
     );
-    chain::check_signature(leaf, message.as_bytes(), &delivery.signature)
+    certificate::check_signature(leaf, message.as_bytes(), &delivery.signature)
+        .map_err(bad_signature)
 }
 
 /// The string PayPal signs: `{transmission id}|{transmission time}|{webhook id}|{crc32}`, the
@@ -441,49 +459,6 @@ impl Delivery {
             cert_url: cert_url.to_owned(),
         })
     }
-}
-
-/// 1 to 128 visible ASCII characters without `|`.
-fn plain_field(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= MAX_ID_LEN
-        && value.bytes().all(|b| b.is_ascii_graphic() && b != b'|')
-}
-
-fn check_webhook_id(webhook_id: &str) -> Result<(), SettingsError> {
-    if plain_field(webhook_id) {
-        Ok(())
-    } else {
-        Err(SettingsError::new(
-            "webhook_id",
-            "must be PayPal's id of this webhook: 1 to 128 visible ASCII characters without '|'",
-        ))
-    }
-}
-
-/// webpki-roots plus the PEM certificates of `ca_file`.
-fn roots(extra_pem: Option<&[u8]>) -> Result<RootCertStore, SettingsError> {
-    let mut roots = RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let Some(pem) = extra_pem else {
-        return Ok(roots);
-    };
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| SettingsError::new("ca_file", format!("not a PEM certificate file: {e}")))?;
-    if certs.is_empty() {
-        return Err(SettingsError::new("ca_file", "holds no PEM certificate"));
-    }
-    for (i, cert) in certs.into_iter().enumerate() {
-        roots.add(cert).map_err(|e| {
-            SettingsError::new(
-                "ca_file",
-                format!("certificate {} cannot be a trust anchor: {e}", i + 1),
-            )
-        })?;
-    }
-    Ok(roots)
 }
 
 #[cfg(test)]

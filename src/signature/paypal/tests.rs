@@ -2,9 +2,21 @@
 //! settings). The network half (fetching, TLS, redirects, sizes, the cache under load) is in
 //! `tests/api/paypal_verify.rs`, against a local HTTPS server with a CA of its own.
 
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 
+use super::certificate::check_signature as leaf_check;
 use super::*;
+
+/// The signature check as a delivery meets it.
+fn check_signature(
+    leaf: &CertificateDer<'_>,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), SignatureError> {
+    leaf_check(leaf, message, signature).map_err(bad_signature)
+}
 
 // Source: paypal/PayPal-Java-SDK rest-api-sdk/src/test/java/com/paypal/base/ValidateCertTest.java
 // with src/test/resources/testClientCert.crt (vector "paypal-billing-plan-created" of
@@ -229,7 +241,7 @@ fn the_vector_signature_verifies_with_its_certificates_key_dates_aside() {
         .decode(SIGNATURE_B64)
         .unwrap();
     assert_eq!(
-        chain::check_signature(leaf, SIGNED_STRING.as_bytes(), &signature),
+        check_signature(leaf, SIGNED_STRING.as_bytes(), &signature),
         Ok(())
     );
     let tampered = signed_string(
@@ -239,7 +251,7 @@ fn the_vector_signature_verifies_with_its_certificates_key_dates_aside() {
         BODY.replace("T-Shirt", "X-Shirt").as_bytes(),
     );
     assert_eq!(
-        chain::check_signature(leaf, tampered.as_bytes(), &signature),
+        check_signature(leaf, tampered.as_bytes(), &signature),
         Err(SignatureError::NoMatch)
     );
     let other_webhook = signed_string(
@@ -249,7 +261,7 @@ fn the_vector_signature_verifies_with_its_certificates_key_dates_aside() {
         BODY.as_bytes(),
     );
     assert_eq!(
-        chain::check_signature(leaf, other_webhook.as_bytes(), &signature),
+        check_signature(leaf, other_webhook.as_bytes(), &signature),
         Err(SignatureError::NoMatch)
     );
 }
@@ -290,7 +302,7 @@ fn trust(extra_roots: Option<&str>) -> Trust {
     let roots = roots(extra_roots.map(str::as_bytes)).unwrap();
     Trust::new(
         roots.roots,
-        CertUrlPolicy::new(&["paypal.com".to_owned()]).unwrap(),
+        names_of(&CertUrlPolicy::new(&["paypal.com".to_owned()]).unwrap()),
     )
 }
 
@@ -298,32 +310,35 @@ fn trust(extra_roots: Option<&str>) -> Trust {
 fn the_vector_chain_verifies_inside_its_dates_and_is_refused_after_them() {
     let chain = chain_of(&[VECTOR_CERT_PEM, DIGICERT_EV_INTERMEDIATE_PEM]);
     let trust = trust(Some(DIGICERT_EV_ROOT_PEM));
-    assert_eq!(trust.check(&chain, chain::unix_time(vector_now())), Ok(()));
+    assert_eq!(
+        trust.check(&chain, certificate::unix_time(vector_now())),
+        Ok(())
+    );
     // The leaf's last second, then the next day and the contract's today.
     assert_eq!(
-        trust.check(&chain, chain::unix_time(at("2019-04-26T12:00:00Z"))),
+        trust.check(&chain, certificate::unix_time(at("2019-04-26T12:00:00Z"))),
         Ok(())
     );
     for later in ["2019-04-27T00:00:00Z", "2026-12-01T00:00:00Z"] {
         let refusal = trust
-            .check(&chain, chain::unix_time(at(later)))
+            .check(&chain, certificate::unix_time(at(later)))
             .unwrap_err();
-        assert_eq!(refusal.reason, chain::EXPIRED, "{later}: {refusal:?}");
+        assert_eq!(refusal.reason, certificate::EXPIRED, "{later}: {refusal:?}");
     }
     let refusal = trust
-        .check(&chain, chain::unix_time(at("2017-02-17T00:00:00Z")))
+        .check(&chain, certificate::unix_time(at("2017-02-17T00:00:00Z")))
         .unwrap_err();
-    assert_eq!(refusal.reason, chain::NOT_YET_VALID);
+    assert_eq!(refusal.reason, certificate::NOT_YET_VALID);
 }
 
 #[test]
 fn the_vector_chain_needs_its_root_and_its_intermediate() {
-    let now = chain::unix_time(vector_now());
+    let now = certificate::unix_time(vector_now());
     // webpki-roots alone: Mozilla no longer lists the DigiCert High Assurance EV root.
     let chain = chain_of(&[VECTOR_CERT_PEM, DIGICERT_EV_INTERMEDIATE_PEM]);
     assert_eq!(
         trust(None).check(&chain, now).unwrap_err().reason,
-        chain::UNTRUSTED
+        certificate::UNTRUSTED
     );
     // The leaf alone cannot reach the root without its issuer...
     let leaf_only = chain_of(&[VECTOR_CERT_PEM]);
@@ -332,7 +347,7 @@ fn the_vector_chain_needs_its_root_and_its_intermediate() {
             .check(&leaf_only, now)
             .unwrap_err()
             .reason,
-        chain::UNTRUSTED
+        certificate::UNTRUSTED
     );
     // ...unless the issuer itself is configured as trusted (what PayPal's Java SDK ships).
     assert_eq!(
@@ -345,11 +360,11 @@ fn the_vector_chain_needs_its_root_and_its_intermediate() {
 fn the_vector_leaf_must_name_an_allowed_host() {
     let chain = chain_of(&[VECTOR_CERT_PEM, DIGICERT_EV_INTERMEDIATE_PEM]);
     let mut trust = trust(Some(DIGICERT_EV_ROOT_PEM));
-    trust.names = CertUrlPolicy::new(&["api.sandbox.paypal.com".to_owned()]).unwrap();
+    trust.names = names_of(&CertUrlPolicy::new(&["api.sandbox.paypal.com".to_owned()]).unwrap());
     let refusal = trust
-        .check(&chain, chain::unix_time(vector_now()))
+        .check(&chain, certificate::unix_time(vector_now()))
         .unwrap_err();
-    assert_eq!(refusal.reason, chain::NAME_NOT_ALLOWED);
+    assert_eq!(refusal.reason, certificate::NAME_NOT_ALLOWED);
     assert!(
         refusal
             .detail
@@ -408,7 +423,7 @@ async fn a_cached_chain_is_still_checked_against_the_roots() {
     else {
         panic!("an untrusted chain must be refused");
     };
-    assert_eq!(reason, chain::UNTRUSTED);
+    assert_eq!(reason, certificate::UNTRUSTED);
 }
 
 #[tokio::test]

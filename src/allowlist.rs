@@ -1,5 +1,7 @@
-//! Which certificate URLs may be fetched (`cert_url_hosts`), decided from the URL alone before
-//! any name lookup or connection.
+//! Which URLs the gateway may fetch from a host a provider's delivery names (PayPal's
+//! `cert_url_hosts`), decided from the URL alone before any name lookup or connection. A small
+//! type of its own, below both the configuration (which refuses a bad entry at startup) and the
+//! verifier (which checks each delivery's URL).
 //!
 //! An entry is a host, optionally with a port:
 //! - `paypal.com` allows the host `paypal.com` itself and every host ending in `.paypal.com`
@@ -9,8 +11,8 @@
 //! - without a port an entry allows port 443 only; `localhost:8443` allows exactly that port.
 //!
 //! A DNS entry needs two labels at least (`com` would allow half the internet), except
-//! `localhost`. The default, [`DEFAULT_CERT_URL_HOSTS`], is `paypal.com`: it never allows an IP
-//! literal, `localhost` or another port.
+//! `localhost`. PayPal's default (`signature::paypal::settings::DEFAULT_CERT_URL_HOSTS`) is
+//! `paypal.com`: it never allows an IP literal, `localhost` or another port.
 //!
 //! The URL is parsed once (WHATWG rules, as browsers): numeric host tricks (`0x7f.1`,
 //! `2130706433`) become the IPv4 address they mean and then need an IP entry, `user@host`
@@ -21,9 +23,6 @@
 use std::net::IpAddr;
 
 use url::{Host, Url};
-
-/// `cert_url_hosts` when the configuration says nothing: PayPal's own domain and its subdomains.
-pub const DEFAULT_CERT_URL_HOSTS: &[&str] = &["paypal.com"];
 
 /// Longer URLs are refused (PayPal's are under 100 bytes); they also key the cache.
 const MAX_URL_LEN: usize = 2048;
@@ -44,13 +43,13 @@ struct Rule {
 
 /// The parsed `cert_url_hosts`.
 #[derive(Debug, Clone)]
-pub(super) struct CertUrlPolicy {
+pub struct CertUrlPolicy {
     rules: Vec<Rule>,
 }
 
 impl CertUrlPolicy {
     /// Parses every entry; the error names the entry and what is wrong with it.
-    pub(super) fn new(entries: &[String]) -> Result<Self, String> {
+    pub fn new(entries: &[String]) -> Result<Self, String> {
         if entries.is_empty() {
             return Err("is empty: no PayPal delivery could be verified".into());
         }
@@ -63,7 +62,7 @@ impl CertUrlPolicy {
 
     /// The URL to fetch, when `raw` may be fetched; otherwise why not (no secret, no echo of
     /// the URL: the reason reaches the log).
-    pub(super) fn check(&self, raw: &str) -> Result<Url, &'static str> {
+    pub fn check(&self, raw: &str) -> Result<Url, &'static str> {
         if raw.len() > MAX_URL_LEN {
             return Err("longer than 2048 bytes");
         }
@@ -104,7 +103,7 @@ impl CertUrlPolicy {
 
     /// Whether a DNS name a certificate presents (possibly `*.`-wildcarded) lies under an
     /// allowed host, whatever the port.
-    pub(super) fn allows_name(&self, presented: &str) -> bool {
+    pub fn allows_name(&self, presented: &str) -> bool {
         let name = presented.to_ascii_lowercase();
         let name = name.strip_prefix("*.").unwrap_or(&name);
         self.rules
@@ -113,7 +112,7 @@ impl CertUrlPolicy {
     }
 
     /// The IP addresses allowed by an entry (their certificates must name the address).
-    pub(super) fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+    pub fn addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
         self.rules.iter().filter_map(|rule| match rule.pattern {
             Pattern::Ip(ip) => Some(ip),
             Pattern::Domain(_) => None,
@@ -223,6 +222,7 @@ fn domain(host: &str) -> Result<String, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signature::paypal::settings::DEFAULT_CERT_URL_HOSTS;
 
     fn policy(entries: &[&str]) -> CertUrlPolicy {
         CertUrlPolicy::new(&entries.iter().map(|e| e.to_string()).collect::<Vec<_>>()).unwrap()
