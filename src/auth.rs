@@ -10,8 +10,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::Secret;
 use crate::schema::api_tokens;
+use crate::secret::Secret;
 
 const TOKEN_PREFIX: &str = "cgw_";
 

@@ -7,9 +7,6 @@ use std::fmt;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-/// The fewest key bytes a signing secret or the admin token may have.
-pub const MIN_SECRET_BYTES: usize = 16;
-
 /// A secret value: never printed by `Debug`, so it cannot leak through a log line.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);

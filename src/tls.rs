@@ -9,7 +9,8 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::{ConfigError, TlsFiles};
+use crate::config::rules::ConfigError;
+use crate::config::server::TlsFiles;
 
 /// Reads both files and checks that the key belongs to the certificate.
 pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, ConfigError> {

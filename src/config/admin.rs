@@ -20,7 +20,7 @@ pub(super) struct RawAdmin {
 pub(super) fn validate(raw: RawAdmin, env: &dyn Environment) -> Result<AdminSettings, ConfigError> {
     let admin_token = raw
         .token
-        .map(|t| resolve_secret("admin.token", &t, env))
+        .map(|t| resolve_secret("admin.token", &t, env).map(Secret::new))
         .transpose()?;
     if let Some(token) = &admin_token {
         long_enough("admin.token", token.expose().len())?;

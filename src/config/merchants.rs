@@ -23,6 +23,17 @@ pub struct NotifyEndpoint {
     pub secret: Secret,
 }
 
+impl MerchantSettings {
+    /// The merchants whose notifications this gateway sends, with their endpoints.
+    pub fn endpoints(
+        merchants: &[MerchantSettings],
+    ) -> impl Iterator<Item = (i64, &NotifyEndpoint)> {
+        merchants
+            .iter()
+            .filter_map(|m| m.endpoint.as_ref().map(|e| (m.id, e)))
+    }
+}
+
 impl NotifyEndpoint {
     /// The URL as it may be printed: scheme, host, port and path, without the query.
     pub fn shown(&self) -> String {
@@ -85,7 +96,7 @@ pub(super) fn validate(
             (Some(url), Some(secret)) => {
                 let url = outbound_url(&field("notify_url"), &url, true)?;
                 let name = field("notify_secret");
-                let secret = resolve_secret(&name, &secret, env)?;
+                let secret = Secret::new(resolve_secret(&name, &secret, env)?);
                 let key = secret.standard_webhooks_key().ok_or_else(|| {
                     ConfigError(format!(
                         "{name}: a Standard Webhooks secret is whsec_ followed by base64"

@@ -7,17 +7,17 @@
 //! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
 //! document and assembles the sections.
 
-mod admin;
-mod console;
-mod database;
-mod idempotency;
-mod ledger;
-mod merchants;
-mod notifications;
-mod providers;
-mod refunds;
-mod rules;
-mod server;
+pub mod admin;
+pub mod console;
+pub mod database;
+pub mod idempotency;
+pub mod ledger;
+pub mod merchants;
+pub mod notifications;
+pub mod providers;
+pub mod refunds;
+pub mod rules;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 
@@ -140,7 +140,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let merchants = merchants::validate(raw.merchants, env)?;
     for provider in &mut providers {
         provider.notifies =
-            NotificationSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
+            MerchantSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
     }
     let notifications = notifications::validate(raw.notifications)?;
     let refunds = refunds::validate(raw.refunds)?;

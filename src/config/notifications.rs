@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::merchants::{MerchantSettings, NotifyEndpoint};
 use super::rules::{ConfigError, MAX_HOURS, hours, within};
 
 /// Merchant notifications: how the sender in `serve` delivers them, and how long delivered
@@ -48,15 +47,6 @@ impl NotificationSettings {
     /// that died is sent again within it (30 s by default, within the contract's 60 s).
     pub fn claim_lease(&self) -> Duration {
         self.attempt_timeout.saturating_mul(2)
-    }
-
-    /// The merchants whose notifications this gateway sends, with their endpoints.
-    pub fn endpoints(
-        merchants: &[MerchantSettings],
-    ) -> impl Iterator<Item = (i64, &NotifyEndpoint)> {
-        merchants
-            .iter()
-            .filter_map(|m| m.endpoint.as_ref().map(|e| (m.id, e)))
     }
 }
 

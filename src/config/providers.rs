@@ -256,7 +256,7 @@ fn validate_refund_api(
         }
     };
     outbound_url(&field("api_base_url"), &base_url, false)?;
-    let api_key = resolve_secret(&field("api_key"), &api_key, env)?;
+    let api_key = Secret::new(resolve_secret(&field("api_key"), &api_key, env)?);
     Ok(Some(RefundApi {
         base_url: base_url.trim_end_matches('/').to_owned(),
         api_key,
@@ -346,7 +346,7 @@ fn validate_provider(
     let mut secrets = Vec::with_capacity(raw.secrets.len());
     for (i, secret) in raw.secrets.iter().enumerate() {
         let name = format!("providers[{index}].secrets[{i}]");
-        let secret = resolve_secret(&name, secret, env)?;
+        let secret = Secret::new(resolve_secret(&name, secret, env)?);
         let key_len = match scheme {
             SchemeName::StandardWebhooks => secret
                 .standard_webhooks_key()

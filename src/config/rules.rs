@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use crate::secret::{MIN_SECRET_BYTES, Secret};
-
 /// A configuration problem, phrased as one line that names the offending field.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -70,7 +68,7 @@ pub(super) fn resolve_secret(
     field: &str,
     value: &str,
     env: &dyn Environment,
-) -> Result<Secret, ConfigError> {
+) -> Result<String, ConfigError> {
     let resolved = match value.strip_prefix("env:") {
         Some(var) => env.var(var).ok_or_else(|| {
             ConfigError(format!(
@@ -82,7 +80,7 @@ pub(super) fn resolve_secret(
     if resolved.is_empty() {
         return Err(ConfigError(format!("{field} is empty")));
     }
-    Ok(Secret::new(resolved))
+    Ok(resolved)
 }
 
 /// A year: the longest record lifetime or retry window a setting may name.
@@ -96,6 +94,9 @@ pub(super) fn within(field: &str, value: u64, min: u64, max: u64) -> Result<(), 
     }
     Ok(())
 }
+
+/// Signing secrets and tokens are refused below this many bytes of key.
+pub(super) const MIN_SECRET_BYTES: usize = 16;
 
 /// A signing key or token shorter than this is guessable.
 pub(super) fn long_enough(field: &str, key_bytes: usize) -> Result<(), ConfigError> {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::config::{MerchantSettings, NotificationSettings};
+use crate::config::merchants::MerchantSettings;
 
 /// Wakes this process's sender after a commit that staged a notification, so it need not wait
 /// for its next poll. In-process only: the database's NOTIFY would take a database-wide lock at
@@ -50,7 +50,7 @@ impl Notifying {
     pub fn new(merchants: &[MerchantSettings], wake: Wake) -> Self {
         Self {
             merchants: Arc::new(
-                NotificationSettings::endpoints(merchants)
+                MerchantSettings::endpoints(merchants)
                     .map(|(id, _)| id)
                     .collect(),
             ),

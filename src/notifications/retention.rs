@@ -17,7 +17,7 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 
 use super::model;
-use crate::config::NotificationSettings;
+use crate::config::notifications::NotificationSettings;
 use crate::db;
 use crate::metrics::Metrics;
 

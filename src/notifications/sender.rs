@@ -27,7 +27,9 @@ use super::Wake;
 use super::body::{render, webhook_id};
 use super::model::{self, Notification, Recorded};
 use super::schedule::{self, Answer, Failure, Next};
-use crate::config::{NotificationSettings, Settings};
+use crate::config::Settings;
+use crate::config::merchants::MerchantSettings;
+use crate::config::notifications::NotificationSettings;
 use crate::metrics::Metrics;
 use crate::providers::standard_webhooks::StandardWebhooks;
 
@@ -133,19 +135,18 @@ impl Shared {
 impl Sender {
     /// The sender for `settings`' endpoints; `None` when no merchant has one.
     pub fn new(settings: &Settings, metrics: Metrics, wake: Wake) -> anyhow::Result<Option<Self>> {
-        let targets: HashMap<i64, Arc<Target>> =
-            NotificationSettings::endpoints(&settings.merchants)
-                .map(|(id, endpoint)| {
-                    let signer = StandardWebhooks::new(std::slice::from_ref(&endpoint.secret), 0);
-                    (
-                        id,
-                        Arc::new(Target {
-                            url: endpoint.url.clone(),
-                            signer,
-                        }),
-                    )
-                })
-                .collect();
+        let targets: HashMap<i64, Arc<Target>> = MerchantSettings::endpoints(&settings.merchants)
+            .map(|(id, endpoint)| {
+                let signer = StandardWebhooks::new(std::slice::from_ref(&endpoint.secret), 0);
+                (
+                    id,
+                    Arc::new(Target {
+                        url: endpoint.url.clone(),
+                        signer,
+                    }),
+                )
+            })
+            .collect();
         if targets.is_empty() {
             return Ok(None);
         }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::{PayloadFormat, ProviderSettings, SchemeName};
+use crate::config::providers::{PayloadFormat, ProviderSettings, SchemeName};
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::payments::event::{Parsed, PayloadError, Reading, check_event_id};
 use crate::signature::scheme::HeaderSource;

@@ -22,7 +22,7 @@ use super::body::{self, IdField, Object, Unusable, invalid};
 use super::connector::{
     Connector, Format, Rejection, Sample, Signed, Unsignable, Verification, Verified,
 };
-use crate::config::{PaypalProviderSettings, ProviderSettings};
+use crate::config::providers::{PaypalProviderSettings, ProviderSettings};
 use crate::money::{self, AmountMinor, Currency};
 use crate::payments::event::{
     DisputeChange, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 
-use crate::config::{PayloadFormat, ProviderSettings, RefundSettings, Secret};
+use crate::config::providers::{PayloadFormat, ProviderSettings};
+use crate::config::refunds::RefundSettings;
 use crate::payments::event::MAX_EVENT_ID_LEN;
+use crate::secret::Secret;
 use crate::text;
 
 /// One refund as the provider is asked for it.

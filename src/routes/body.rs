@@ -6,7 +6,7 @@ use actix_web::http::header::CONTENT_LENGTH;
 use actix_web::web::{Bytes, BytesMut, Payload};
 use futures_util::StreamExt;
 
-use crate::config::ServerSettings;
+use crate::config::server::ServerSettings;
 use crate::error::ApiError;
 
 /// The whole body, at most `body_limit_bytes`, within `body_read_timeout`.

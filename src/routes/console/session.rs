@@ -13,7 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use crate::config::SecureCookie;
+use crate::config::console::SecureCookie;
 
 pub const COOKIE: &str = "cg_console";
 /// How long a session lasts after sign-in.
