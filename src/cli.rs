@@ -2,20 +2,17 @@
 //! 2 usage or configuration error (with a one-line reason).
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use crate::command::CommandError;
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
 use crate::idempotency::{cleanup, transmission};
 use crate::notifications::retention;
-use crate::read_caches;
 use crate::reconcile::{self, ReconcileArgs};
-use crate::refunds::recover;
 use crate::replay::{self, ReplayArgs};
 use crate::secret::shown_url;
-use crate::startup::{Application, refunds_of};
 use crate::test_event::{self, SendTestEventArgs};
 use crate::{auth, db, preflight};
 
@@ -71,26 +68,14 @@ pub enum TokenCommand {
     },
 }
 
-/// A command's failure: configuration (exit 2) or runtime (exit 1).
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error(transparent)]
-    Runtime(#[from] anyhow::Error),
-}
-
-impl CommandError {
-    pub fn exit_code(&self) -> ExitCode {
-        match self {
-            CommandError::Config(_) => ExitCode::from(2),
-            CommandError::Runtime(_) => ExitCode::from(1),
-        }
-    }
-}
-
 impl Cli {
-    pub async fn run(self) -> Result<(), CommandError> {
+    /// Runs the command. `serve` is the server ([`crate::startup::serve`]), handed in by
+    /// `main`: the one-shot commands here do not build the server, so the command line sits
+    /// beside it rather than above it.
+    pub async fn run<F>(self, serve: impl FnOnce(Settings, bool) -> F) -> Result<(), CommandError>
+    where
+        F: Future<Output = Result<(), CommandError>>,
+    {
         let settings = Settings::load(self.config.as_deref(), &ProcessEnv)?;
         match self.command {
             Command::Serve { no_migrate } => serve(settings, no_migrate).await,
@@ -232,55 +217,4 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
         )
         .into())
     }
-}
-
-async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError> {
-    // Before any migration: a bad TLS file must stop the deploy with exit 2 and touch nothing.
-    preflight::check(&settings)?;
-    let tls = settings.server.tls.is_some();
-    if !no_migrate {
-        let applied = db::run_migrations(settings.database_url()?).await?;
-        tracing::info!(count = applied.len(), "migrations applied");
-    }
-    let database_url = settings.database_url()?.to_owned();
-    let (interval, batch_size) = (
-        settings.idempotency.cleanup_interval,
-        settings.idempotency.cleanup_batch_size,
-    );
-    let recover_interval = settings.refunds.recover_interval;
-    let checkpoint_interval = settings.ledger.checkpoint_interval;
-    let notification_retention = retention::Keep::of(&settings.notifications);
-    let refunds_settings = settings.clone();
-    let app = Application::build(settings).await?;
-    let refunds = refunds_of(&refunds_settings, app.notifying())?;
-    let cleaner = tokio::spawn(cleanup::run_periodically(
-        database_url.clone(),
-        interval,
-        batch_size,
-        app.metrics(),
-    ));
-    let recoverer = tokio::spawn(recover::run_periodically(
-        database_url.clone(),
-        refunds,
-        recover_interval,
-        app.metrics(),
-    ));
-    let checkpointer = tokio::spawn(read_caches::run_periodically(
-        database_url.clone(),
-        checkpoint_interval,
-    ));
-    let notification_cleaner = tokio::spawn(retention::run_periodically(
-        database_url.clone(),
-        interval,
-        notification_retention,
-        batch_size,
-        app.metrics(),
-    ));
-    tracing::info!(port = app.port(), tls, "callback-gateway listening");
-    let result = app.run_until_stopped().await;
-    cleaner.abort();
-    recoverer.abort();
-    checkpointer.abort();
-    notification_cleaner.abort();
-    result.map_err(|e| CommandError::Runtime(e.into()))
 }

@@ -1,64 +1,34 @@
-//! The bb8 pool of `AsyncPgConnection`s and the embedded migrations (the same `migrations/`
-//! that diesel CLI runs). `connection` opens and watches pooled connections (abandoned
-//! synchronous-replication waits, connections a failover left unusable); `replication` is the
-//! barrier a replay waits for.
+//! The database: how connections are opened (`connection`, with `tls` for `sslmode` and
+//! `watch` for what the server says besides answers: abandoned synchronous-replication waits,
+//! connections a failover left unusable), the pool (`pool` holds its type, this file builds
+//! it), what a confirmed commit is (`commit`, and `unconfirmed` for why an answer cannot be given
+//! as done), the barrier a replay waits for
+//! (`replication`), and the embedded migrations (the same `migrations/` that diesel CLI
+//! runs). Code that only holds a pool or a connection imports the submodule it needs, not
+//! this file, so the pool's users do not depend on how connections are opened.
 
+pub mod commit;
 pub mod connection;
+pub mod pool;
 pub mod replication;
 pub mod tls;
+pub mod unconfirmed;
+pub mod watch;
 
 use std::time::Duration;
 
-pub use connection::{CommitMark, ConnectSpec, commit_confirmed, discard, mark_commit, note_error};
 use diesel::sql_types::Text;
-use diesel_async::pooled_connection::PoolableConnection;
 use diesel_async::pooled_connection::{
-    AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection, RecyclingMethod,
 };
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use futures_util::FutureExt;
 
-pub type PgPool = bb8::Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
+use connection::ConnectSpec;
+use pool::PgPool;
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("migrations");
-
-/// Limits applied to every pooled connection when it is opened.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionLimits {
-    /// Bounds every lock wait, in particular a duplicate waiting on the unique index for the
-    /// first request of its key (the acquire timeout).
-    pub lock_timeout: Duration,
-    /// Bounds every statement.
-    pub statement_timeout: Duration,
-    /// Plans every statement for its own values (`plan_cache_mode = force_custom_plan`). The
-    /// API pool's event-log reads need it: after five runs of a prepared statement PostgreSQL
-    /// may keep a generic plan, and the generic plan of "this event id, newest first, limit
-    /// $n" walks the whole history backwards by time (measured: 57 ms at 109,000 events and
-    /// growing, against 0.2 ms planned for the value). The callback pool keeps generic plans:
-    /// its statements are the same few, and planning them each time costs CPU per event.
-    pub custom_plans: bool,
-}
-
-impl SessionLimits {
-    /// The statements each pooled connection runs once when it opens.
-    pub fn sql(self) -> String {
-        // A transaction left idle (a handler that stalls mid-transaction) is ended by the
-        // server too, so it cannot hold its locks forever.
-        let idle = self.statement_timeout.saturating_mul(2);
-        format!(
-            "SET lock_timeout = {}; SET statement_timeout = {}; SET idle_in_transaction_session_timeout = {};{}",
-            self.lock_timeout.as_millis().max(1),
-            self.statement_timeout.as_millis().max(1),
-            idle.as_millis().max(1),
-            if self.custom_plans {
-                " SET plan_cache_mode = force_custom_plan;"
-            } else {
-                ""
-            },
-        )
-    }
-}
 
 /// Builds the pool without connecting: `/readyz` tells whether the database answers.
 pub fn build_pool(spec: ConnectSpec, size: u32, checkout_timeout: Duration) -> PgPool {
@@ -77,8 +47,8 @@ pub fn build_pool(spec: ConnectSpec, size: u32, checkout_timeout: Duration) -> P
     // moment (a multi-host URL is tried host by host). A `SELECT 1` would pass on a node
     // that no longer takes writes.
     config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
-        let unusable = conn.is_broken()
-            || connection::events_of(conn).is_none_or(|events| events.must_discard());
+        let unusable =
+            conn.is_broken() || watch::events_of(conn).is_none_or(|events| events.must_discard());
         async move {
             if unusable {
                 Err(diesel::result::Error::BrokenTransactionManager)
@@ -95,82 +65,6 @@ pub fn build_pool(spec: ConnectSpec, size: u32, checkout_timeout: Duration) -> P
         .connection_timeout(checkout_timeout)
         .test_on_check_out(true)
         .build_unchecked(manager)
-}
-
-/// A transaction's commit that cannot be answered as done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CommitUnconfirmed {
-    /// The server ended the commit's wait for the synchronous standby (cancel, terminate,
-    /// shutdown) and committed locally only.
-    #[error("the commit's wait for the synchronous standby was abandoned")]
-    Abandoned,
-    /// No confirmation within the commit bound; the connection was dropped (not cancelled).
-    #[error("the commit was not confirmed within the commit bound")]
-    TimedOut,
-}
-
-impl CommitUnconfirmed {
-    /// Why, for the log line of the 503 it becomes.
-    pub fn reason(self) -> &'static str {
-        match self {
-            CommitUnconfirmed::Abandoned => {
-                "the commit's wait for the synchronous standby was abandoned"
-            }
-            CommitUnconfirmed::TimedOut => "the commit outlasted the commit bound",
-        }
-    }
-}
-
-/// An error that may carry the database's own, so that the transaction that met it can tell
-/// whether its connection is still of use ([`note_error`]).
-pub trait DatabaseCause {
-    fn database_error(&self) -> Option<&diesel::result::Error>;
-}
-
-/// Runs `work` in a transaction, like diesel's `transaction`, and answers `Ok` only for a
-/// commit that was confirmed within `commit_timeout`: with synchronous replication, one the
-/// standby acknowledged. Past the bound the connection is dropped, never cancelled (a
-/// cancelled wait commits locally and only warns), and the caller answers 503; the commit
-/// then either reaches the standby or is never acknowledged, and the client's retry decides.
-pub async fn confirmed_transaction<R, E>(
-    conn: &mut AsyncPgConnection,
-    commit_timeout: Duration,
-    work: impl AsyncFnOnce(&mut AsyncPgConnection) -> Result<R, E>,
-) -> Result<R, E>
-where
-    E: From<diesel::result::Error> + From<CommitUnconfirmed> + DatabaseCause,
-{
-    use diesel_async::{AnsiTransactionManager, TransactionManager};
-    AnsiTransactionManager::begin_transaction(conn).await?;
-    match work(conn).await {
-        Ok(value) => {
-            let mark = mark_commit(conn);
-            let commit = AnsiTransactionManager::commit_transaction(conn);
-            match tokio::time::timeout(commit_timeout, commit).await {
-                Ok(Ok(())) if commit_confirmed(conn, mark) => Ok(value),
-                Ok(Ok(())) => Err(CommitUnconfirmed::Abandoned.into()),
-                Ok(Err(error)) => {
-                    note_error(conn, &error);
-                    Err(error.into())
-                }
-                Err(_) => {
-                    // The dropped COMMIT left the transaction manager broken, so the pool
-                    // drops this connection anyway; say so explicitly.
-                    discard(conn);
-                    Err(CommitUnconfirmed::TimedOut.into())
-                }
-            }
-        }
-        Err(error) => {
-            if let Some(cause) = error.database_error() {
-                note_error(conn, cause);
-            }
-            match AnsiTransactionManager::rollback_transaction(conn).await {
-                Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
-                Err(rollback) => Err(rollback.into()),
-            }
-        }
-    }
 }
 
 /// Applies pending migrations over a connection of its own; returns the versions applied.

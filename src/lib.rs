@@ -2,8 +2,10 @@
 //! ledger exactly once, and answers every redelivery with the byte-identical ack.
 
 pub mod allowlist;
+pub mod attention;
 pub mod auth;
 pub mod cli;
+pub mod command;
 pub mod config;
 pub mod db;
 pub mod deliveries;

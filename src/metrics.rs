@@ -10,7 +10,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::db::PgPool;
+use crate::db::pool::PgPool;
 
 /// How a request ended, for the `outcome` label. Handlers attach it to their response;
 /// errors derive it from their code.

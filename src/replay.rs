@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Settings;
 use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
-use crate::providers::{Provider, Providers, Signed};
+use crate::providers::{self, Provider, Providers, Signed};
 use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -433,7 +433,7 @@ pub async fn run(settings: &Settings, args: &ReplayArgs) -> anyhow::Result<Summa
     if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
         anyhow::bail!("--url must be an http:// or https:// URL");
     }
-    let providers = Providers::from_settings(&settings.providers);
+    let providers = providers::configure_all(&settings.providers);
     let lines = read_lines(&args.file)?;
     let started = Instant::now();
     let mut summary = Summary::default();

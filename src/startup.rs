@@ -1,5 +1,6 @@
 //! `Application::build(settings)`: binds the listener (port 0 in tests), builds the pool and
-//! the app; used by `serve` and by the tests alike.
+//! the app; used by [`serve`] and by the tests alike. [`serve`] is the `serve` command: the
+//! checks, the migrations, the app and the background passes beside it.
 
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -8,18 +9,24 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::http::header::STRICT_TRANSPORT_SECURITY;
 use actix_web::middleware::{Condition, DefaultHeaders};
 use actix_web::{App, HttpServer, web};
+use futures_util::FutureExt;
 use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
 
+use crate::command::CommandError;
 use crate::config::Settings;
+use crate::db;
+use crate::db::connection::ConnectSpec;
+use crate::db::pool::SessionLimits;
 use crate::db::replication::Replication;
-use crate::db::{self, ConnectSpec, SessionLimits};
+use crate::idempotency::cleanup;
 use crate::metrics::Metrics;
-use crate::notifications::{Notifying, Wake, sender};
+use crate::notifications::{Notifying, Wake, retention, sender};
 use crate::payments::batcher::Batcher;
-use crate::providers::Providers;
+use crate::providers;
 use crate::refunds::create::Refunds;
 use crate::refunds::provider::RefundClients;
+use crate::refunds::recover;
 use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, BearerSchemes};
@@ -28,6 +35,7 @@ use crate::routes::{
     admin, callbacks, console, events, health, not_found, notifications, orders, refunds,
 };
 use crate::telemetry::GatewayRootSpan;
+use crate::{preflight, read_caches};
 
 /// The OpenAPI document: every route of [`configure`], from the handlers' annotations.
 #[derive(OpenApi)]
@@ -205,13 +213,17 @@ impl Application {
             )?),
             None => None,
         };
+        let barrier_spec = spec(
+            &database_url,
+            true,
+            "callback-gateway/replay-barrier",
+            limits,
+        )?;
         let replication = Replication::spawn(
-            spec(
-                &database_url,
-                true,
-                "callback-gateway/replay-barrier",
-                limits,
-            )?,
+            Box::new(move || {
+                let spec = barrier_spec.clone();
+                async move { spec.connect().await }.boxed()
+            }),
             settings.database.commit_timeout,
         );
         let capture_batches_per_worker = settings.database.capture_batches_per_worker as usize;
@@ -221,7 +233,7 @@ impl Application {
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
-        let providers = web::Data::new(Providers::from_settings(&settings.providers));
+        let providers = web::Data::new(providers::configure_all(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
         let notifying = Notifying::new(&settings.merchants, Wake::default());
         let sender = sender::spawn(&settings, metrics.clone(), notifying.wake_handle().clone())?;
@@ -334,4 +346,58 @@ impl Application {
         }
         result
     }
+}
+
+/// The `serve` command: checks the configuration before touching the database, applies
+/// pending migrations (unless `no_migrate`), runs the app and the background passes (expiry
+/// cleaner, refund recoverer, read caches, notification retention) until it stops.
+pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandError> {
+    // Before any migration: a bad TLS file must stop the deploy with exit 2 and touch nothing.
+    preflight::check(&settings)?;
+    let tls = settings.server.tls.is_some();
+    if !no_migrate {
+        let applied = db::run_migrations(settings.database_url()?).await?;
+        tracing::info!(count = applied.len(), "migrations applied");
+    }
+    let database_url = settings.database_url()?.to_owned();
+    let (interval, batch_size) = (
+        settings.idempotency.cleanup_interval,
+        settings.idempotency.cleanup_batch_size,
+    );
+    let recover_interval = settings.refunds.recover_interval;
+    let checkpoint_interval = settings.ledger.checkpoint_interval;
+    let notification_retention = retention::Keep::of(&settings.notifications);
+    let refunds_settings = settings.clone();
+    let app = Application::build(settings).await?;
+    let refunds = refunds_of(&refunds_settings, app.notifying())?;
+    let cleaner = tokio::spawn(cleanup::run_periodically(
+        database_url.clone(),
+        interval,
+        batch_size,
+        app.metrics(),
+    ));
+    let recoverer = tokio::spawn(recover::run_periodically(
+        database_url.clone(),
+        refunds,
+        recover_interval,
+        app.metrics(),
+    ));
+    let checkpointer = tokio::spawn(read_caches::run_periodically(
+        database_url.clone(),
+        checkpoint_interval,
+    ));
+    let notification_cleaner = tokio::spawn(retention::run_periodically(
+        database_url.clone(),
+        interval,
+        notification_retention,
+        batch_size,
+        app.metrics(),
+    ));
+    tracing::info!(port = app.port(), tls, "callback-gateway listening");
+    let result = app.run_until_stopped().await;
+    cleaner.abort();
+    recoverer.abort();
+    checkpointer.abort();
+    notification_cleaner.abort();
+    result.map_err(|e| CommandError::Runtime(e.into()))
 }

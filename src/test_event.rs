@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use crate::config::{ProviderSettings, SchemeName, Settings};
 use crate::orders::model::Order;
-use crate::providers::{Provider, Sample};
+use crate::providers::{self, Sample};
 use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -142,7 +142,7 @@ pub async fn run(
         amount_minor,
         currency,
     };
-    let provider = Provider::new(provider_settings.clone());
+    let provider = providers::configure(provider_settings.clone());
     let body = provider.sample_body(&args.event_type, &sample);
     let signed = provider
         .sign(&sample.event_id, body.as_bytes(), Utc::now().timestamp())
@@ -175,6 +175,7 @@ mod tests {
     use super::*;
     use crate::config::{ProcessEnv, SchemeName};
     use crate::payments::event::{Parsed, PaymentEvent};
+    use crate::providers::Provider;
 
     fn sample() -> Sample {
         Sample {
@@ -207,7 +208,7 @@ mod tests {
                     scheme.as_str()
                 );
                 let settings = Settings::from_toml(&text, &ProcessEnv).unwrap();
-                Provider::new(settings.providers[0].clone())
+                providers::configure(settings.providers[0].clone())
             })
             .collect()
     }

@@ -50,7 +50,7 @@ use tokio::net::TcpStream;
 
 use callback_gateway::config::{PayloadFormat, ProcessEnv, Settings};
 use callback_gateway::idempotency::REPLAYED_HEADER;
-use callback_gateway::providers::{Provider, Providers, Sample as EventSample};
+use callback_gateway::providers::{self, Provider, Sample as EventSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -510,7 +510,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         anyhow::bail!("--config and --provider are required");
     };
     let settings = Settings::load(Some(config), &ProcessEnv)?;
-    let providers = Providers::from_settings(&settings.providers);
+    let providers = providers::configure_all(&settings.providers);
     let provider = providers
         .get(provider_name)
         .ok_or_else(|| anyhow::anyhow!("provider {provider_name} is not configured"))?;
@@ -1857,7 +1857,7 @@ mod tests {
             &ProcessEnv,
         )
         .unwrap();
-        let providers = Providers::from_settings(&settings.providers);
+        let providers = providers::configure_all(&settings.providers);
         let sql = body::history_sql(&providers.get("acme").unwrap()).unwrap();
         for needle in [
             "\\set idem_key_prefix 'acme:'",

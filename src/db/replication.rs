@@ -13,11 +13,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use diesel::ConnectionError;
 use diesel::sql_types::Bool;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::future::BoxFuture;
 use tokio::sync::{Mutex, Notify, watch};
 
-use super::connection::{ConnectSpec, commit_confirmed, mark_commit};
+use super::unconfirmed::ReplayUnconfirmed;
+use super::watch::{commit_confirmed, mark_commit};
 
 /// How long one round may wait before its connection is given up and a new one opened (a
 /// socket to a node that vanished can stay silent far longer).
@@ -43,16 +46,6 @@ struct RoundRow {
     synchronous: bool,
 }
 
-/// A replay could not be confirmed in time: the standby did not confirm a round.
-#[derive(Debug, thiserror::Error)]
-#[error("the synchronous standby did not confirm the stored answer within {0:?}")]
-pub struct Unconfirmed(pub Duration);
-
-impl Unconfirmed {
-    /// Why, for the log line of the 503 it becomes.
-    pub const REASON: &'static str = "the standby did not confirm the stored answer in time";
-}
-
 #[derive(Default)]
 struct Rounds {
     /// The number of the next round to begin.
@@ -69,6 +62,12 @@ struct Shared {
     synchronous: AtomicBool,
 }
 
+/// Opens the barrier's connection: a watched one to the primary ([`super::watch`] tells
+/// whether its rounds were confirmed). Given by the caller, so the barrier does not depend
+/// on how connections are opened.
+pub type Connect =
+    Box<dyn Fn() -> BoxFuture<'static, Result<AsyncPgConnection, ConnectionError>> + Send>;
+
 /// The process's replay barrier (one task and one connection, shared by every worker).
 #[derive(Clone)]
 pub struct Replication {
@@ -79,7 +78,7 @@ pub struct Replication {
 
 impl Replication {
     /// Starts the barrier's task on the current runtime.
-    pub fn spawn(spec: ConnectSpec, commit_timeout: Duration) -> Self {
+    pub fn spawn(connect: Connect, commit_timeout: Duration) -> Self {
         let (confirmed, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             rounds: Mutex::new(Rounds { next: 1, wanted: 0 }),
@@ -87,7 +86,7 @@ impl Replication {
             confirmed,
             synchronous: AtomicBool::new(true),
         });
-        tokio::spawn(run_rounds(spec, shared.clone()));
+        tokio::spawn(run_rounds(connect, shared.clone()));
         Self {
             shared,
             commit_timeout,
@@ -100,13 +99,13 @@ impl Replication {
     }
 
     /// [`Self::confirm_visible`] within the commit bound.
-    pub async fn confirm_replay(&self) -> Result<(), Unconfirmed> {
+    pub async fn confirm_replay(&self) -> Result<(), ReplayUnconfirmed> {
         self.confirm_visible(self.commit_timeout).await
     }
 
     /// Waits until every commit visible now is confirmed by the synchronous standby (at once
-    /// without synchronous replication); `Unconfirmed` after `bound`.
-    pub async fn confirm_visible(&self, bound: Duration) -> Result<(), Unconfirmed> {
+    /// without synchronous replication); `ReplayUnconfirmed` after `bound`.
+    pub async fn confirm_visible(&self, bound: Duration) -> Result<(), ReplayUnconfirmed> {
         if !AtomicBool::load(&self.shared.synchronous, Ordering::Acquire) {
             return Ok(());
         }
@@ -119,12 +118,12 @@ impl Replication {
         self.shared.wake.notify_one();
         match tokio::time::timeout(bound, confirmed.wait_for(|done| *done >= ticket)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(Unconfirmed(bound)),
+            _ => Err(ReplayUnconfirmed(bound)),
         }
     }
 }
 
-async fn run_rounds(spec: ConnectSpec, shared: Arc<Shared>) {
+async fn run_rounds(connect: Connect, shared: Arc<Shared>) {
     let mut conn: Option<AsyncPgConnection> = None;
     loop {
         // A round when a waiter wants one, otherwise a look at the settings every second.
@@ -147,7 +146,7 @@ async fn run_rounds(spec: ConnectSpec, shared: Arc<Shared>) {
         };
         let connection = match conn.as_mut() {
             Some(connection) => connection,
-            None => match spec.connect().await {
+            None => match connect().await {
                 Ok(connection) => conn.insert(connection),
                 Err(error) => {
                     tracing::warn!(%error, "replay barrier: cannot connect; will retry");

@@ -13,9 +13,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use crate::export::ExportRow;
-use crate::idempotency::transmission::ReusedTransmission;
-use crate::payments::dispute::{self, DisputeAttention, DisputeView};
-use crate::refunds::model::RefundAttention;
+use crate::payments::dispute::{self, DisputeView};
 use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
 use crate::schema::{orders, payments};
 
@@ -323,53 +321,6 @@ struct ExportColumns {
     body: Vec<u8>,
 }
 
-/// What finance must look at: the newest held and rejected events, refund requests that
-/// failed or are stuck, and disputes that are open or need a look.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Attention {
-    pub held: Vec<EventRow>,
-    pub rejected: Vec<EventRow>,
-    /// Merchant refunds declined, left processing with no live lease, stopped for a person, or
-    /// pending longer than `pending_overdue` (each with its reason).
-    pub refund_requests: Vec<RefundAttention>,
-    /// Disputes not closed yet, closed won with their funds still withdrawn, or whose
-    /// withdrawal took more than remained of the payment (each with its reason).
-    pub disputes: Vec<DisputeAttention>,
-    /// Genuine transmissions (PayPal's) that were delivered again with another body: a forgery
-    /// refused with 401, or, if the forgery came first, a genuine event the gateway refused.
-    pub reused_transmissions: Vec<ReusedTransmission>,
-}
-
-/// The newest `limit` held and the newest `limit` rejected events, and the newest `limit`
-/// refund requests and disputes to look at.
-pub async fn attention(
-    conn: &mut AsyncPgConnection,
-    limit: i64,
-    pending_overdue: std::time::Duration,
-) -> QueryResult<Attention> {
-    let mut by_outcome = async |outcome| {
-        let filter = EventFilter {
-            outcome: Some(outcome),
-            ..EventFilter::default()
-        };
-        list(conn, &filter, None, limit)
-            .await
-            .map(|page| page.events)
-    };
-    let held = by_outcome(EventOutcome::Held).await?;
-    let rejected = by_outcome(EventOutcome::Rejected).await?;
-    let refund_requests = RefundAttention::newest(conn, limit, pending_overdue).await?;
-    let disputes = DisputeAttention::newest(conn, limit).await?;
-    let reused_transmissions = ReusedTransmission::newest(conn, limit).await?;
-    Ok(Attention {
-        held,
-        rejected,
-        refund_requests,
-        disputes,
-        reused_transmissions,
-    })
-}
-
 /// A ledger entry of a transfer.
 #[derive(Debug, Clone, Serialize, Queryable, Selectable, utoipa::ToSchema)]
 #[diesel(table_name = ledger_entries)]
@@ -637,6 +588,24 @@ pub async fn explain_detail(
             .await?,
     ];
     Ok(plans.map(|lines| lines.join("\n")).join("\n--\n"))
+}
+
+/// The verified body stored for `provider`'s event `event_id` (the newest, should a provider's
+/// name have served two merchants), for the admin replay.
+pub async fn stored_body(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    event_id: &str,
+) -> QueryResult<Option<Vec<u8>>> {
+    use callback_deliveries as d;
+    d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::event_id.eq(event_id))
+        .order(d::id.desc())
+        .select(d::body)
+        .first(conn)
+        .await
+        .optional()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub enum IdempotencyError {
     Saturated(&'static str),
 }
 
-impl crate::db::DatabaseCause for IdempotencyError {
+impl crate::db::unconfirmed::DatabaseCause for IdempotencyError {
     fn database_error(&self) -> Option<&diesel::result::Error> {
         match self {
             IdempotencyError::Database(error) => Some(error),
@@ -36,15 +36,15 @@ impl crate::db::DatabaseCause for IdempotencyError {
     }
 }
 
-impl From<crate::db::CommitUnconfirmed> for IdempotencyError {
-    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+impl From<crate::db::unconfirmed::CommitUnconfirmed> for IdempotencyError {
+    fn from(error: crate::db::unconfirmed::CommitUnconfirmed) -> Self {
         IdempotencyError::Unconfirmed(error.reason())
     }
 }
 
-impl From<crate::db::replication::Unconfirmed> for IdempotencyError {
-    fn from(_: crate::db::replication::Unconfirmed) -> Self {
-        IdempotencyError::Unconfirmed(crate::db::replication::Unconfirmed::REASON)
+impl From<crate::db::unconfirmed::ReplayUnconfirmed> for IdempotencyError {
+    fn from(_: crate::db::unconfirmed::ReplayUnconfirmed) -> Self {
+        IdempotencyError::Unconfirmed(crate::db::unconfirmed::ReplayUnconfirmed::REASON)
     }
 }
 

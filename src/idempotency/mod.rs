@@ -12,8 +12,9 @@ pub mod transmission;
 use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 
+use crate::db::commit::confirmed_transaction;
+use crate::db::pool::PgPool;
 use crate::db::replication::Replication;
-use crate::db::{PgPool, confirmed_transaction};
 
 use error::IdempotencyError;
 use record::{

@@ -26,7 +26,8 @@ use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::db::{PgPool, commit_confirmed, mark_commit, note_error};
+use crate::db::pool::PgPool;
+use crate::db::watch::{commit_confirmed, mark_commit, note_error};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;

@@ -12,13 +12,13 @@ use super::ack::{ACK_STATUS, CallbackOutcome};
 use super::apply::{Applied, apply};
 use super::batcher::{BatchItem, Batcher};
 use super::capture::{Capture, run_batch};
+use super::delivery::{Delivery, record_delivery};
 use super::dispute::{Dispute, DisputeKey, DisputeState};
 use super::effect::Source;
 use super::event::{Parsed, PaymentEvent, Reading};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
 use super::state::{Disputes, NoWrites, OrderState, Plan, expected_capture, plan};
-use crate::deliveries::{self, Delivery};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, OneStatement};
 use crate::idempotency::{IdempotentWork, Respond};
@@ -113,7 +113,7 @@ impl ProcessCallback<'_> {
             body: self.body,
             event_type: self.event_type.as_deref(),
         };
-        deliveries::record(conn, delivery, &outcome, ACK_STATUS).await?;
+        record_delivery(conn, delivery, &outcome, ACK_STATUS).await?;
         Ok(outcome)
     }
 

@@ -4,8 +4,9 @@
 //! sample for `send-test-event`). [`body`] holds the reading rules every format shares. The
 //! write path reads only `PaymentEvent`s and never learns a provider's name.
 //!
-//! Adding a provider touches its file, the scheme list ([`connector_for`], [`format_for`] and
-//! `SchemeName`/`PayloadFormat` in the configuration), the docs and the tests.
+//! This file is the scheme list ([`connector_for`], [`format_for`], [`configure`]); the routes
+//! see configured providers through [`registry`] only. Adding a provider touches its file, the
+//! scheme list (and `SchemeName`/`PayloadFormat` in the configuration), the docs and the tests.
 
 pub mod adyen;
 pub mod body;
@@ -16,26 +17,32 @@ pub mod hmac_sha256;
 pub mod paddle;
 pub mod paypal;
 pub mod razorpay;
+pub mod registry;
 pub mod square;
 pub mod standard_webhooks;
 pub mod stripe;
 #[cfg(test)]
 mod vectors;
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use chrono::{DateTime, Utc};
-
 use crate::config::providers::{PayloadFormat, ProviderSettings, SchemeName};
-use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::payments::event::{Parsed, PayloadError, Reading, check_event_id};
-use crate::signature::scheme::HeaderSource;
 
-pub use crate::signature::scheme::{NamedItem, Naming, Verified};
 pub use connector::{
-    Answer, Connector, Event, Events, Format, Rejection, Sample, Signed, Unsignable, Verification,
+    Answer, Connector, Event, Events, Format, NamedItem, Naming, Rejection, Sample, Signed,
+    Unsignable, Verification, Verified,
 };
+pub use registry::{Provider, Providers};
+
+/// A configured provider: `settings` with the connector and the format its scheme names.
+pub fn configure(settings: ProviderSettings) -> Provider {
+    let connector = connector_for(&settings);
+    let format = format_for(settings.payload);
+    Provider::new(settings, connector, format)
+}
+
+/// Every configured provider, by name.
+pub fn configure_all(settings: &[ProviderSettings]) -> Providers {
+    Providers::new(settings.iter().cloned().map(configure))
+}
 
 /// The scheme list: the connector of `settings.scheme`, keyed with its settings.
 pub fn connector_for(settings: &ProviderSettings) -> Box<dyn Connector> {
@@ -73,182 +80,5 @@ pub fn format_for(format: PayloadFormat) -> &'static dyn Format {
         PayloadFormat::Checkout => &checkout::CheckoutFormat,
         PayloadFormat::Paddle => &paddle::PaddleFormat,
         PayloadFormat::Paypal => &paypal::PaypalFormat,
-    }
-}
-
-/// One configured provider: its settings, its connector and its format.
-pub struct Provider {
-    settings: ProviderSettings,
-    connector: Box<dyn Connector>,
-    format: &'static dyn Format,
-}
-
-impl Provider {
-    pub fn new(settings: ProviderSettings) -> Self {
-        let connector = connector_for(&settings);
-        let format = format_for(settings.payload);
-        Self {
-            settings,
-            connector,
-            format,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.settings.name
-    }
-
-    pub fn merchant_id(&self) -> i64 {
-        self.settings.merchant_id
-    }
-
-    pub fn settings(&self) -> &ProviderSettings {
-        &self.settings
-    }
-
-    pub fn connector(&self) -> &dyn Connector {
-        self.connector.as_ref()
-    }
-
-    pub fn format(&self) -> &'static dyn Format {
-        self.format
-    }
-
-    /// The signature check of a delivery.
-    pub fn verify<'a>(
-        &'a self,
-        headers: &'a dyn HeaderSource,
-        body: &'a [u8],
-        now: DateTime<Utc>,
-    ) -> Verification<'a> {
-        self.connector.verify(headers, body, now)
-    }
-
-    /// The events of a verified delivery, each with its id. Without a usable id a delivery
-    /// cannot be keyed, so nothing is recorded (a 400).
-    pub fn events<'b>(
-        &self,
-        verified: Verified,
-        body: &'b [u8],
-    ) -> Result<Events<'b>, PayloadError> {
-        let id = match verified.naming {
-            Naming::Body => self.format.event_id(body)?,
-            Naming::Header(id) => {
-                check_event_id(&id)?;
-                id
-            }
-            Naming::MissingHeader(header) => {
-                return Err(PayloadError::new(format!(
-                    "the {header} header names the event; without it the event cannot be keyed"
-                )));
-            }
-            Naming::Items(items) => {
-                let events = items
-                    .into_iter()
-                    .map(|item| {
-                        check_event_id(&item.event_id)?;
-                        let body = body.get(item.span).ok_or_else(|| {
-                            PayloadError::new("an item lies outside the body".to_owned())
-                        })?;
-                        Ok(Event {
-                            id: item.event_id,
-                            body,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, PayloadError>>()?;
-                return Ok(Events::Items(events));
-            }
-        };
-        Ok(Events::One(Event { id, body }))
-    }
-
-    /// The event's body read once in this provider's payload format, with its type.
-    pub fn read_event(&self, body: &[u8]) -> Reading {
-        self.format.read(body)
-    }
-
-    /// The event's body read in this provider's payload format.
-    pub fn parse_event(&self, body: &[u8]) -> Parsed {
-        self.read_event(body).parsed
-    }
-
-    pub fn answer(&self) -> Answer {
-        self.connector.answer()
-    }
-
-    /// Signs `body` as the provider would, with the first secret at `timestamp`.
-    pub fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
-        self.connector.sign(event_id, body, timestamp)
-    }
-
-    /// The event id of a stored or replayed body, for providers whose body names it; for one
-    /// that names it in a header the caller must know it (an error says which header).
-    pub fn event_id_of(&self, body: &[u8]) -> Result<String, PayloadError> {
-        if let Some(header) = self.connector.event_id_header() {
-            return Err(PayloadError::new(format!(
-                "the {header} header names this provider's events, not the body"
-            )));
-        }
-        self.format.event_id(body)
-    }
-
-    /// A sample body of the gateway's `event_type` in this provider's format.
-    pub fn sample_body(&self, event_type: &str, sample: &Sample) -> String {
-        self.format.sample(event_type, sample)
-    }
-
-    /// The idempotency request of one event: scope (merchant, `payment.callback`,
-    /// `{provider}:{event id}`), the fingerprint of the event's body, and this provider's
-    /// record lifetime.
-    pub fn idempotent_request(
-        &self,
-        event_id: &str,
-        body: &[u8],
-        now: DateTime<Utc>,
-    ) -> IdempotentRequest {
-        IdempotentRequest {
-            scope: Scope {
-                user_id: self.settings.merchant_id,
-                op: Operation::PaymentCallback,
-                key: format!("{}:{event_id}", self.settings.name),
-            },
-            fingerprint: Fingerprint::of(body),
-            expires_at: now + self.settings.ttl,
-        }
-    }
-}
-
-/// Providers by name (the URL segment of `/v1/callbacks/{provider}`).
-#[derive(Clone, Default)]
-pub struct Providers(Arc<HashMap<String, Arc<Provider>>>);
-
-impl Providers {
-    pub fn from_settings(settings: &[ProviderSettings]) -> Self {
-        Self(Arc::new(
-            settings
-                .iter()
-                .map(|s| (s.name.clone(), Arc::new(Provider::new(s.clone()))))
-                .collect(),
-        ))
-    }
-
-    pub fn get(&self, name: &str) -> Option<Arc<Provider>> {
-        self.0.get(name).cloned()
-    }
-
-    /// The payment id a body of `provider` names, if it is a payment event.
-    pub fn payment_id_of(&self, provider: &str, body: &[u8]) -> Option<String> {
-        match self.get(provider)?.parse_event(body) {
-            Parsed::Event(event) => Some(event.payment_id().to_owned()),
-            Parsed::Ignored(_) | Parsed::Rejected { .. } => None,
-        }
-    }
-
-    /// The merchants the configured providers post for, ascending, each once.
-    pub fn merchant_ids(&self) -> Vec<i64> {
-        let mut ids: Vec<i64> = self.0.values().map(|p| p.merchant_id()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
     }
 }

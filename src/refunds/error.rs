@@ -30,7 +30,7 @@ pub enum RefundError {
     Unconfirmed(&'static str),
 }
 
-impl crate::db::DatabaseCause for RefundError {
+impl crate::db::unconfirmed::DatabaseCause for RefundError {
     fn database_error(&self) -> Option<&diesel::result::Error> {
         match self {
             RefundError::Database(error) => Some(error),
@@ -39,7 +39,7 @@ impl crate::db::DatabaseCause for RefundError {
     }
 }
 
-impl crate::db::DatabaseCause for ResolveError {
+impl crate::db::unconfirmed::DatabaseCause for ResolveError {
     fn database_error(&self) -> Option<&diesel::result::Error> {
         match self {
             ResolveError::Refund(error) => error.database_error(),
@@ -48,15 +48,15 @@ impl crate::db::DatabaseCause for ResolveError {
     }
 }
 
-impl From<crate::db::CommitUnconfirmed> for RefundError {
-    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+impl From<crate::db::unconfirmed::CommitUnconfirmed> for RefundError {
+    fn from(error: crate::db::unconfirmed::CommitUnconfirmed) -> Self {
         RefundError::Unconfirmed(error.reason())
     }
 }
 
-impl From<crate::db::replication::Unconfirmed> for RefundError {
-    fn from(_: crate::db::replication::Unconfirmed) -> Self {
-        RefundError::Unconfirmed(crate::db::replication::Unconfirmed::REASON)
+impl From<crate::db::unconfirmed::ReplayUnconfirmed> for RefundError {
+    fn from(_: crate::db::unconfirmed::ReplayUnconfirmed) -> Self {
+        RefundError::Unconfirmed(crate::db::unconfirmed::ReplayUnconfirmed::REASON)
     }
 }
 
@@ -81,8 +81,8 @@ pub enum ResolveError {
     Refund(#[from] RefundError),
 }
 
-impl From<crate::db::CommitUnconfirmed> for ResolveError {
-    fn from(error: crate::db::CommitUnconfirmed) -> Self {
+impl From<crate::db::unconfirmed::CommitUnconfirmed> for ResolveError {
+    fn from(error: crate::db::unconfirmed::CommitUnconfirmed) -> Self {
         ResolveError::Refund(error.into())
     }
 }

@@ -7,7 +7,7 @@ use super::body::read_body;
 use super::extract::{AdminAuth, ApiPool};
 use super::respond::idempotent_response;
 use super::state::AppState;
-use crate::deliveries;
+use crate::deliveries::read::stored_body;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::Completion;
 use crate::idempotency::transmission::{self, Binding, Bound};
@@ -16,7 +16,8 @@ use crate::metrics::{Metrics, OutcomeLabel};
 use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
 use crate::payments::callback::ProcessCallback;
 use crate::payments::effect::Source;
-use crate::providers::{Answer, Event, Events, Provider, Providers};
+use crate::providers::connector::{Answer, Event, Events};
+use crate::providers::registry::{Provider, Providers};
 use crate::signature::scheme::{SignatureError, Transmission};
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
@@ -278,7 +279,7 @@ pub async fn replay_stored(
     root_span.record("event_id", event_id.as_str());
     let body = {
         let mut conn = api_pool.get().await?;
-        deliveries::stored_body(&mut conn, provider.name(), &event_id)
+        stored_body(&mut conn, provider.name(), &event_id)
             .await?
             .ok_or(ApiError::NotFound {
                 code: "event_not_found",

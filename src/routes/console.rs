@@ -19,6 +19,7 @@ pub use session::Sessions;
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
 use super::extract::{AdminToken, ReadPool};
 use super::state::AppState;
+use crate::attention;
 use crate::auth;
 use crate::deliveries::minutes;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
@@ -27,7 +28,7 @@ use crate::idempotency::transmission::ReusedTransmission;
 use crate::ledger;
 use crate::notifications::{self, admin::NotificationView};
 use crate::payments::dispute::{DisputeAttention, DisputeView};
-use crate::providers::Providers;
+use crate::providers::registry::Providers;
 use crate::refunds::model::RefundAttention;
 use view::{Chart, EventLine, filter_query, pretty_json, time};
 
@@ -381,7 +382,7 @@ async fn attention(
 ) -> Result<HttpResponse, ConsoleError> {
     let mut conn = read_pool.get().await.map_err(ApiError::from)?;
     let overdue = state.settings.refunds.pending_overdue;
-    let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
+    let attention = attention::gather(&mut conn, ATTENTION_LIMIT, overdue).await?;
     html(
         StatusCode::OK,
         &AttentionPage {

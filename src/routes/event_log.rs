@@ -2,7 +2,7 @@
 //! read into filters, one event found, and the filtered events streamed as replayable JSONL
 //! (the `export` format). Takes the pool it is given; callers pass the API pool.
 
-use crate::db::PgPool;
+use crate::db::pool::PgPool;
 use crate::deliveries::read::{
     self, BatchLimit, Cursor, DEFAULT_LIMIT, EventDetail, EventFilter, EventOutcome,
 };

@@ -7,9 +7,10 @@ use actix_web::{HttpResponse, web};
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
 use super::extract::{AdminAuth, ReadPool};
 use super::state::AppState;
-use crate::deliveries::read::{self, Attention, EventDetail, EventPage};
+use crate::attention::{self, Attention};
+use crate::deliveries::read::{self, EventDetail, EventPage};
 use crate::error::{ApiError, ErrorBody};
-use crate::providers::Providers;
+use crate::providers::registry::Providers;
 
 /// `GET /admin/events`: newest first, keyset pages.
 #[utoipa::path(
@@ -83,7 +84,7 @@ pub async fn attention(
 ) -> Result<HttpResponse, ApiError> {
     let mut conn = read_pool.get().await?;
     let overdue = state.settings.refunds.pending_overdue;
-    let attention = read::attention(&mut conn, ATTENTION_LIMIT, overdue).await?;
+    let attention = attention::gather(&mut conn, ATTENTION_LIMIT, overdue).await?;
     Ok(HttpResponse::Ok().json(attention))
 }
 

@@ -8,7 +8,7 @@ use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 
 use crate::auth;
-use crate::db::PgPool;
+use crate::db::pool::PgPool;
 use crate::error::ApiError;
 use crate::idempotency::key::IdempotencyKey;
 use crate::secret::Secret;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::config::Settings;
-use crate::db::PgPool;
+use crate::db::pool::PgPool;
 use crate::db::replication::Replication;
 use crate::notifications::Notifying;
 use crate::payments::batcher::Batcher;

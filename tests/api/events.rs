@@ -605,7 +605,7 @@ struct PlanCounts {
 /// backwards by time under the benchmark (docs/performance.md).
 #[tokio::test]
 async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
-    use callback_gateway::db::{self, SessionLimits};
+    use callback_gateway::db::{self, connection::ConnectSpec, pool::SessionLimits};
     use diesel_async::RunQueryDsl;
     use std::time::Duration;
 
@@ -616,7 +616,7 @@ async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
         statement_timeout: Duration::from_secs(5),
         custom_plans: true,
     };
-    let spec = db::ConnectSpec::new(
+    let spec = ConnectSpec::new(
         &app.database_url,
         false,
         Duration::from_secs(5),

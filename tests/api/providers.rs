@@ -4,7 +4,7 @@
 //! wrong key, the scheme's own failure) is refused with nothing written.
 
 use callback_gateway::config::{SchemeName, Settings};
-use callback_gateway::providers::Provider;
+use callback_gateway::providers;
 
 use crate::support::gateway::GatewayProcess;
 use crate::support::payloads::{Kind, Payload, payload};
@@ -348,7 +348,7 @@ async fn a_square_signature_over_a_notification_url_one_character_off_is_401() {
             crate::support::SQUARE_KEY
         );
         let settings = Settings::from_toml(&text, &callback_gateway::config::ProcessEnv).unwrap();
-        let signed = Provider::new(settings.providers[0].clone())
+        let signed = providers::configure(settings.providers[0].clone())
             .sign(&event.event_id, event.body.as_bytes(), 0)
             .unwrap();
         let (status, _, text) = answer(
@@ -1013,7 +1013,7 @@ fn scheme_failures(provider: &str, event: &Payload) -> Vec<(&'static str, u16, H
             );
             let settings =
                 Settings::from_toml(&text, &callback_gateway::config::ProcessEnv).unwrap();
-            let signed = Provider::new(settings.providers[0].clone())
+            let signed = providers::configure(settings.providers[0].clone())
                 .sign(&event.event_id, event.body.as_bytes(), 0)
                 .unwrap();
             vec![("notification URL one character off", 401, signed.headers)]

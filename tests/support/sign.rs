@@ -3,7 +3,7 @@
 //! in unit tests).
 
 use callback_gateway::config::{ProcessEnv, SchemeName, Settings};
-use callback_gateway::providers::Provider;
+use callback_gateway::providers::{self, Provider};
 
 use super::{
     ACME, ACME_SECRET, ADYEN, ADYEN_KEY, CHECKOUT, CHECKOUT_KEY, PADDLE, PADDLE_SECRET, PAYPAL,
@@ -41,7 +41,7 @@ pub fn provider_with(scheme: SchemeName, secrets: &[&str]) -> Provider {
     );
     let settings = Settings::from_toml(&text, &ProcessEnv)
         .unwrap_or_else(|e| panic!("test provider of {scheme:?}: {e}"));
-    Provider::new(settings.providers[0].clone())
+    providers::configure(settings.providers[0].clone())
 }
 
 /// The headers, and the body to send, that sign `body` as `event_id` with `secret` under

@@ -1,0 +1,60 @@
+//! The event log's write: each first delivery's raw verified body with what the gateway did
+//! with it (type, outcome, reason, ack status, transfer) goes into `callback_deliveries`
+//! through `callback_record_delivery` (migration 000010), which the one-statement capture
+//! calls too. The log's reads are [`crate::deliveries`].
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bytea, Int4, Nullable, Text};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+
+use super::ack::CallbackOutcome;
+
+diesel::define_sql_function! {
+    #[allow(clippy::too_many_arguments)]
+    fn callback_record_delivery(
+        merchant_id: BigInt,
+        provider: Text,
+        event_id: Text,
+        body: Bytea,
+        event_type: Nullable<Text>,
+        outcome: Text,
+        reason: Nullable<Text>,
+        ack_status: Int4,
+        transfer_id: Nullable<BigInt>,
+    ) -> diesel::sql_types::Bool;
+}
+
+/// One first delivery as the event log keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct Delivery<'a> {
+    pub merchant_id: i64,
+    pub provider: &'a str,
+    pub event_id: &'a str,
+    pub body: &'a [u8],
+    /// The body's `type` as the provider sent it.
+    pub event_type: Option<&'a str>,
+}
+
+/// Records a verified body and its outcome; a later first delivery of the same event (after
+/// its idempotency record expired) keeps the original row.
+pub async fn record_delivery(
+    conn: &mut AsyncPgConnection,
+    delivery: Delivery<'_>,
+    outcome: &CallbackOutcome,
+    ack_status: u16,
+) -> QueryResult<()> {
+    diesel::select(callback_record_delivery(
+        delivery.merchant_id,
+        delivery.provider,
+        delivery.event_id,
+        delivery.body,
+        delivery.event_type,
+        outcome.outcome.as_str(),
+        outcome.reason,
+        i32::from(ack_status),
+        outcome.transfer_id,
+    ))
+    .execute(conn)
+    .await
+    .map(|_| ())
+}
