@@ -36,5 +36,6 @@ mod refunds;
 mod replay;
 mod resilience;
 mod reused_event_ids;
+mod schema;
 mod synchronous_commit;
 mod write_path;
