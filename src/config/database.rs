@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, Environment, positive, within};
+use super::rules::{ConfigError, Environment, bounded, positive, within};
 use crate::secret::Secret;
 
 #[derive(Debug, Clone)]
@@ -79,8 +79,13 @@ pub(super) fn validate(
     )?;
     let statement_timeout_ms = raw.statement_timeout_ms.unwrap_or(10_000);
     positive("database.statement_timeout_ms", statement_timeout_ms)?;
-    let commit_timeout_ms = raw.commit_timeout_ms.unwrap_or(5_000);
-    within("database.commit_timeout_ms", commit_timeout_ms, 1, 600_000)?;
+    let commit_timeout_ms = bounded(
+        "database.commit_timeout_ms",
+        raw.commit_timeout_ms,
+        5_000,
+        1,
+        600_000,
+    )?;
     Ok(DatabaseSettings {
         url: url.map(Secret::new),
         pool_size,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, MAX_HOURS, hours, positive, within};
+use super::rules::{ConfigError, MAX_HOURS, bounded, hours, positive};
 
 #[derive(Debug, Clone)]
 pub struct IdempotencySettings {
@@ -23,8 +23,7 @@ pub(super) struct RawIdempotency {
 }
 
 pub(super) fn validate(raw: RawIdempotency) -> Result<IdempotencySettings, ConfigError> {
-    let ttl_hours = raw.ttl_hours.unwrap_or(72);
-    within("idempotency.ttl_hours", ttl_hours, 1, MAX_HOURS)?;
+    let ttl_hours = bounded("idempotency.ttl_hours", raw.ttl_hours, 72, 1, MAX_HOURS)?;
     let cleanup_interval_secs = raw.cleanup_interval_secs.unwrap_or(60);
     positive("idempotency.cleanup_interval_secs", cleanup_interval_secs)?;
     let cleanup_batch_size = raw.cleanup_batch_size.unwrap_or(5000);

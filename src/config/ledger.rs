@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, within};
+use super::rules::{ConfigError, bounded};
 
 /// The ledger's background work.
 #[derive(Debug, Clone)]
@@ -21,10 +21,10 @@ pub(super) struct RawLedger {
 }
 
 pub(super) fn validate(raw: RawLedger) -> Result<LedgerSettings, ConfigError> {
-    let checkpoint_interval_secs = raw.checkpoint_interval_secs.unwrap_or(1);
-    within(
+    let checkpoint_interval_secs = bounded(
         "ledger.checkpoint_interval_secs",
-        checkpoint_interval_secs,
+        raw.checkpoint_interval_secs,
+        1,
         1,
         86_400,
     )?;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, MAX_HOURS, hours, within};
+use super::rules::{ConfigError, MAX_HOURS, bounded, hours, within};
 
 /// Merchant notifications: how the sender in `serve` delivers them, and how long delivered
 /// ones are kept.
@@ -65,38 +65,47 @@ pub(super) struct RawNotifications {
 }
 
 pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
-    let retention_hours = raw.retention_hours.unwrap_or(168);
-    within(
+    let retention_hours = bounded(
         "notifications.retention_hours",
-        retention_hours,
+        raw.retention_hours,
+        168,
         1,
         MAX_HOURS,
     )?;
-    let failed_retention_hours = raw.failed_retention_hours.unwrap_or(720);
-    within(
+    let failed_retention_hours = bounded(
         "notifications.failed_retention_hours",
-        failed_retention_hours,
+        raw.failed_retention_hours,
+        720,
         1,
         MAX_HOURS,
     )?;
-    let disabled_keep = raw.disabled_keep.unwrap_or(100_000);
-    within("notifications.disabled_keep", disabled_keep, 1, 10_000_000)?;
-    let release_per_sec = raw.release_per_sec.unwrap_or(100);
-    within("notifications.release_per_sec", release_per_sec, 1, 100_000)?;
-    let concurrency = raw.concurrency.unwrap_or(64);
-    within("notifications.concurrency", concurrency, 1, 1000)?;
-    let per_merchant = raw.per_merchant_concurrency.unwrap_or(8);
-    within(
+    let disabled_keep = bounded(
+        "notifications.disabled_keep",
+        raw.disabled_keep,
+        100_000,
+        1,
+        10_000_000,
+    )?;
+    let release_per_sec = bounded(
+        "notifications.release_per_sec",
+        raw.release_per_sec,
+        100,
+        1,
+        100_000,
+    )?;
+    let concurrency = bounded("notifications.concurrency", raw.concurrency, 64, 1, 1000)?;
+    let per_merchant = bounded(
         "notifications.per_merchant_concurrency",
-        per_merchant,
+        raw.per_merchant_concurrency,
+        8,
         1,
         concurrency,
     )?;
     // The contract bounds an attempt by 15 s; the setting may only shorten it (tests do).
-    let attempt_timeout_ms = raw.attempt_timeout_ms.unwrap_or(15_000);
-    within(
+    let attempt_timeout_ms = bounded(
         "notifications.attempt_timeout_ms",
-        attempt_timeout_ms,
+        raw.attempt_timeout_ms,
+        15_000,
         100,
         15_000,
     )?;
@@ -120,10 +129,10 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
     }
     // A dead sender's claim passes after twice the attempt timeout; with this poll the row is
     // sent again within the contract's 60 s.
-    let poll_interval_ms = raw.poll_interval_ms.unwrap_or(1000);
-    within(
+    let poll_interval_ms = bounded(
         "notifications.poll_interval_ms",
-        poll_interval_ms,
+        raw.poll_interval_ms,
+        1000,
         10,
         30_000,
     )?;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, hours, within};
+use super::rules::{ConfigError, bounded, hours, within};
 
 /// Merchant refunds (`refund.create`): the lease of a request and the provider call's bounds.
 #[derive(Debug, Clone)]
@@ -37,17 +37,21 @@ pub(super) struct RawRefunds {
 }
 
 pub(super) fn validate(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
-    let lease_secs = raw.lease_secs.unwrap_or(30);
-    within("refunds.lease_secs", lease_secs, 1, 3600)?;
-    let recover_interval_secs = raw.recover_interval_secs.unwrap_or(10);
-    within(
+    let lease_secs = bounded("refunds.lease_secs", raw.lease_secs, 30, 1, 3600)?;
+    let recover_interval_secs = bounded(
         "refunds.recover_interval_secs",
-        recover_interval_secs,
+        raw.recover_interval_secs,
+        10,
         1,
         3600,
     )?;
-    let timeout_ms = raw.provider_timeout_ms.unwrap_or(10_000);
-    within("refunds.provider_timeout_ms", timeout_ms, 1, 600_000)?;
+    let timeout_ms = bounded(
+        "refunds.provider_timeout_ms",
+        raw.provider_timeout_ms,
+        10_000,
+        1,
+        600_000,
+    )?;
     let connect_ms = raw
         .provider_connect_timeout_ms
         .unwrap_or_else(|| timeout_ms.min(3000));
@@ -66,12 +70,17 @@ pub(super) fn validate(raw: RawRefunds) -> Result<RefundSettings, ConfigError> {
     }
     // Stripe forgets an idempotency key about 24 hours after its first use: a call after that
     // with the same key may create a second refund.
-    let max_retry_age_hours = raw.max_retry_age_hours.unwrap_or(20);
-    within("refunds.max_retry_age_hours", max_retry_age_hours, 1, 23)?;
-    let pending_attention_hours = raw.pending_attention_hours.unwrap_or(24);
-    within(
+    let max_retry_age_hours = bounded(
+        "refunds.max_retry_age_hours",
+        raw.max_retry_age_hours,
+        20,
+        1,
+        23,
+    )?;
+    let pending_attention_hours = bounded(
         "refunds.pending_attention_hours",
-        pending_attention_hours,
+        raw.pending_attention_hours,
+        24,
         1,
         720,
     )?;

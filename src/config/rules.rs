@@ -95,6 +95,20 @@ pub(super) fn within(field: &str, value: u64, min: u64, max: u64) -> Result<(), 
     Ok(())
 }
 
+/// A bounded setting: `value`, or `default` when the file leaves it out, refused outside
+/// `min..=max` with the message of [`within`].
+pub(super) fn bounded(
+    field: &str,
+    value: Option<u64>,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, ConfigError> {
+    let value = value.unwrap_or(default);
+    within(field, value, min, max)?;
+    Ok(value)
+}
+
 /// Signing secrets and tokens are refused below this many bytes of key.
 pub(super) const MIN_SECRET_BYTES: usize = 16;
 

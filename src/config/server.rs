@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rules::{ConfigError, Environment, positive, within};
+use super::rules::{ConfigError, Environment, bounded, positive};
 
 /// The PEM files named by `[server] tls_cert` and `tls_key` (both set, or neither).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +51,13 @@ pub(super) fn validate(
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
     let body_limit_bytes = raw.body_limit_bytes.unwrap_or(1024 * 1024);
     positive("server.body_limit_bytes", body_limit_bytes as u64)?;
-    let acquire_timeout_ms = raw.acquire_timeout_ms.unwrap_or(3000);
-    within("server.acquire_timeout_ms", acquire_timeout_ms, 1, 60_000)?;
+    let acquire_timeout_ms = bounded(
+        "server.acquire_timeout_ms",
+        raw.acquire_timeout_ms,
+        3000,
+        1,
+        60_000,
+    )?;
     let workers = raw.workers.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
