@@ -24,10 +24,10 @@ CREATE TYPE public.payment_apply_result AS ENUM (
 );
 
 --
--- Name: callback_first_delivery(text, text, text, timestamp with time zone, bytea, bigint, text, text, text, bigint, text, text, text, bigint, text, bigint, bigint, text, text, text, bigint, text, bigint, text, text, text, text, boolean); Type: FUNCTION; Schema: public; Owner: -
+-- Name: callback_first_delivery(text, text, text, timestamp with time zone, bytea, bigint, text, text, text, bigint, text, text, text, bigint, text, bigint, bigint, text, text, text, bigint, text, bigint, text, text, text, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.callback_first_delivery(p_op text, p_idem_key text, p_request_hash text, p_expires_at timestamp with time zone, p_body bytea, p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint, p_ack text, p_event_type text, p_outcome text, p_reason text, p_notify boolean DEFAULT false, OUT result public.first_delivery_result, OUT status text, OUT response_status integer, OUT response_body text, OUT request_hash text) RETURNS record
+CREATE FUNCTION public.callback_first_delivery(p_op text, p_idem_key text, p_request_hash text, p_expires_at timestamp with time zone, p_body bytea, p_merchant_id bigint, p_provider text, p_event_id text, p_payment_id text, p_order_id bigint, p_order_from text, p_order_to text, p_payment_status text, p_amount_minor bigint, p_currency text, p_refunded_from bigint, p_refunded_to bigint, p_kind text, p_refund_id text, p_account_a text, p_amount_a bigint, p_account_b text, p_amount_b bigint, p_ack text, p_event_type text, p_outcome text, p_reason text, p_notify boolean DEFAULT false, p_trace_id text DEFAULT NULL::text, OUT result public.first_delivery_result, OUT status text, OUT response_status integer, OUT response_body text, OUT request_hash text) RETURNS record
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -64,7 +64,7 @@ BEGIN
         -- Assignments, not PERFORM: plpgsql evaluates a lone function call as a simple
         -- expression, without starting an executor for a query.
         v_recorded := callback_record_delivery(p_merchant_id, p_provider, p_event_id, p_body,
-            p_event_type, p_outcome, p_reason, 200, v_transfer_id);
+            p_event_type, p_outcome, p_reason, 200, v_transfer_id, p_trace_id);
         v_transfer_id := payment_apply_strict(v_transfer_id, p_merchant_id, p_provider, p_event_id, p_payment_id,
             p_order_id, p_order_from, p_order_to, p_payment_status, p_amount_minor, p_currency,
             p_refunded_from, p_refunded_to, p_kind, p_refund_id,
@@ -92,10 +92,10 @@ END
 $$;
 
 --
--- Name: callback_first_delivery_batch(text, text, text[], text[], timestamp with time zone[], bytea[], bigint[], text[], text[], text[], bigint[], text[], text[], text[], bigint[], text[], bigint[], bigint[], text[], text[], text[], bigint[], text[], bigint[], text[], text[], text[], text[], boolean[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: callback_first_delivery_batch(text, text, text[], text[], timestamp with time zone[], bytea[], bigint[], text[], text[], text[], bigint[], text[], text[], text[], bigint[], text[], bigint[], bigint[], text[], text[], text[], bigint[], text[], bigint[], text[], text[], text[], text[], boolean[], text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.callback_first_delivery_batch(p_op text, p_lock_timeout text, p_idem_key text[], p_request_hash text[], p_expires_at timestamp with time zone[], p_body bytea[], p_merchant_id bigint[], p_provider text[], p_event_id text[], p_payment_id text[], p_order_id bigint[], p_order_from text[], p_order_to text[], p_payment_status text[], p_amount_minor bigint[], p_currency text[], p_refunded_from bigint[], p_refunded_to bigint[], p_kind text[], p_refund_id text[], p_account_a text[], p_amount_a bigint[], p_account_b text[], p_amount_b bigint[], p_ack text[], p_event_type text[], p_outcome text[], p_reason text[], p_notify boolean[] DEFAULT NULL::boolean[]) RETURNS TABLE(item integer, result public.first_delivery_result, status text, response_status integer, response_body text, request_hash text)
+CREATE FUNCTION public.callback_first_delivery_batch(p_op text, p_lock_timeout text, p_idem_key text[], p_request_hash text[], p_expires_at timestamp with time zone[], p_body bytea[], p_merchant_id bigint[], p_provider text[], p_event_id text[], p_payment_id text[], p_order_id bigint[], p_order_from text[], p_order_to text[], p_payment_status text[], p_amount_minor bigint[], p_currency text[], p_refunded_from bigint[], p_refunded_to bigint[], p_kind text[], p_refund_id text[], p_account_a text[], p_amount_a bigint[], p_account_b text[], p_amount_b bigint[], p_ack text[], p_event_type text[], p_outcome text[], p_reason text[], p_notify boolean[] DEFAULT NULL::boolean[], p_trace_id text[] DEFAULT NULL::text[]) RETURNS TABLE(item integer, result public.first_delivery_result, status text, response_status integer, response_body text, request_hash text)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -118,6 +118,7 @@ DECLARE
     v_refunded_from BIGINT[]; v_refunded_to BIGINT[]; v_kind TEXT[]; v_refund_id TEXT[];
     v_account_a TEXT[]; v_amount_a BIGINT[]; v_account_b TEXT[]; v_amount_b BIGINT[];
     v_ack_text TEXT[]; v_event_type TEXT[]; v_outcome TEXT[]; v_reason TEXT[]; v_notify BOOLEAN[];
+    v_trace_id TEXT[];
 BEGIN
     -- Transaction-local: the session's own lock_timeout is back after this statement.
     PERFORM set_config('lock_timeout', p_lock_timeout, true);
@@ -154,7 +155,7 @@ BEGIN
            array_agg(p_account_b[i] ORDER BY n), array_agg(p_amount_b[i] ORDER BY n),
            array_agg(p_ack[i] ORDER BY n), array_agg(p_event_type[i] ORDER BY n),
            array_agg(p_outcome[i] ORDER BY n), array_agg(p_reason[i] ORDER BY n),
-           array_agg(p_notify[i] ORDER BY n),
+           array_agg(p_notify[i] ORDER BY n), array_agg(p_trace_id[i] ORDER BY n),
            array_agg(CASE WHEN p_kind[i] IS NOT NULL THEN nextval('ledger_transfers_id_seq') END ORDER BY n),
            -- Independent items: written together, they write what they would one by one.
            count(DISTINCT (p_merchant_id[i], p_idem_key[i])) = v_n
@@ -164,7 +165,7 @@ BEGIN
     INTO v_idem_key, v_request_hash, v_expires_at, v_body, v_merchant_id, v_provider, v_event_id,
          v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status, v_amount_minor,
          v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id, v_account_a, v_amount_a,
-         v_account_b, v_amount_b, v_ack_text, v_event_type, v_outcome, v_reason, v_notify,
+         v_account_b, v_amount_b, v_ack_text, v_event_type, v_outcome, v_reason, v_notify, v_trace_id,
          v_transfer_id, v_independent
     FROM unnest(v_new) WITH ORDINALITY AS t(i, n);
 
@@ -187,7 +188,7 @@ BEGIN
             -- Assignments, not PERFORM: plpgsql evaluates a lone call without starting a query.
             -- An event already recorded (its idempotency record expired) is not recorded again.
             v_recorded := callback_record_deliveries(v_merchant_id, v_provider, v_event_id, v_body,
-                v_event_type, v_outcome, v_reason, v_ack_status, v_transfer_id);
+                v_event_type, v_outcome, v_reason, v_ack_status, v_transfer_id, v_trace_id);
             v_transfer_id := payment_apply_all(v_transfer_id, v_merchant_id, v_provider, v_event_id,
                 v_payment_id, v_order_id, v_order_from, v_order_to, v_payment_status,
                 v_amount_minor, v_currency, v_refunded_from, v_refunded_to, v_kind, v_refund_id,
@@ -227,7 +228,7 @@ BEGIN
                 p_amount_minor[v_i], p_currency[v_i], p_refunded_from[v_i], p_refunded_to[v_i],
                 p_kind[v_i], p_refund_id[v_i], p_account_a[v_i], p_amount_a[v_i], p_account_b[v_i],
                 p_amount_b[v_i], p_ack[v_i], p_event_type[v_i], p_outcome[v_i], p_reason[v_i],
-                coalesce(p_notify[v_i], false));
+                coalesce(p_notify[v_i], false), p_trace_id[v_i]);
             result := v_item.result;
             status := v_item.status;
             response_status := v_item.response_status;
@@ -240,19 +241,22 @@ END
 $$;
 
 --
--- Name: callback_record_deliveries(bigint[], text[], text[], bytea[], text[], text[], text[], integer[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: callback_record_deliveries(bigint[], text[], text[], bytea[], text[], text[], text[], integer[], bigint[], text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.callback_record_deliveries(p_merchant_id bigint[], p_provider text[], p_event_id text[], p_body bytea[], p_event_type text[], p_outcome text[], p_reason text[], p_ack_status integer[], p_transfer_id bigint[]) RETURNS integer
+CREATE FUNCTION public.callback_record_deliveries(p_merchant_id bigint[], p_provider text[], p_event_id text[], p_body bytea[], p_event_type text[], p_outcome text[], p_reason text[], p_ack_status integer[], p_transfer_id bigint[], p_trace_id text[] DEFAULT NULL::text[]) RETURNS integer
     LANGUAGE plpgsql
     AS $$
 DECLARE
     v_count INT;
 BEGIN
     INSERT INTO callback_deliveries
-        (merchant_id, provider, event_id, body, event_type, outcome, reason, ack_status, transfer_id)
+        (merchant_id, provider, event_id, body, event_type, outcome, reason, ack_status, transfer_id,
+         trace_id)
     SELECT * FROM unnest(p_merchant_id, p_provider, p_event_id, p_body, p_event_type, p_outcome,
-                         p_reason, p_ack_status, p_transfer_id)
+                         p_reason, p_ack_status, p_transfer_id,
+                         -- unnest pads a shorter (or NULL) array with NULLs.
+                         p_trace_id)
     ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
@@ -260,16 +264,16 @@ END
 $$;
 
 --
--- Name: callback_record_delivery(bigint, text, text, bytea, text, text, text, integer, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: callback_record_delivery(bigint, text, text, bytea, text, text, text, integer, bigint, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.callback_record_delivery(p_merchant_id bigint, p_provider text, p_event_id text, p_body bytea, p_event_type text, p_outcome text, p_reason text, p_ack_status integer, p_transfer_id bigint) RETURNS boolean
+CREATE FUNCTION public.callback_record_delivery(p_merchant_id bigint, p_provider text, p_event_id text, p_body bytea, p_event_type text, p_outcome text, p_reason text, p_ack_status integer, p_transfer_id bigint, p_trace_id text DEFAULT NULL::text) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
 BEGIN
     RETURN callback_record_deliveries(ARRAY[p_merchant_id], ARRAY[p_provider], ARRAY[p_event_id],
         ARRAY[p_body], ARRAY[p_event_type], ARRAY[p_outcome], ARRAY[p_reason], ARRAY[p_ack_status],
-        ARRAY[p_transfer_id]) = 1;
+        ARRAY[p_transfer_id], ARRAY[p_trace_id]) = 1;
 END
 $$;
 
@@ -850,6 +854,7 @@ CREATE TABLE public.callback_deliveries (
     reason text,
     ack_status integer,
     transfer_id bigint,
+    trace_id text,
     CONSTRAINT callback_deliveries_outcome_check CHECK ((outcome = ANY (ARRAY['applied'::text, 'held'::text, 'ignored'::text, 'rejected'::text])))
 );
 

@@ -34,3 +34,4 @@ pub mod telemetry;
 pub mod test_event;
 pub mod text;
 pub mod tls;
+pub mod trace_switch;

@@ -61,6 +61,7 @@ fn register<T: prometheus::core::Collector + Clone + 'static>(
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
+        register(&registry, crate::telemetry::counter::span_counter().clone());
         let requests = register(
             &registry,
             IntCounterVec::new(

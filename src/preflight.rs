@@ -183,6 +183,20 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         notifications.retry_delays.len(),
         notifications.retention.as_secs() / 3600
     );
+    let traces = settings.telemetry.as_ref().map_or_else(
+        || "off (no [telemetry] otlp_endpoint)".to_owned(),
+        |t| {
+            format!(
+                "OTLP/HTTP to {} as {}, queue {} spans, batch {}, export timeout {}",
+                t.traces_url,
+                t.service_name,
+                t.queue_spans,
+                t.batch_spans,
+                millis(t.export_timeout)
+            )
+        },
+    );
+    let _ = writeln!(out, "{:<14}{}", "traces", traces);
     let _ = writeln!(out, "{:<14}{}", "merchants", settings.merchants.len());
     for m in &settings.merchants {
         // The URL without its query (it may carry a token); the secret only as set.

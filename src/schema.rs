@@ -22,6 +22,7 @@ diesel::table! {
         reason -> Nullable<Text>,
         ack_status -> Nullable<Int4>,
         transfer_id -> Nullable<Int8>,
+        trace_id -> Nullable<Text>,
     }
 }
 

@@ -355,6 +355,11 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
     // Before any migration: a bad TLS file must stop the deploy with exit 2 and touch nothing.
     preflight::check(&settings)?;
     let tls = settings.server.tls.is_some();
+    if let Some(telemetry) = &settings.telemetry {
+        let exporting = crate::telemetry::start(telemetry).map_err(anyhow::Error::from)?;
+        tracing::info!(traces_url = %exporting.traces_url, "exporting traces");
+        tokio::spawn(crate::telemetry::export::probe(exporting.traces_url));
+    }
     if !no_migrate {
         let applied = db::run_migrations(settings.database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");

@@ -3,7 +3,8 @@
 //!
 //! One file per section of the file, each with its settings, its raw form (as written, every
 //! field optional) and its validation and defaults: `server`, `database`, `idempotency`,
-//! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`; `rules`
+//! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`,
+//! `telemetry`; `rules`
 //! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
 //! document and assembles the sections.
 
@@ -18,6 +19,7 @@ pub mod providers;
 pub mod refunds;
 pub mod rules;
 pub mod server;
+pub mod telemetry;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +39,7 @@ pub use providers::{
 pub use refunds::RefundSettings;
 pub use rules::{ConfigError, Environment, ProcessEnv};
 pub use server::{ServerSettings, TlsFiles};
+pub use telemetry::TelemetrySettings;
 
 /// Where the configuration file is looked for when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "gateway.toml";
@@ -54,6 +57,8 @@ pub struct Settings {
     /// `[[merchants]]`: the merchants that hear of their orders' changes.
     pub merchants: Vec<MerchantSettings>,
     pub notifications: NotificationSettings,
+    /// `[telemetry]`: trace export, `None` when no `otlp_endpoint` is set.
+    pub telemetry: Option<TelemetrySettings>,
 }
 
 // The file as written; every section and field is optional so defaults apply.
@@ -80,6 +85,8 @@ struct RawSettings {
     merchants: Vec<merchants::RawMerchant>,
     #[serde(default)]
     notifications: notifications::RawNotifications,
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 impl Settings {
@@ -146,6 +153,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let refunds = refunds::validate(raw.refunds)?;
     let ledger = ledger::validate(raw.ledger)?;
     let console = console::validate(raw.console, server.tls.is_some());
+    let telemetry = telemetry::validate(raw.telemetry)?;
     Ok(Settings {
         server,
         database,
@@ -157,6 +165,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         ledger,
         merchants,
         notifications,
+        telemetry,
     })
 }
 

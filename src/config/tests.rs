@@ -558,3 +558,53 @@ fn the_api_pool_defaults_to_four() {
     let settings = Settings::from_toml("", &env()).unwrap();
     assert_eq!(settings.database.api_pool_size, 4);
 }
+
+#[test]
+fn traces_are_off_without_an_endpoint_and_take_the_collectors_base_url() {
+    assert_eq!(Settings::from_toml("", &env()).unwrap().telemetry, None);
+    let settings = Settings::from_toml(
+        "[telemetry]\notlp_endpoint = \"http://otel-collector:4318/\"\n",
+        &env(),
+    )
+    .unwrap();
+    let telemetry = settings.telemetry.unwrap();
+    assert_eq!(telemetry.traces_url, "http://otel-collector:4318/v1/traces");
+    assert_eq!(telemetry.service_name, "callback-gateway");
+    assert_eq!(telemetry.queue_spans, 8192);
+    assert_eq!(telemetry.batch_spans, 512);
+    assert_eq!(telemetry.export_timeout, Duration::from_secs(5));
+}
+
+#[test]
+fn a_bad_telemetry_setting_names_its_field() {
+    let cases = [
+        (
+            "otlp_endpoint = \"grpc://collector:4317\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"http://u:p@collector:4318\"",
+            "user:password@",
+        ),
+        (
+            "otlp_endpoint = \"http://c:4318\"\nqueue_spans = 10\nbatch_spans = 20",
+            "telemetry.batch_spans must be between 1 and 10",
+        ),
+        (
+            "otlp_endpoint = \"http://c:4318\"\nexport_timeout_ms = 10",
+            "telemetry.export_timeout_ms",
+        ),
+        (
+            "otlp_endpoint = \"http://c:4318\"\ntrace_url = \"http://jaeger/trace\"",
+            "telemetry.trace_url: must contain {trace_id}",
+        ),
+        (
+            "otlp_endpoint = \"http://c:4318\"\nsampling = 0.5",
+            "unknown field",
+        ),
+    ];
+    for (section, expected) in cases {
+        let error = error_of(&format!("[telemetry]\n{section}\n"));
+        assert!(error.contains(expected), "{section}: {error}");
+    }
+}

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use diesel_async::AsyncPgConnection;
+use tracing::Instrument;
 
 use super::unconfirmed::{CommitUnconfirmed, DatabaseCause};
 use super::watch::{commit_confirmed, discard, mark_commit, note_error};
@@ -28,7 +29,9 @@ where
         Ok(value) => {
             let mark = mark_commit(conn);
             let commit = AnsiTransactionManager::commit_transaction(conn);
-            match tokio::time::timeout(commit_timeout, commit).await {
+            let commit = tokio::time::timeout(commit_timeout, commit)
+                .instrument(tracing::info_span!(target: crate::trace_switch::TRACE, "commit"));
+            match commit.await {
                 Ok(Ok(())) if commit_confirmed(conn, mark) => Ok(value),
                 Ok(Ok(())) => Err(CommitUnconfirmed::Abandoned.into()),
                 Ok(Err(error)) => {

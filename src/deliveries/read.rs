@@ -116,6 +116,8 @@ pub struct EventRow {
     #[diesel(column_name = ack_status)]
     pub status: Option<i32>,
     pub transfer_id: Option<i64>,
+    /// The trace the delivery was received in (32 hex digits), when traces were exported.
+    pub trace_id: Option<String>,
 }
 
 /// A page of events, newest first.

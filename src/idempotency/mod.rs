@@ -11,10 +11,12 @@ pub mod transmission;
 
 use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
+use tracing::Instrument;
 
 use crate::db::commit::confirmed_transaction;
 use crate::db::pool::PgPool;
 use crate::db::replication::Replication;
+use crate::trace_switch::TRACE;
 
 use error::IdempotencyError;
 use record::{
@@ -128,8 +130,14 @@ async fn execute_unconfirmed<W: IdempotentWork>(
 ) -> Result<Executed<W::Output>, IdempotencyError> {
     // A duplicate of a finished request is answered from one read, without a transaction:
     // the plain lookup, or the first statement of the work's one-statement shortcut.
+    // In a trace, the one-statement path is one `write` span: the claim, the write and the
+    // commit are one statement (shared with other deliveries: its span is linked).
     let shortcut = match work.run_in_one_statement(request, respond) {
-        Some(attempt) => Some(attempt.await?),
+        Some(attempt) => Some(
+            attempt
+                .instrument(tracing::info_span!(target: TRACE, "write", one_statement = true))
+                .await?,
+        ),
         None => None,
     };
     // A connection is taken only once it is needed, and then kept for the transaction.
@@ -144,7 +152,9 @@ async fn execute_unconfirmed<W: IdempotentWork>(
         Some(OneStatement::Declined) => None,
         None => {
             let conn = pooled.insert(pool.get().await?);
-            lookup(conn, &request.scope).await?
+            lookup(conn, &request.scope)
+                .instrument(tracing::info_span!(target: TRACE, "key_lookup"))
+                .await?
         }
     };
     if let Some(existing) = existing {
@@ -166,20 +176,26 @@ async fn execute_unconfirmed<W: IdempotentWork>(
             &request.fingerprint,
             request.expires_at,
         )
+        .instrument(tracing::info_span!(target: TRACE, "key_claim"))
         .await?;
         match Decision::from_acquired(acquired, &request.fingerprint) {
             Decision::First(claim) => {
-                let output = work.run(conn).await?;
-                let completion = respond(&output);
-                let response = finish(
-                    conn,
-                    claim,
-                    completion.record_status,
-                    completion.http_status,
-                    &completion.body,
-                )
-                .await?;
-                Ok(Executed::First { response, output })
+                let write = async {
+                    let output = work.run(conn).await?;
+                    let completion = respond(&output);
+                    let response = finish(
+                        conn,
+                        claim,
+                        completion.record_status,
+                        completion.http_status,
+                        &completion.body,
+                    )
+                    .await?;
+                    Ok::<_, IdempotencyError>(Executed::First { response, output })
+                };
+                write
+                    .instrument(tracing::info_span!(target: TRACE, "write"))
+                    .await
             }
             Decision::Replay(stored) => Ok(Executed::Replayed(stored)),
             Decision::InFlight => Err(IdempotencyError::InFlight),

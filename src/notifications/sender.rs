@@ -22,6 +22,7 @@ use chrono::Utc;
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::Wake;
 use super::body::{render, webhook_id};
@@ -479,7 +480,19 @@ async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgC
 /// One attempt: the body as staged, signed now, posted once; its result is noted in the
 /// shared work, which starts its merchant's next row.
 async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notification) {
-    let answer = post(&shared.http, &target, &notification).await;
+    // Each attempt is a trace of its own (the capture that staged it committed long before);
+    // the merchant's endpoint gets its `traceparent`.
+    let span = tracing::info_span!(
+        target: crate::trace_switch::TRACE,
+        "notification_attempt",
+        otel.kind = "client",
+        merchant_id = notification.merchant_id,
+        notification_id = notification.id,
+        event_type = %notification.kind,
+    );
+    let answer = post(&shared.http, &target, &notification)
+        .instrument(span)
+        .await;
     let result = shared.result_of(&notification, &answer);
     shared
         .work()
@@ -500,6 +513,9 @@ async fn post(http: &reqwest::Client, target: &Target, notification: &Notificati
     {
         request = request.header(name, value);
     }
+    let mut context = reqwest::header::HeaderMap::new();
+    crate::telemetry::propagation::inject(&tracing::Span::current(), &mut context);
+    let request = request.headers(context);
     match request.body(body).send().await {
         Ok(response) => {
             let answer = Answer::of_status(response.status().as_u16());

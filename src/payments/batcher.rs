@@ -24,13 +24,17 @@ use std::sync::Arc;
 use diesel::QueryResult;
 use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
+use opentelemetry::trace::TraceContextExt;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::db::pool::PgPool;
 use crate::db::watch::{commit_confirmed, mark_commit, note_error};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::OneStatement;
 use crate::metrics::Metrics;
+use crate::trace_switch::{TRACE, tracing_on};
 
 /// The most attempts in one statement. Each item runs in one subtransaction, which takes a
 /// subtransaction id, and PostgreSQL caches only 64 per transaction before every snapshot of
@@ -66,6 +70,9 @@ type Answer<O> = Result<OneStatement<O>, IdempotencyError>;
 struct Job<J: BatchItem> {
     item: J,
     answer: oneshot::Sender<Answer<J::Output>>,
+    /// The span waiting for the answer (disabled while tracing is off): the statement's span
+    /// links to it and it to the statement's.
+    caller: tracing::Span,
 }
 
 /// A worker's first-delivery queue.
@@ -109,17 +116,29 @@ impl<J: BatchItem> Batcher<J> {
     /// the queue is full.
     pub async fn run(&self, item: J) -> Answer<J::Output> {
         let (answer, answered) = oneshot::channel();
+        // Only a traced process needs the caller's span (a clone costs a registry lookup).
+        let caller = if tracing_on() {
+            tracing::Span::current()
+        } else {
+            tracing::Span::none()
+        };
         // Counted before it is sent: the batching task may take it out at once.
         self.metrics.capture_queued();
-        self.queue.try_send(Job { item, answer }).map_err(|error| {
-            self.metrics.capture_refused();
-            match error {
-                mpsc::error::TrySendError::Full(_) => {
-                    IdempotencyError::Saturated("the capture queue is full")
+        self.queue
+            .try_send(Job {
+                item,
+                answer,
+                caller,
+            })
+            .map_err(|error| {
+                self.metrics.capture_refused();
+                match error {
+                    mpsc::error::TrySendError::Full(_) => {
+                        IdempotencyError::Saturated("the capture queue is full")
+                    }
+                    mpsc::error::TrySendError::Closed(_) => stopped(),
                 }
-                mpsc::error::TrySendError::Closed(_) => stopped(),
-            }
-        })?;
+            })?;
         match tokio::time::timeout(self.answer_timeout, answered).await {
             Ok(answer) => answer.map_err(|_| stopped())?,
             Err(_) => Err(IdempotencyError::Unconfirmed(
@@ -170,10 +189,14 @@ async fn batch_jobs<J: BatchItem>(
         }
         match connection {
             Ok(mut conn) => {
-                tokio::spawn(async move {
-                    run_jobs(&mut conn, batch).await;
-                    drop(slot);
-                });
+                let statement = statement_span(&batch);
+                tokio::spawn(
+                    async move {
+                        run_jobs(&mut conn, batch).await;
+                        drop(slot);
+                    }
+                    .instrument(statement),
+                );
             }
             Err(error) => {
                 let error = error.to_string();
@@ -183,6 +206,27 @@ async fn batch_jobs<J: BatchItem>(
             }
         }
     }
+}
+
+/// The span of one statement (claim, write and commit of every item in it): in the trace of
+/// its first item, and linked both ways with every item's waiting span, so each request's
+/// trace leads to the statement it shared.
+fn statement_span<J: BatchItem>(batch: &[Job<J>]) -> tracing::Span {
+    let span = tracing::info_span!(target: TRACE, "capture_statement", items = batch.len());
+    if span.is_disabled() {
+        return span;
+    }
+    if let Some(first) = batch.first() {
+        let _ = span.set_parent(first.caller.context());
+    }
+    for job in batch {
+        span.add_link(job.caller.context().span().span_context().clone());
+    }
+    let statement = span.context().span().span_context().clone();
+    for job in batch {
+        job.caller.add_link(statement.clone());
+    }
+    span
 }
 
 /// The answer of an item whose statement committed without the standby's confirmation.

@@ -39,6 +39,8 @@ pub struct ProcessCallback<'a> {
     /// The body's `type` as sent, for the event log.
     event_type: Option<String>,
     parsed: Parsed,
+    /// The trace the delivery is received in, kept with it in the event log.
+    trace_id: Option<&'a str>,
 }
 
 impl<'a> ProcessCallback<'a> {
@@ -57,7 +59,13 @@ impl<'a> ProcessCallback<'a> {
             body,
             event_type: reading.event_type,
             parsed: reading.parsed,
+            trace_id: None,
         }
+    }
+
+    /// Keeps `trace_id` with the delivery in the event log.
+    pub fn traced(self, trace_id: Option<&'a str>) -> Self {
+        Self { trace_id, ..self }
     }
 }
 
@@ -93,7 +101,8 @@ impl IdempotentWork for ProcessCallback<'_> {
             &outcome,
             request,
             &completion,
-        )?;
+        )?
+        .traced(self.trace_id);
         Some(self.batcher.run(capture).boxed())
     }
 }
@@ -112,6 +121,7 @@ impl ProcessCallback<'_> {
             event_id: logged_as.as_deref().unwrap_or(self.event_id),
             body: self.body,
             event_type: self.event_type.as_deref(),
+            trace_id: self.trace_id,
         };
         record_delivery(conn, delivery, &outcome, ACK_STATUS).await?;
         Ok(outcome)

@@ -76,6 +76,8 @@ pub struct Capture {
     event_type: Option<String>,
     outcome: &'static str,
     reason: Option<&'static str>,
+    /// The trace the delivery was received in, for the event log.
+    trace_id: Option<String>,
 }
 
 impl Capture {
@@ -102,7 +104,16 @@ impl Capture {
             event_type: event_type.map(str::to_owned),
             outcome: outcome.outcome.as_str(),
             reason: outcome.reason,
+            trace_id: None,
         })
+    }
+
+    /// Keeps `trace_id` with the delivery in the event log.
+    pub fn traced(self, trace_id: Option<&str>) -> Self {
+        Self {
+            trace_id: trace_id.map(str::to_owned),
+            ..self
+        }
     }
 
     /// Runs this attempt alone: one statement.
@@ -241,6 +252,8 @@ impl QueryFragment<Pg> for Single<'_> {
         out.push_bind_param::<Nullable<Text>, _>(&c.reason)?;
         out.push_sql(", ");
         out.push_bind_param::<Bool, _>(&c.effect.notify)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&c.trace_id)?;
         out.push_sql("))");
         Ok(())
     }
@@ -276,6 +289,7 @@ struct Batch<'a> {
     outcome: Vec<&'static str>,
     reason: Vec<Option<&'static str>>,
     notify: Vec<bool>,
+    trace_id: Vec<Option<&'a str>>,
 }
 
 impl<'a> Batch<'a> {
@@ -312,6 +326,7 @@ impl<'a> Batch<'a> {
             outcome: column(captures, |c| c.outcome),
             reason: column(captures, |c| c.reason),
             notify: column(captures, |c| c.effect.notify),
+            trace_id: column(captures, |c| c.trace_id.as_deref()),
         }
     }
 }
@@ -394,6 +409,8 @@ impl QueryFragment<Pg> for Batch<'_> {
         out.push_bind_param::<Array<Nullable<Text>>, _>(&self.reason)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Bool>, _>(&self.notify)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.trace_id)?;
         out.push_sql(")");
         Ok(())
     }

@@ -21,6 +21,7 @@ diesel::define_sql_function! {
         reason: Nullable<Text>,
         ack_status: Int4,
         transfer_id: Nullable<BigInt>,
+        trace_id: Nullable<Text>,
     ) -> diesel::sql_types::Bool;
 }
 
@@ -33,6 +34,8 @@ pub struct Delivery<'a> {
     pub body: &'a [u8],
     /// The body's `type` as the provider sent it.
     pub event_type: Option<&'a str>,
+    /// The trace the delivery was received in, when traces are exported.
+    pub trace_id: Option<&'a str>,
 }
 
 /// Records a verified body and its outcome; a later first delivery of the same event (after
@@ -53,6 +56,7 @@ pub async fn record_delivery(
         outcome.reason,
         i32::from(ack_status),
         outcome.transfer_id,
+        delivery.trace_id,
     ))
     .execute(conn)
     .await

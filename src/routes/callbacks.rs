@@ -1,6 +1,7 @@
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
@@ -19,6 +20,8 @@ use crate::payments::effect::Source;
 use crate::providers::connector::{Answer, Event, Events};
 use crate::providers::registry::{Provider, Providers};
 use crate::signature::scheme::{SignatureError, Transmission};
+use crate::telemetry;
+use crate::trace_switch::TRACE;
 
 /// `POST /v1/callbacks/{provider}` (op `payment.callback`): verify the raw body, then claim,
 /// apply and acknowledge each event it carries in one transaction of its own.
@@ -72,6 +75,7 @@ pub async fn receive_callback(
     let verified = provider
         .verify(request.headers(), &body, now)
         .outcome()
+        .instrument(tracing::info_span!(target: TRACE, "verify", provider = provider.name()))
         .await
         .inspect_err(|error| tracing::warn!(%error, "callback signature refused"))?;
     if let Some(timestamp) = verified.timestamp {
@@ -84,19 +88,33 @@ pub async fn receive_callback(
     if let (Some(transmission), Events::One(event)) = (transmission, &events) {
         hold_transmission(&provider, &state, &transmission, event).await?;
     }
+    let trace_id = telemetry::trace_id(&root_span);
+    let trace_id = trace_id.as_deref();
     match (events, provider.answer()) {
         (Events::One(event), Answer::StoredAck) => {
             root_span.record("event_id", event.id.as_str());
-            let executed = execute(&provider, &state, &event, now).await?;
+            let executed = execute(&provider, &state, &event, now, trace_id).await?;
+            let _answer = answer_span(&executed).entered();
             Ok(idempotent_response(executed, |outcome| {
                 outcome.outcome.as_str()
             }))
         }
         (Events::One(event), answer) => {
-            answer_all(&provider, &state, vec![event], answer, now).await
+            answer_all(&provider, &state, vec![event], answer, now, trace_id).await
         }
-        (Events::Items(events), answer) => answer_all(&provider, &state, events, answer, now).await,
+        (Events::Items(events), answer) => {
+            answer_all(&provider, &state, events, answer, now, trace_id).await
+        }
     }
+}
+
+/// The trace's last step: the answer, stored before (a replay) or made now.
+fn answer_span<O>(executed: &Executed<O>) -> tracing::Span {
+    tracing::info_span!(
+        target: TRACE,
+        "answer",
+        replayed = matches!(executed, Executed::Replayed(_))
+    )
 }
 
 /// Holds a weakly signed transmission (PayPal's) to the body it carries: another body under a
@@ -133,6 +151,7 @@ async fn execute(
     state: &AppState,
     event: &Event<'_>,
     now: DateTime<Utc>,
+    trace_id: Option<&str>,
 ) -> Result<Executed<CallbackOutcome>, ApiError> {
     let idempotent = provider.idempotent_request(&event.id, event.body, now);
     let work = ProcessCallback::new(
@@ -145,7 +164,8 @@ async fn execute(
         &state.capture_batcher,
         &event.id,
         event.body,
-    );
+    )
+    .traced(trace_id);
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
     let executed = idempotency::execute(
@@ -180,11 +200,12 @@ async fn answer_all(
     events: Vec<Event<'_>>,
     answer: Answer,
     now: DateTime<Utc>,
+    trace_id: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
     let mut refusal: Option<ApiError> = None;
     let mut first: Option<Outcome> = None;
     for event in &events {
-        match execute(provider, state, event, now).await {
+        match execute(provider, state, event, now, trace_id).await {
             Ok(Executed::First { output, .. }) => {
                 first = Some(first.map_or(output.outcome, |o| notable(o, output.outcome)));
             }
@@ -203,6 +224,8 @@ async fn answer_all(
     if let Some(refusal) = refusal {
         return Err(refusal);
     }
+    let _answer =
+        tracing::info_span!(target: TRACE, "answer", replayed = first.is_none()).entered();
     let (body, content_type) = match answer {
         Answer::Fixed { body, content_type } => (body, content_type),
         Answer::StoredAck => (r#"{"received":true}"#, "application/json"),
@@ -271,6 +294,7 @@ pub async fn replay_stored(
     providers: web::Data<Providers>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
+    let trace_id = telemetry::trace_id(&root_span);
     let (provider_name, event_id) = path.into_inner();
     let provider = providers
         .get(&provider_name)
@@ -290,7 +314,8 @@ pub async fn replay_stored(
         id: event_id,
         body: &body,
     };
-    let executed = execute(&provider, &state, &event, Utc::now()).await?;
+    let executed = execute(&provider, &state, &event, Utc::now(), trace_id.as_deref()).await?;
+    let _answer = answer_span(&executed).entered();
     Ok(idempotent_response(executed, |outcome| {
         outcome.outcome.as_str()
     }))

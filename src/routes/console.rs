@@ -323,6 +323,10 @@ struct EventPage {
     payment: Option<PaymentView>,
     disputes: Vec<DisputeView>,
     order: Option<OrderView>,
+    /// The trace the delivery was received in, and its page in the trace viewer
+    /// (`[telemetry] trace_url`) when one is configured.
+    trace_id: Option<String>,
+    trace_href: Option<String>,
 }
 
 /// `GET /console/events/{provider}/{event_id}`.
@@ -331,6 +335,7 @@ async fn event(
     path: web::Path<(String, String)>,
     read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
+    state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (provider, event_id) = path.into_inner();
     let detail = find_event(&read_pool.0, &provider, &event_id, |body| {
@@ -358,6 +363,11 @@ async fn event(
             payment: detail.payment,
             disputes: detail.disputes,
             order: detail.order,
+            trace_href: detail.event.trace_id.as_deref().and_then(|id| {
+                let link = state.settings.telemetry.as_ref()?.trace_url.as_ref()?;
+                Some(link.replace("{trace_id}", id))
+            }),
+            trace_id: detail.event.trace_id,
         },
     )
 }

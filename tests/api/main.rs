@@ -38,4 +38,5 @@ mod resilience;
 mod reused_event_ids;
 mod schema;
 mod synchronous_commit;
+mod traces;
 mod write_path;

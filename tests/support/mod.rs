@@ -7,6 +7,7 @@ pub mod batch;
 pub mod cluster;
 pub mod gateway;
 pub mod ha;
+pub mod otlp;
 pub mod payloads;
 pub mod paypal;
 pub mod paypal_host;

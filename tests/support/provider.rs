@@ -52,6 +52,8 @@ pub struct Call {
     pub body: String,
     /// When it arrived, to check the spacing of retries.
     pub at: std::time::Instant,
+    /// The W3C `traceparent` it carried, if any.
+    pub traceparent: Option<String>,
 }
 
 impl Call {
@@ -225,6 +227,7 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>, gate: Arc<Semaph
         authorization: header("authorization"),
         body,
         at: std::time::Instant::now(),
+        traceparent: header("traceparent"),
     };
     let (behavior, decided) = {
         let mut state = state.lock().unwrap();

@@ -43,6 +43,8 @@ pub struct Delivery {
     /// given up on it, or died, before it came).
     pub answered: u16,
     pub at: Instant,
+    /// The W3C `traceparent` it carried, if any.
+    pub traceparent: Option<String>,
 }
 
 impl Delivery {
@@ -223,6 +225,11 @@ async fn receive(
         verified,
         answered: 200,
         at: Instant::now(),
+        traceparent: request
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     let response = match answer {
         Answer::Ok => HttpResponse::Ok().finish(),

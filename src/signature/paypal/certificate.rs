@@ -279,7 +279,14 @@ impl Fetcher {
     /// GETs `url` and reads the PEM chain it serves.
     pub(super) async fn fetch(&self, url: Url) -> Result<Chain, FetchError> {
         // reqwest's timeout covers the body too; this one also bounds the chunk loop.
-        match tokio::time::timeout(self.timeout, self.get(url)).await {
+        let span = tracing::info_span!(
+            target: crate::trace_switch::TRACE,
+            "provider_fetch",
+            otel.kind = "client",
+            host = url.host_str().unwrap_or_default(),
+        );
+        let get = tracing::Instrument::instrument(self.get(url), span);
+        match tokio::time::timeout(self.timeout, get).await {
             Ok(result) => result,
             Err(_) => Err(FetchError::Transient(format!(
                 "no complete answer within {} ms",

@@ -1,0 +1,144 @@
+//! Logs and traces. Logs go to stderr: `RUST_LOG` sets levels; `GATEWAY_LOG_FORMAT=json` gives
+//! one JSON object per line. Request spans come from tracing-actix-web, with a request id and
+//! the gateway's own fields (provider, event id, outcome, user id) recorded by the handlers.
+//!
+//! Traces (docs/operations.md): with `[telemetry] otlp_endpoint` set, `serve` calls [`start`]
+//! and every request's span tree becomes one OpenTelemetry trace, exported by [`export`]. The
+//! spans that exist for the trace alone have the target [`TRACE`]: logs never show them, and
+//! while tracing is off they are not even created, so a gateway without a collector pays
+//! nothing for them.
+
+pub mod counter;
+pub mod export;
+pub mod propagation;
+
+use std::sync::OnceLock;
+
+use actix_web::Error;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing::Span;
+use tracing_actix_web::{DefaultRootSpanBuilder, RootSpanBuilder};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::prelude::*;
+
+use crate::trace_switch::{self, TRACE, tracing_on};
+use export::{Exporting, TraceStartError};
+
+/// The provider behind the subscriber's OpenTelemetry layer: built at [`init`], before the
+/// configuration is read, and handed its exporter by [`start`].
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// Installs the global subscriber (logs, and the trace layer that stays silent until
+/// [`start`]); a second call is a no-op.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(
+            format!("{TRACE}=off")
+                .parse()
+                .unwrap_or_else(|e| unreachable!("a fixed directive: {e}")),
+        );
+    let json = std::env::var("GATEWAY_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
+    let logs = if json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed()
+    };
+    let provider = PROVIDER.get_or_init(|| {
+        SdkTracerProvider::builder()
+            .with_span_processor(export::Handoff)
+            // A request that arrives with a sampled-out traceparent stays out; every other
+            // request is one trace.
+            .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
+            .build()
+    });
+    let traces = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("callback-gateway"))
+        // Fewer attributes per span: the span's own fields are what an operator reads, and each
+        // of these costs every span (a clock read on every enter and exit for the busy/idle
+        // times).
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_filter(filter_fn(|metadata| {
+            // Read per span, not cached per call site: tracing turns on after the call sites
+            // were first seen. Spans at info and above, and warnings (they become span events).
+            tracing_on()
+                && if metadata.is_span() {
+                    *metadata.level() <= tracing::Level::INFO
+                } else {
+                    *metadata.level() <= tracing::Level::WARN
+                }
+        }));
+    let _ = tracing_subscriber::registry()
+        .with(traces)
+        .with(logs)
+        .try_init();
+}
+
+/// Starts exporting traces to `settings`' collector; an unreachable collector is not an error
+/// here (exports fail later, counted and warned of).
+pub fn start(
+    settings: &crate::config::telemetry::TelemetrySettings,
+) -> Result<Exporting, TraceStartError> {
+    let exporting = export::start(settings)?;
+    // Every call site's interest is asked again, now that the trace layer wants spans.
+    trace_switch::turn_on();
+    tracing::callsite::rebuild_interest_cache();
+    Ok(exporting)
+}
+
+/// The trace id of `span`'s trace, as 32 hex digits; `None` while tracing is off.
+pub fn trace_id(span: &Span) -> Option<String> {
+    if !tracing_on() {
+        return None;
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context
+        .is_valid()
+        .then(|| span_context.trace_id().to_string())
+}
+
+/// The request span: tracing-actix-web's fields plus the gateway's; with tracing on, it
+/// continues the trace of an incoming `traceparent`.
+pub struct GatewayRootSpan;
+
+impl RootSpanBuilder for GatewayRootSpan {
+    fn on_request_start(request: &ServiceRequest) -> Span {
+        let span = tracing_actix_web::root_span!(
+            request,
+            provider = tracing::field::Empty,
+            event_id = tracing::field::Empty,
+            user_id = tracing::field::Empty,
+        );
+        if tracing_on()
+            && let Some(parent) = propagation::extract(request.headers())
+        {
+            // Before anything asks for the span's context: after that its parent is fixed.
+            let _ = span.set_parent(parent);
+        }
+        span
+    }
+
+    fn on_request_end<B: MessageBody>(span: Span, outcome: &Result<ServiceResponse<B>, Error>) {
+        // The "request finished" line itself comes from routes::observe, which knows the
+        // latency and the idempotency outcome.
+        DefaultRootSpanBuilder::on_request_end(span, outcome);
+    }
+}
