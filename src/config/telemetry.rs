@@ -21,6 +21,8 @@ pub struct TelemetrySettings {
     pub export_interval: Duration,
     /// One export request's bound, connect included; past it the batch is dropped and counted.
     pub export_timeout: Duration,
+    /// The share of requests (trace roots) that are traced, per million.
+    pub sample_per_million: u32,
     /// The console's link to a trace: `{trace_id}` is replaced by the trace id.
     pub trace_url: Option<String>,
 }
@@ -35,6 +37,7 @@ pub(super) struct RawTelemetry {
     export_interval_ms: Option<u64>,
     export_timeout_ms: Option<u64>,
     trace_url: Option<String>,
+    sample_ratio: Option<f64>,
 }
 
 pub(super) fn validate(raw: RawTelemetry) -> Result<Option<TelemetrySettings>, ConfigError> {
@@ -80,6 +83,13 @@ pub(super) fn validate(raw: RawTelemetry) -> Result<Option<TelemetrySettings>, C
         100,
         60_000,
     )?;
+    let ratio = raw.sample_ratio.unwrap_or(1.0);
+    if !(ratio > 0.0 && ratio <= 1.0) {
+        return Err(ConfigError(format!(
+            "telemetry.sample_ratio must be above 0 and at most 1 (got {ratio}); leave \
+             otlp_endpoint out to trace nothing"
+        )));
+    }
     let service_name = raw
         .service_name
         .filter(|s| !s.is_empty())
@@ -100,5 +110,7 @@ pub(super) fn validate(raw: RawTelemetry) -> Result<Option<TelemetrySettings>, C
         export_interval: Duration::from_millis(interval_ms),
         export_timeout: Duration::from_millis(timeout_ms),
         trace_url: raw.trace_url,
+        // Rounded to a millionth; at least one, so a tiny ratio still traces something.
+        sample_per_million: ((ratio * 1_000_000.0).round() as u32).max(1),
     }))
 }

@@ -608,3 +608,22 @@ fn a_bad_telemetry_setting_names_its_field() {
         assert!(error.contains(expected), "{section}: {error}");
     }
 }
+
+#[test]
+fn the_sample_ratio_is_a_share_of_requests_above_zero() {
+    let of = |ratio: &str| {
+        Settings::from_toml(
+            &format!("[telemetry]\notlp_endpoint = \"http://c:4318\"\nsample_ratio = {ratio}\n"),
+            &env(),
+        )
+        .map(|s| s.telemetry.unwrap().sample_per_million)
+        .map_err(|e| e.0)
+    };
+    assert_eq!(of("1.0"), Ok(1_000_000));
+    assert_eq!(of("0.05"), Ok(50_000));
+    assert_eq!(of("0.0000001"), Ok(1));
+    for bad in ["0.0", "-0.5", "1.5", "nan"] {
+        let error = of(bad).unwrap_err();
+        assert!(error.contains("telemetry.sample_ratio"), "{bad}: {error}");
+    }
+}

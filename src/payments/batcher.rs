@@ -212,12 +212,16 @@ async fn batch_jobs<J: BatchItem>(
 /// its first item, and linked both ways with every item's waiting span, so each request's
 /// trace leads to the statement it shared.
 fn statement_span<J: BatchItem>(batch: &[Job<J>]) -> tracing::Span {
-    let span = tracing::info_span!(target: TRACE, "capture_statement", items = batch.len());
+    // Created inside the first traced caller's span, so it is in a sampled trace (the trace
+    // layer's filter looks at the span around a new one) and that span is its parent.
+    let Some(first) = batch.iter().find(|job| !job.caller.is_disabled()) else {
+        return tracing::Span::none();
+    };
+    let span = first
+        .caller
+        .in_scope(|| tracing::info_span!(target: TRACE, "capture_statement", items = batch.len()));
     if span.is_disabled() {
         return span;
-    }
-    if let Some(first) = batch.first() {
-        let _ = span.set_parent(first.caller.context());
     }
     for job in batch {
         span.add_link(job.caller.context().span().span_context().clone());

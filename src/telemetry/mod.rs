@@ -11,6 +11,7 @@
 pub mod counter;
 pub mod export;
 pub mod propagation;
+pub mod sampling;
 
 use std::sync::OnceLock;
 
@@ -22,7 +23,7 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RootSpanBuilder};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::filter::EnvFilter;
 use tracing_subscriber::prelude::*;
 
 use crate::trace_switch::{self, TRACE, tracing_on};
@@ -61,9 +62,9 @@ pub fn init() {
     let provider = PROVIDER.get_or_init(|| {
         SdkTracerProvider::builder()
             .with_span_processor(export::Handoff)
-            // A request that arrives with a sampled-out traceparent stays out; every other
-            // request is one trace.
-            .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
+            // Which traces are kept is decided before their spans exist (sampling::Sampled);
+            // every span that reaches the SDK is recorded.
+            .with_sampler(Sampler::AlwaysOn)
             .build()
     });
     let traces = tracing_opentelemetry::layer()
@@ -75,16 +76,7 @@ pub fn init() {
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
-        .with_filter(filter_fn(|metadata| {
-            // Read per span, not cached per call site: tracing turns on after the call sites
-            // were first seen. Spans at info and above, and warnings (they become span events).
-            tracing_on()
-                && if metadata.is_span() {
-                    *metadata.level() <= tracing::Level::INFO
-                } else {
-                    *metadata.level() <= tracing::Level::WARN
-                }
-        }));
+        .with_filter(sampling::Sampled);
     let _ = tracing_subscriber::registry()
         .with(traces)
         .with(logs)
@@ -97,6 +89,7 @@ pub fn start(
     settings: &crate::config::telemetry::TelemetrySettings,
 ) -> Result<Exporting, TraceStartError> {
     let exporting = export::start(settings)?;
+    sampling::set_ratio(settings.sample_per_million);
     // Every call site's interest is asked again, now that the trace layer wants spans.
     trace_switch::turn_on();
     tracing::callsite::rebuild_interest_cache();
@@ -121,14 +114,25 @@ pub struct GatewayRootSpan;
 
 impl RootSpanBuilder for GatewayRootSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let span = tracing_actix_web::root_span!(
-            request,
-            provider = tracing::field::Empty,
-            event_id = tracing::field::Empty,
-            user_id = tracing::field::Empty,
-        );
-        if tracing_on()
-            && let Some(parent) = propagation::extract(request.headers())
+        let parent = if tracing_on() {
+            propagation::extract(request.headers())
+        } else {
+            None
+        };
+        // A caller's traceparent decides whether this request is traced.
+        let sampled = parent
+            .as_ref()
+            .map(|parent| parent.span().span_context().is_sampled());
+        let span = sampling::as_parent_says(sampled, || {
+            tracing_actix_web::root_span!(
+                request,
+                provider = tracing::field::Empty,
+                event_id = tracing::field::Empty,
+                user_id = tracing::field::Empty,
+            )
+        });
+        if let Some(parent) = parent
+            && !span.is_disabled()
         {
             // Before anything asks for the span's context: after that its parent is fixed.
             let _ = span.set_parent(parent);

@@ -535,3 +535,46 @@ async fn a_refund_call_to_the_provider_carries_the_refund_requests_trace() {
         "the call's traceparent names its span"
     );
 }
+
+#[tokio::test]
+async fn a_sampled_out_request_is_not_traced_and_a_callers_sampled_flag_decides() {
+    let receiver = OtlpReceiver::start().await;
+    // One request in a million is sampled on its own: in practice none of these.
+    let gateway =
+        GatewayProcess::spawn(&traced(&receiver.endpoint, "sample_ratio = 0.000001\n")).await;
+    let db = connect(&gateway.database_url).await;
+    let orders = insert_orders(&db, 3).await;
+    let unsampled = Event::payment("evt_unsampled", orders[0].0, orders[0].1);
+    let refused = Event::payment("evt_caller_says_no", orders[1].0, orders[1].1);
+    let wanted = Event::payment("evt_caller_says_yes", orders[2].0, orders[2].1);
+    assert_eq!(deliver(&gateway, &unsampled, None).await.0, 200);
+    let no = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    assert_eq!(deliver(&gateway, &refused, Some(no)).await.0, 200);
+    let yes = "00-0af7651916cd43dd8448eb211c80319d-b7ad6b7169203332-01";
+    assert_eq!(deliver(&gateway, &wanted, Some(yes)).await.0, 200);
+
+    // The caller's sampled trace is exported whole, and after it nothing else came.
+    let spans = receiver
+        .until("the sampled request's trace", |spans| {
+            request_span(spans, &wanted.id).is_some()
+                && spans.iter().any(|s| s.name == "capture_statement")
+        })
+        .await;
+    let root = request_span(&spans, &wanted.id).unwrap();
+    assert_eq!(root.trace_id, "0af7651916cd43dd8448eb211c80319d");
+    child(&spans, root, "write");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.trace_id == root.trace_id || s.name == "GET /readyz"),
+        "only the sampled request is traced: {spans:#?}"
+    );
+    for (event, expected) in [
+        (&unsampled, serde_json::Value::Null),
+        (&refused, serde_json::Value::Null),
+        (&wanted, serde_json::json!(root.trace_id)),
+    ] {
+        let detail = admin_json(&gateway, &format!("/admin/events/{ACME}/{}", event.id)).await;
+        assert_eq!(detail["trace_id"], expected, "{}", event.id);
+    }
+}

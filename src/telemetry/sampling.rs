@@ -1,0 +1,75 @@
+//! Which requests are traced: head sampling, decided once per trace at its first span. A trace
+//! root (a span with no span around it: a request, a notification attempt) is sampled at
+//! `[telemetry] sample_ratio`, or as an incoming `traceparent`'s sampled flag says; every span
+//! inside a sampled root follows it, and inside an unsampled one no trace span is even created.
+//! So a request that is not traced costs what it costs with tracing off.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tracing::{Level, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Filter};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::trace_switch::tracing_on;
+
+/// The share of trace roots that are sampled, per million.
+static PER_MILLION: AtomicU32 = AtomicU32::new(1_000_000);
+
+thread_local! {
+    /// The decision a caller's `traceparent` made for the next root created on this thread.
+    static PARENT_SAYS: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+pub(super) fn set_ratio(per_million: u32) {
+    PER_MILLION.store(per_million.min(1_000_000), Ordering::Relaxed);
+}
+
+/// Runs `create` (which creates a trace root) with the sampling decision of the caller's
+/// `traceparent`, when there is one.
+pub(super) fn as_parent_says<T>(sampled: Option<bool>, create: impl FnOnce() -> T) -> T {
+    PARENT_SAYS.with(|says| says.set(sampled));
+    let created = create();
+    PARENT_SAYS.with(|says| says.set(None));
+    created
+}
+
+/// The trace layer's filter: spans at info and above, warnings (span events), only in sampled
+/// traces and only while tracing is on.
+pub(super) struct Sampled;
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for Sampled {
+    fn enabled(&self, metadata: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        if !tracing_on() {
+            return false;
+        }
+        // In a sampled trace: the nearest span around it is one of this layer's.
+        let in_sampled_trace = cx.lookup_current().is_some();
+        if metadata.is_event() {
+            return in_sampled_trace && *metadata.level() <= Level::WARN;
+        }
+        if *metadata.level() > Level::INFO {
+            return false;
+        }
+        if in_sampled_trace {
+            return true;
+        }
+        if cx.current_span().id().is_some() {
+            // Inside a span this layer left out: an unsampled trace.
+            return false;
+        }
+        PARENT_SAYS.with(Cell::get).unwrap_or_else(|| {
+            let per_million = PER_MILLION.load(Ordering::Relaxed);
+            per_million >= 1_000_000 || rand::random_range(0..1_000_000) < per_million
+        })
+    }
+
+    fn callsite_enabled(
+        &self,
+        _metadata: &'static Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        // Asked per span: tracing turns on after the call sites were first seen, and the
+        // decision depends on the trace.
+        tracing::subscriber::Interest::sometimes()
+    }
+}
