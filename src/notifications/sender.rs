@@ -513,9 +513,7 @@ async fn post(http: &reqwest::Client, target: &Target, notification: &Notificati
     {
         request = request.header(name, value);
     }
-    let mut context = reqwest::header::HeaderMap::new();
-    crate::telemetry::propagation::inject(&tracing::Span::current(), &mut context);
-    let request = request.headers(context);
+    let request = crate::telemetry::propagation::carry_current(request);
     match request.body(body).send().await {
         Ok(response) => {
             let answer = Answer::of_status(response.status().as_u16());

@@ -123,9 +123,7 @@ impl RefundClients {
         .bearer_auth(api.api_key.expose())
         .header("Idempotency-Key", call.idempotency_key);
         // The provider's side of the call joins the merchant's refund request's trace.
-        let mut context = reqwest::header::HeaderMap::new();
-        crate::telemetry::propagation::inject(&tracing::Span::current(), &mut context);
-        let request = request.headers(context);
+        let request = crate::telemetry::propagation::carry_current(request);
         let response = match request.send().await {
             Ok(response) => response,
             // reqwest's error names the URL and the cause, never the headers.

@@ -16,12 +16,15 @@ pub fn extract(headers: &actix_web::http::header::HeaderMap) -> Option<Context> 
     context.span().span_context().is_valid().then_some(context)
 }
 
-/// Adds `span`'s `traceparent` to an outgoing request's headers (nothing while tracing is off).
-pub fn inject(span: &Span, headers: &mut reqwest::header::HeaderMap) {
+/// `request` carrying the current span's `traceparent` (unchanged while tracing is off).
+pub fn carry_current(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     if !crate::trace_switch::tracing_on() {
-        return;
+        return request;
     }
-    TraceContextPropagator::new().inject_context(&span.context(), &mut Outgoing(headers));
+    let mut headers = reqwest::header::HeaderMap::new();
+    TraceContextPropagator::new()
+        .inject_context(&Span::current().context(), &mut Outgoing(&mut headers));
+    request.headers(headers)
 }
 
 struct Incoming<'a>(&'a actix_web::http::header::HeaderMap);
