@@ -4,10 +4,13 @@
 //! each batch to the collector (OTLP/HTTP, protobuf) with a bounded request; a batch the
 //! collector does not take in time is dropped and counted too. So a slow, stalled or absent
 //! collector costs a request nothing but its spans.
+//!
+//! The queue is a vector behind a mutex that the export thread empties whole, woken once per
+//! full batch or at the export interval. A channel would wake the export thread for every span
+//! (a futex call on each side), about six times a request.
 
-use std::sync::OnceLock;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
 use opentelemetry::Context;
@@ -23,7 +26,23 @@ use crate::config::telemetry::TelemetrySettings;
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// Where finished spans go once [`start`] ran.
-static QUEUE: OnceLock<SyncSender<SpanData>> = OnceLock::new();
+static QUEUE: OnceLock<Queue> = OnceLock::new();
+
+/// Finished spans waiting for the export thread.
+struct Queue {
+    spans: Mutex<Vec<SpanData>>,
+    /// Signalled when the queue holds a full batch.
+    batch_ready: Condvar,
+    capacity: usize,
+    batch: usize,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Vec<SpanData>> {
+        // A panic while holding the lock leaves at worst a vector of whole spans.
+        self.spans.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// The tracer provider's one processor: hands each finished span to the export queue.
 #[derive(Debug)]
@@ -36,10 +55,17 @@ impl SpanProcessor for Handoff {
         let Some(queue) = QUEUE.get() else {
             return;
         };
-        match queue.try_send(span) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => count("dropped_queue_full", 1),
-            Err(TrySendError::Disconnected(_)) => count("dropped_export_failed", 1),
+        let mut spans = queue.lock();
+        if spans.len() >= queue.capacity {
+            drop(spans);
+            count("dropped_queue_full", 1);
+            return;
+        }
+        spans.push(span);
+        let batch_ready = spans.len() == queue.batch;
+        drop(spans);
+        if batch_ready {
+            queue.batch_ready.notify_one();
         }
     }
 
@@ -89,7 +115,17 @@ pub(super) fn start(settings: &TelemetrySettings) -> Result<Exporting, TraceStar
             ))
             .build(),
     );
-    let (queue, spans) = sync_channel(settings.queue_spans);
+    // The export thread's own runtime, for the exporter's HTTP client.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TraceStartError(format!("the export runtime: {e}")))?;
+    let queue = Queue {
+        spans: Mutex::new(Vec::with_capacity(settings.batch_spans)),
+        batch_ready: Condvar::new(),
+        capacity: settings.queue_spans,
+        batch: settings.batch_spans,
+    };
     if QUEUE.set(queue).is_err() {
         return Err(TraceStartError("tracing was started twice".into()));
     }
@@ -101,7 +137,11 @@ pub(super) fn start(settings: &TelemetrySettings) -> Result<Exporting, TraceStar
     };
     std::thread::Builder::new()
         .name("trace-export".into())
-        .spawn(move || batch.run(&exporter, spans))
+        .spawn(move || {
+            if let Some(queue) = QUEUE.get() {
+                batch.run(&runtime, &exporter, queue);
+            }
+        })
         .map_err(|e| TraceStartError(format!("the export thread: {e}")))?;
     Ok(Exporting {
         traces_url: settings.traces_url.clone(),
@@ -141,41 +181,32 @@ struct Batching {
 }
 
 impl Batching {
-    /// Sends a batch when it is full or its oldest span waited `interval`.
-    fn run(self, exporter: &opentelemetry_otlp::SpanExporter, spans: Receiver<SpanData>) {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                tracing::error!(%error, "trace export stopped: no runtime for it");
-                return;
-            }
-        };
+    /// Sends what the queue holds when it holds a full batch, or every `interval`; more than a
+    /// batch (after a slow export) goes out as several requests.
+    fn run(
+        self,
+        runtime: &tokio::runtime::Runtime,
+        exporter: &opentelemetry_otlp::SpanExporter,
+        queue: &Queue,
+    ) {
         let mut failing = false;
-        let mut batch = Vec::with_capacity(self.max);
-        let mut due = Instant::now() + self.interval;
         loop {
-            let wait = due.saturating_duration_since(Instant::now());
-            match spans.recv_timeout(wait) {
-                Ok(span) => {
-                    if batch.is_empty() {
-                        due = Instant::now() + self.interval;
-                    }
-                    batch.push(span);
-                    if batch.len() < self.max {
-                        continue;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            // The replacement is allocated before the lock is taken, so a request thread
+            // never waits for an allocation of the export thread's.
+            let mut taken = Vec::with_capacity(self.max);
+            {
+                let spans = queue.lock();
+                let (mut spans, _) = queue
+                    .batch_ready
+                    .wait_timeout_while(spans, self.interval, |spans| spans.len() < self.max)
+                    .unwrap_or_else(PoisonError::into_inner);
+                std::mem::swap(&mut *spans, &mut taken);
             }
-            if !batch.is_empty() {
-                let sent = std::mem::replace(&mut batch, Vec::with_capacity(self.max));
-                failing = self.export(&runtime, exporter, sent, failing);
+            while !taken.is_empty() {
+                let rest = taken.split_off(taken.len().min(self.max));
+                failing = self.export(runtime, exporter, taken, failing);
+                taken = rest;
             }
-            due = Instant::now() + self.interval;
         }
     }
 

@@ -76,6 +76,10 @@ pub fn init() {
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
+        // Entering a span would also make its context OpenTelemetry's current one, on every
+        // poll of an instrumented future; nothing here reads that (outgoing calls take the
+        // tracing span's context, propagation::carry_current).
+        .with_context_activation(false)
         .with_filter(sampling::Sampled);
     let _ = tracing_subscriber::registry()
         .with(traces)

@@ -66,10 +66,20 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Filter<S> for Sampled {
 
     fn callsite_enabled(
         &self,
-        _metadata: &'static Metadata<'static>,
+        metadata: &'static Metadata<'static>,
     ) -> tracing::subscriber::Interest {
-        // Asked per span: tracing turns on after the call sites were first seen, and the
-        // decision depends on the trace.
-        tracing::subscriber::Interest::sometimes()
+        // Call sites this layer never takes are said so once: a debug line in a dependency
+        // then costs nothing here per call. The interest is asked again when tracing turns on
+        // (telemetry::start rebuilds it).
+        let level = *metadata.level();
+        let never = !tracing_on()
+            || (metadata.is_event() && level > Level::WARN)
+            || (metadata.is_span() && level > Level::INFO);
+        if never {
+            tracing::subscriber::Interest::never()
+        } else {
+            // The rest is asked per span: the decision depends on the trace.
+            tracing::subscriber::Interest::sometimes()
+        }
     }
 }
