@@ -24,6 +24,19 @@ CREATE TYPE public.payment_apply_result AS ENUM (
 );
 
 --
+-- Name: audit_log_refuse_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_log_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the audit log is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+--
 -- Name: callback_first_delivery(text, text, text, timestamp with time zone, bytea, bigint, text, text, text, bigint, text, text, text, bigint, text, bigint, bigint, text, text, text, bigint, text, bigint, text, text, text, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -839,6 +852,39 @@ CREATE SEQUENCE public.api_tokens_id_seq
 ALTER SEQUENCE public.api_tokens_id_seq OWNED BY public.api_tokens.id;
 
 --
+-- Name: audit_log; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_log (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    actor text NOT NULL,
+    role text NOT NULL,
+    action text NOT NULL,
+    target text,
+    request_id text,
+    outcome text NOT NULL,
+    changes jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+--
+-- Name: audit_log_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.audit_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: audit_log_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.audit_log_id_seq OWNED BY public.audit_log.id;
+
+--
 -- Name: callback_deliveries; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1089,6 +1135,41 @@ CREATE TABLE public.notification_endpoints (
 );
 
 --
+-- Name: operators; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operators (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    role text NOT NULL,
+    key_sha256 text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    CONSTRAINT operators_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$'::text)),
+    CONSTRAINT operators_name_not_bootstrap CHECK ((name <> 'bootstrap'::text)),
+    CONSTRAINT operators_role_check CHECK ((role = ANY (ARRAY['viewer'::text, 'finance'::text, 'operator'::text, 'admin'::text])))
+);
+
+--
+-- Name: operators_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.operators_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: operators_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.operators_id_seq OWNED BY public.operators.id;
+
+--
 -- Name: orders; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1280,6 +1361,12 @@ ALTER SEQUENCE public.refund_requests_id_seq OWNED BY public.refund_requests.id;
 ALTER TABLE ONLY public.api_tokens ALTER COLUMN id SET DEFAULT nextval('public.api_tokens_id_seq'::regclass);
 
 --
+-- Name: audit_log id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log ALTER COLUMN id SET DEFAULT nextval('public.audit_log_id_seq'::regclass);
+
+--
 -- Name: callback_deliveries id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1308,6 +1395,12 @@ ALTER TABLE ONLY public.ledger_transfers ALTER COLUMN id SET DEFAULT nextval('pu
 --
 
 ALTER TABLE ONLY public.merchant_notifications ALTER COLUMN id SET DEFAULT nextval('public.merchant_notifications_id_seq'::regclass);
+
+--
+-- Name: operators id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operators ALTER COLUMN id SET DEFAULT nextval('public.operators_id_seq'::regclass);
 
 --
 -- Name: orders id; Type: DEFAULT; Schema: public; Owner: -
@@ -1346,6 +1439,13 @@ ALTER TABLE ONLY public.api_tokens
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_token_sha256_key UNIQUE (token_sha256);
+
+--
+-- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
 
 --
 -- Name: callback_deliveries callback_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1418,6 +1518,13 @@ ALTER TABLE ONLY public.notification_endpoints
     ADD CONSTRAINT notification_endpoints_pkey PRIMARY KEY (merchant_id);
 
 --
+-- Name: operators operators_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operators
+    ADD CONSTRAINT operators_pkey PRIMARY KEY (id);
+
+--
 -- Name: orders orders_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1488,11 +1595,36 @@ ALTER TABLE ONLY public.ledger_transfers
     ADD CONSTRAINT uq_ledger_transfers_event UNIQUE (merchant_id, provider, event_id);
 
 --
+-- Name: operators uq_operators_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operators
+    ADD CONSTRAINT uq_operators_key UNIQUE (key_sha256);
+
+--
 -- Name: payment_disputes uq_payment_disputes; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.payment_disputes
     ADD CONSTRAINT uq_payment_disputes UNIQUE (merchant_id, provider, dispute_id);
+
+--
+-- Name: idx_audit_log_action; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_audit_log_action ON public.audit_log USING btree (action, id);
+
+--
+-- Name: idx_audit_log_actor; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_audit_log_actor ON public.audit_log USING btree (actor, id);
+
+--
+-- Name: idx_audit_log_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_audit_log_at ON public.audit_log USING btree (at, id);
 
 --
 -- Name: idx_callback_deliveries_attention; Type: INDEX; Schema: public; Owner: -
@@ -1663,6 +1795,12 @@ CREATE UNIQUE INDEX uq_ledger_transfers_dispute ON public.ledger_transfers USING
 CREATE UNIQUE INDEX uq_ledger_transfers_refund ON public.ledger_transfers USING btree (merchant_id, provider, refund_id) WHERE (refund_id IS NOT NULL);
 
 --
+-- Name: uq_operators_live_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX uq_operators_live_name ON public.operators USING btree (name) WHERE (revoked_at IS NULL);
+
+--
 -- Name: uq_payment_disputes_reinstated_by; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1673,6 +1811,18 @@ CREATE UNIQUE INDEX uq_payment_disputes_reinstated_by ON public.payment_disputes
 --
 
 CREATE UNIQUE INDEX uq_refund_requests_provider_refund ON public.refund_requests USING btree (merchant_id, provider, provider_refund_id) WHERE (provider_refund_id IS NOT NULL);
+
+--
+-- Name: audit_log audit_log_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH STATEMENT EXECUTE FUNCTION public.audit_log_refuse_change();
+
+--
+-- Name: audit_log audit_log_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON public.audit_log FOR EACH STATEMENT EXECUTE FUNCTION public.audit_log_refuse_change();
 
 --
 -- Name: ledger_entries ledger_entries_append_only; Type: TRIGGER; Schema: public; Owner: -

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::access::audit;
+use crate::access::operator;
+use crate::access::role::Role;
 pub use crate::command::CommandError;
 use crate::config::{ConfigError, ProcessEnv, Settings};
 use crate::export::{self, ExportArgs};
@@ -45,6 +48,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Manage operator keys: one per person, with one role (docs/access.md).
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
     /// Re-sign provider events from a JSONL file and deliver them to a gateway (finance replay).
     Replay(ReplayArgs),
     /// Write the stored verified callbacks of a provider as replayable JSONL to stdout.
@@ -65,6 +73,28 @@ pub enum TokenCommand {
     Issue {
         #[arg(long)]
         user_id: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Add an operator and print its key alone on stdout (once; only its SHA-256 is stored).
+    Add {
+        #[arg(long)]
+        name: String,
+        /// viewer, finance, operator or admin (each includes the ones before it).
+        #[arg(long)]
+        role: String,
+        /// The key stops working after this many days (1 to 3650; default: never).
+        #[arg(long, value_name = "N")]
+        expires_in_days: Option<u32>,
+    },
+    /// List operators: name, role, created, expiry, last use and state; never a key.
+    List,
+    /// Revoke an operator's key: its next request is refused, its console session ends.
+    Revoke {
+        #[arg(long)]
+        name: String,
     },
 }
 
@@ -131,6 +161,7 @@ impl Cli {
                 println!("{token}");
                 Ok(())
             }
+            Command::Operator { command } => operator_command(&settings, command).await,
             Command::Replay(args) => {
                 let summary = replay::run(&settings, &args).await?;
                 print!("{}", summary.table());
@@ -180,6 +211,61 @@ impl Cli {
                 } else {
                     Err(anyhow::anyhow!("the gateway answered {status}").into())
                 }
+            }
+        }
+    }
+}
+
+/// `operator add | list | revoke`: each change commits with its audit row (actor
+/// `cli:<login name>`).
+async fn operator_command(
+    settings: &Settings,
+    command: OperatorCommand,
+) -> Result<(), CommandError> {
+    let context = audit::Context::command_line();
+    match command {
+        OperatorCommand::Add {
+            name,
+            role,
+            expires_in_days,
+        } => {
+            let usage = |e: operator::AddError| CommandError::Config(ConfigError(e.to_string()));
+            let name = operator::OperatorName::parse(&name).map_err(usage)?;
+            let role = Role::parse(&role).ok_or_else(|| {
+                ConfigError("--role must be viewer, finance, operator or admin".into())
+            })?;
+            let mut conn = db::connect(settings.database_url()?).await?;
+            let key = operator::add(&mut conn, &context, &name, role, expires_in_days)
+                .await
+                .map_err(|e| match e {
+                    operator::AddError::Database(e) => CommandError::Runtime(e.into()),
+                    usage_error => usage(usage_error),
+                })?;
+            println!("{key}");
+            eprintln!(
+                "operator {} added with role {role}; the key above is shown once",
+                name.as_str()
+            );
+            Ok(())
+        }
+        OperatorCommand::List => {
+            let mut conn = db::connect(settings.database_url()?).await?;
+            let rows = operator::list(&mut conn)
+                .await
+                .map_err(anyhow::Error::from)?;
+            print!("{}", operator::table(&rows, chrono::Utc::now()));
+            Ok(())
+        }
+        OperatorCommand::Revoke { name } => {
+            let mut conn = db::connect(settings.database_url()?).await?;
+            let revoked = operator::revoke(&mut conn, &context, &name)
+                .await
+                .map_err(anyhow::Error::from)?;
+            if revoked {
+                println!("revoked {name}");
+                Ok(())
+            } else {
+                Err(ConfigError(format!("no live operator is named {name:?}")).into())
             }
         }
     }

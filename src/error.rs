@@ -8,6 +8,7 @@ use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
+use crate::access::role::Role;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
 use crate::orders::request::RejectionKind;
@@ -24,6 +25,9 @@ pub const OUT_OF_ORDER_RETRY_AFTER_SECS: u32 = 30;
 pub enum ApiError {
     #[error("missing or unknown bearer token")]
     Unauthorized,
+    /// A known operator key whose role does not include the route's.
+    #[error("this needs the {required_role} role")]
+    Forbidden { required_role: Role },
     #[error(transparent)]
     IdempotencyKey(#[from] KeyError),
     #[error("request body exceeds {limit} bytes")]
@@ -89,6 +93,7 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
             ApiError::IdempotencyKey(KeyError::Missing) => "missing_idempotency_key",
             ApiError::IdempotencyKey(_) => "invalid_idempotency_key",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -167,6 +172,7 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::Unauthorized | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::IdempotencyKey(_)
             | ApiError::InvalidPayload(_)
             | ApiError::InvalidQuery(_)
@@ -214,6 +220,9 @@ impl ResponseError for ApiError {
         let mut body = error_body(self.code(), &self.public_message());
         match self {
             ApiError::OutOfOrder(reason) => body["reason"] = json!(reason),
+            ApiError::Forbidden { required_role } => {
+                body["required_role"] = json!(required_role.as_str());
+            }
             ApiError::RefundNeedsReview {
                 refund_request_id,
                 reason,

@@ -1,6 +1,7 @@
 //! callback-gateway: verifies payment-provider callbacks, posts each event to a double-entry
 //! ledger exactly once, and answers every redelivery with the byte-identical ack.
 
+pub mod access;
 pub mod allowlist;
 pub mod attention;
 pub mod auth;

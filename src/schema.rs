@@ -10,6 +10,20 @@ diesel::table! {
 }
 
 diesel::table! {
+    audit_log (id) {
+        id -> Int8,
+        at -> Timestamptz,
+        actor -> Text,
+        role -> Text,
+        action -> Text,
+        target -> Nullable<Text>,
+        request_id -> Nullable<Text>,
+        outcome -> Text,
+        changes -> Jsonb,
+    }
+}
+
+diesel::table! {
     callback_deliveries (id) {
         id -> Int8,
         merchant_id -> Int8,
@@ -147,6 +161,19 @@ diesel::table! {
 }
 
 diesel::table! {
+    operators (id) {
+        id -> Int8,
+        name -> Text,
+        role -> Text,
+        key_sha256 -> Text,
+        created_at -> Timestamptz,
+        expires_at -> Nullable<Timestamptz>,
+        revoked_at -> Nullable<Timestamptz>,
+        last_used_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
     orders (id) {
         id -> Int8,
         user_id -> Int8,
@@ -242,6 +269,7 @@ diesel::joinable!(refund_requests -> orders (order_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
+    audit_log,
     callback_deliveries,
     callback_minute_counts,
     callback_minute_state,
@@ -252,6 +280,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_transfers,
     merchant_notifications,
     notification_endpoints,
+    operators,
     orders,
     payment_disputes,
     payments,

@@ -13,6 +13,7 @@ use futures_util::FutureExt;
 use tracing_actix_web::TracingLogger;
 use utoipa::OpenApi;
 
+use crate::access::sign_in::FailedSignIns;
 use crate::command::CommandError;
 use crate::config::Settings;
 use crate::db;
@@ -29,10 +30,10 @@ use crate::refunds::provider::RefundClients;
 use crate::refunds::recover;
 use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
 use crate::routes::observe::observe;
-use crate::routes::openapi::{self, BearerSchemes};
+use crate::routes::openapi::{self, SecuritySchemes};
 use crate::routes::state::AppState;
 use crate::routes::{
-    admin, callbacks, console, events, health, not_found, notifications, orders, refunds,
+    admin, audit, callbacks, console, events, health, not_found, notifications, orders, refunds,
 };
 use crate::telemetry::GatewayRootSpan;
 use crate::{preflight, read_caches};
@@ -58,11 +59,29 @@ use crate::{preflight, read_caches};
         notifications::redeliver_notification,
         notifications::redeliver_merchant,
         notifications::enable_endpoint,
+        notifications::disable_endpoint,
+        audit::list_audit,
+        events::merchant_events,
+        events::merchant_event,
+        notifications::merchant_notifications,
+        console::home,
+        console::events,
+        console::export,
+        console::event,
+        console::attention,
+        console::notifications,
+        console::balances,
+        console::audit_page::audit,
+        console::actions::replay,
+        console::actions::redeliver,
+        console::actions::enable_endpoint,
+        console::actions::disable_endpoint,
+        console::actions::resolve_refund_request,
         health::healthz,
         health::readyz,
         health::metrics,
     ),
-    modifiers(&BearerSchemes)
+    modifiers(&SecuritySchemes)
 )]
 pub struct ApiDoc;
 
@@ -75,6 +94,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/openapi.json", web::get().to(openapi::document))
         .route("/v1/orders", web::post().to(orders::create_order))
         .route("/v1/orders/{id}", web::get().to(orders::get_order))
+        .route("/v1/events", web::get().to(events::merchant_events))
+        .route(
+            "/v1/events/{provider}/{event_id}",
+            web::get().to(events::merchant_event),
+        )
+        .route(
+            "/v1/notifications",
+            web::get().to(notifications::merchant_notifications),
+        )
         .route(
             "/v1/orders/{id}/refunds",
             web::post().to(refunds::create_refund),
@@ -102,6 +130,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::post().to(callbacks::replay_stored),
         )
         .route("/admin/attention", web::get().to(events::attention))
+        .route("/admin/audit", web::get().to(audit::list_audit))
         .route(
             "/admin/refund-requests/{id}/resolve",
             web::post().to(refunds::resolve_refund_request),
@@ -121,6 +150,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/admin/merchants/{merchant_id}/endpoint/enable",
             web::post().to(notifications::enable_endpoint),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/endpoint/disable",
+            web::post().to(notifications::disable_endpoint),
         )
         .configure(console::configure);
 }
@@ -241,6 +274,7 @@ impl Application {
         let openapi_document = web::Data::new(ApiDoc::openapi());
         let console_sessions =
             web::Data::new(console::Sessions::new(settings.console.secure_cookie));
+        let failed_sign_ins = web::Data::new(FailedSignIns::default());
         let serves_tls = tls.is_some();
         let notifying_handle = notifying.clone();
         let head_timeout = settings.server.body_read_timeout;
@@ -291,6 +325,7 @@ impl Application {
                 .app_data(refunds.clone())
                 .app_data(openapi_document.clone())
                 .app_data(console_sessions.clone())
+                .app_data(failed_sign_ins.clone())
                 .app_data(metrics_data.clone())
                 .configure(configure)
                 .default_service(web::to(not_found))

@@ -395,6 +395,111 @@ pub struct EventDetail {
     pub order: Option<OrderView>,
 }
 
+/// One of a merchant's own events, as `/v1/events` shows it: what the gateway answered and
+/// what it did, without the operator's fields (the raw body, the trace).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MerchantEvent {
+    pub provider: String,
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+    pub received_at: DateTime<Utc>,
+    /// applied, held, ignored or rejected
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    /// The ack's HTTP status.
+    pub status: Option<i32>,
+    /// The ledger transfer it posted, if it moved money.
+    pub transfer_id: Option<i64>,
+}
+
+impl From<EventRow> for MerchantEvent {
+    fn from(row: EventRow) -> Self {
+        Self {
+            provider: row.provider,
+            event_id: row.event_id,
+            event_type: row.event_type,
+            received_at: row.received_at,
+            outcome: row.outcome,
+            reason: row.reason,
+            status: row.status,
+            transfer_id: row.transfer_id,
+        }
+    }
+}
+
+/// A page of a merchant's events, newest first.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MerchantEventPage {
+    pub events: Vec<MerchantEvent>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl From<EventPage> for MerchantEventPage {
+    fn from(page: EventPage) -> Self {
+        Self {
+            events: page.events.into_iter().map(MerchantEvent::from).collect(),
+            next_cursor: page.next_cursor,
+        }
+    }
+}
+
+/// One of a merchant's events with its ack and its ledger transfer.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct MerchantEventDetail {
+    #[serde(flatten)]
+    pub event: MerchantEvent,
+    /// The ack as stored, while its idempotency record lives (null once it expired).
+    #[schema(value_type = Option<Object>)]
+    pub ack: Option<serde_json::Value>,
+    pub transfer: Option<TransferWithEntries>,
+}
+
+/// The event `event_id` of `provider` if it is `merchant_id`'s (`None` for another merchant's,
+/// looked up by the same unique key, so the answer cannot tell the two apart).
+pub async fn merchant_detail(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    event_id: &str,
+) -> QueryResult<Option<MerchantEventDetail>> {
+    use callback_deliveries as d;
+    let found: Option<EventRow> = d::table
+        .filter(d::merchant_id.eq(merchant_id))
+        .filter(d::provider.eq(provider))
+        .filter(d::event_id.eq(event_id))
+        .select(EventRow::as_select())
+        .first(conn)
+        .await
+        .optional()?;
+    let Some(event) = found else {
+        return Ok(None);
+    };
+    let ack: Option<serde_json::Value> =
+        detail_sql::ack(merchant_id, format!("{provider}:{event_id}"))
+            .first::<Option<serde_json::Value>>(conn)
+            .await
+            .optional()?
+            .flatten();
+    let transfer: Option<TransferView> = detail_sql::transfer(merchant_id, provider, event_id)
+        .first(conn)
+        .await
+        .optional()?;
+    let transfer = match transfer {
+        Some(transfer) => {
+            let entries = detail_sql::entries(transfer.id).load(conn).await?;
+            Some(TransferWithEntries { transfer, entries })
+        }
+        None => None,
+    };
+    Ok(Some(MerchantEventDetail {
+        event: event.into(),
+        ack,
+        transfer,
+    }))
+}
+
 /// The statements of an event's detail, each one lookup of a unique key (or of
 /// `idx_callback_deliveries_event_id`, which an event id matches at most once per merchant), so
 /// the page costs the same at any size of the history. Built in one place for [`detail`] and

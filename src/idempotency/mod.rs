@@ -2,6 +2,7 @@
 //! response exactly, failures included. One transaction claims the key, runs the operation,
 //! and stores its response; a transient failure rolls all of it back and leaves no record.
 
+pub mod audited;
 pub mod cleanup;
 pub mod error;
 pub mod key;

@@ -2,10 +2,12 @@
 //! time range again (same `webhook-id`, same body), and enable a disabled endpoint.
 
 use chrono::{DateTime, Utc};
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use serde_json::json;
 
 use super::body::{as_json, webhook_id};
 use super::model::{self, Endpoint, Notification, NotificationStatus, StatusFilter};
+use crate::access::audit::{self, Action, Entry};
 
 /// A notification as `/admin/notifications` shows it.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
@@ -100,15 +102,34 @@ pub async fn page(
     })
 }
 
-/// Sends notification `id` again now; `None` when there is no such notification.
+/// Sends notification `id` again now; `None` when there is no such notification. The audit
+/// row commits with the change.
 pub async fn redeliver(
     conn: &mut AsyncPgConnection,
     id: i64,
+    audit: &audit::Context,
 ) -> diesel::QueryResult<Option<NotificationView>> {
-    Ok(model::redeliver(conn, id)
-        .await?
-        .as_ref()
-        .map(NotificationView::from))
+    conn.transaction(async |conn| {
+        let Some(view) = model::redeliver(conn, id)
+            .await?
+            .as_ref()
+            .map(NotificationView::from)
+        else {
+            return Ok(None);
+        };
+        let entry = Entry::new(
+            Action::NotificationRedeliver,
+            Some(format!("notification:{id}")),
+            &view.status,
+        )
+        .with_changes(json!({
+            "webhook_id": view.webhook_id,
+            "merchant_id": view.merchant_id,
+        }));
+        audit::record(conn, audit, entry).await?;
+        Ok(Some(view))
+    })
+    .await
 }
 
 /// What one call of a merchant's redelivery did.
@@ -133,15 +154,35 @@ pub async fn redeliver_range(
     window: (DateTime<Utc>, DateTime<Utc>),
     cursor: Option<i64>,
     limit: i64,
+    audit: &audit::Context,
 ) -> diesel::QueryResult<Redelivered> {
     let (since, until) = window;
-    let part =
-        model::redeliver_range(conn, merchant_id, since, until, cursor.unwrap_or(0), limit).await?;
-    Ok(Redelivered {
-        merchant_id,
-        redelivered: part.redelivered,
-        next_cursor: part.next_after.map(|id| id.to_string()),
+    conn.transaction(async |conn| {
+        let part =
+            model::redeliver_range(conn, merchant_id, since, until, cursor.unwrap_or(0), limit)
+                .await?;
+        let done = Redelivered {
+            merchant_id,
+            redelivered: part.redelivered,
+            next_cursor: part.next_after.map(|id| id.to_string()),
+        };
+        let entry = Entry::new(
+            Action::NotificationsRedeliverRange,
+            Some(format!("merchant:{merchant_id}")),
+            "pending",
+        )
+        .with_changes(json!({
+            "since": since,
+            "until": until,
+            "cursor": cursor,
+            "limit": limit,
+            "redelivered": done.redelivered,
+            "next_cursor": done.next_cursor,
+        }));
+        audit::record(conn, audit, entry).await?;
+        Ok(done)
     })
+    .await
 }
 
 /// A merchant's endpoint after it was enabled.
@@ -154,18 +195,72 @@ pub struct Enabled {
     pub endpoint: Option<Endpoint>,
 }
 
+/// Enables `merchant_id`'s endpoint; the audit row commits with it.
 pub async fn enable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     release_per_sec: u64,
+    audit: &audit::Context,
 ) -> diesel::QueryResult<Enabled> {
-    let pending = model::enable(conn, merchant_id, release_per_sec).await?;
-    Ok(Enabled {
-        merchant_id,
-        pending,
-        endpoint: model::endpoint(conn, merchant_id).await?,
+    conn.transaction(async |conn| {
+        let was_disabled = model::endpoint(conn, merchant_id)
+            .await?
+            .is_some_and(|e| e.disabled_at.is_some());
+        let pending = model::enable(conn, merchant_id, release_per_sec).await?;
+        let entry = Entry::new(
+            Action::EndpointEnable,
+            Some(format!("merchant:{merchant_id}")),
+            "enabled",
+        )
+        .with_changes(json!({"was_disabled": was_disabled, "pending": pending}));
+        audit::record(conn, audit, entry).await?;
+        Ok(Enabled {
+            merchant_id,
+            pending,
+            endpoint: model::endpoint(conn, merchant_id).await?,
+        })
     })
+    .await
 }
+
+/// A merchant's endpoint after an operator disabled it.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Disabled {
+    pub merchant_id: i64,
+    /// Its pending notifications, kept (up to `[notifications] disabled_keep`) until it is
+    /// enabled again.
+    pub pending: i64,
+    pub endpoint: Option<Endpoint>,
+}
+
+/// Disables `merchant_id`'s endpoint (no sender attempts it until it is enabled); the audit
+/// row commits with it. An endpoint disabled already keeps its first reason and time.
+pub async fn disable(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    audit: &audit::Context,
+) -> diesel::QueryResult<Disabled> {
+    conn.transaction(async |conn| {
+        let (was_disabled, pending) =
+            model::disable(conn, merchant_id, DISABLED_BY_OPERATOR).await?;
+        let entry = Entry::new(
+            Action::EndpointDisable,
+            Some(format!("merchant:{merchant_id}")),
+            "disabled",
+        )
+        .with_changes(json!({"was_disabled": was_disabled, "pending": pending}));
+        audit::record(conn, audit, entry).await?;
+        Ok(Disabled {
+            merchant_id,
+            pending,
+            endpoint: model::endpoint(conn, merchant_id).await?,
+        })
+    })
+    .await
+}
+
+/// The `disabled_reason` of an endpoint a person disabled.
+pub const DISABLED_BY_OPERATOR: &str = "operator";
 
 /// What the console lists: failing and failed notifications (newest first), and the disabled
 /// endpoints.

@@ -72,7 +72,8 @@ pub struct Endpoint {
     pub merchant_id: i64,
     #[schema(value_type = Option<String>)]
     pub disabled_at: Option<DateTime<Utc>>,
-    /// `gone` (it answered 410) or `no_success` (no 2xx for 5 days)
+    /// `gone` (it answered 410), `no_success` (no 2xx for 5 days) or `operator` (disabled by
+    /// a person)
     pub disabled_reason: Option<String>,
     #[schema(value_type = Option<String>)]
     pub failing_since: Option<DateTime<Utc>>,
@@ -639,6 +640,45 @@ pub async fn enable(
     .get_result(conn)
     .await?;
     Ok(row.pending)
+}
+
+/// Disables `merchant_id`'s endpoint for `reason` (one disabled already keeps its time and
+/// reason); whether it was disabled before, and its pending notifications. The row exists from
+/// now on even if no sender ever tried the endpoint.
+pub async fn disable(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    reason: &str,
+) -> QueryResult<(bool, i64)> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        was_disabled: bool,
+        #[diesel(sql_type = BigInt)]
+        pending: i64,
+    }
+    let row: Row = diesel::sql_query(
+        "WITH before AS ( \
+           SELECT disabled_at FROM notification_endpoints WHERE merchant_id = $1 FOR UPDATE), \
+         disabled AS ( \
+           INSERT INTO notification_endpoints (merchant_id, disabled_at, disabled_reason) \
+           VALUES ($1, now(), $2) \
+           ON CONFLICT (merchant_id) DO UPDATE \
+           SET disabled_at = coalesce(notification_endpoints.disabled_at, now()), \
+               disabled_reason = CASE WHEN notification_endpoints.disabled_at IS NULL \
+                                      THEN EXCLUDED.disabled_reason \
+                                      ELSE notification_endpoints.disabled_reason END \
+           RETURNING 1) \
+         SELECT EXISTS (SELECT 1 FROM before WHERE disabled_at IS NOT NULL) AS was_disabled, \
+                (SELECT count(*) FROM merchant_notifications \
+                 WHERE merchant_id = $1 AND status = 'pending') AS pending, \
+                (SELECT count(*) FROM disabled) AS written",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<diesel::sql_types::Text, _>(reason)
+    .get_result(conn)
+    .await?;
+    Ok((row.was_disabled, row.pending))
 }
 
 /// `merchant_id`'s endpoint, if a sender ever reached it.

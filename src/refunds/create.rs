@@ -23,11 +23,14 @@ use std::time::Duration;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use rand::RngCore;
 
+use serde_json::json;
+
 use super::error::{RefundError, ResolveError};
 use super::model::{DueRequest, NewRefundRequest, RefundRequest, RefundStatus};
 use super::provider::{ProviderAnswer, RefundCall, RefundClients};
 use super::request::{RefundRefusal, RefusalKind, ValidRefund};
 use super::review::{Review, ReviewReason};
+use crate::access::audit::{self, Action, Entry};
 use crate::db::commit::confirmed_transaction;
 use crate::db::pool::PgPool;
 use crate::db::replication::Replication;
@@ -219,68 +222,24 @@ pub async fn resolve(
     refunds: &Refunds,
     request_id: i64,
     resolution: Resolution,
+    audit: &audit::Context,
 ) -> Result<RefundStatus, ResolveError> {
-    let resolved = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
-        let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
-            .await?
-            .ok_or(ResolveError::NotFound)?;
-        match RefundStatus::parse(&found.status) {
-            Some(RefundStatus::Processing) if found.idle => {
-                let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
-                let lease =
-                    lease::take_over(conn, record_id, found.lease_token.as_deref(), refunds.lease)
-                        .await?
-                        .ok_or(ResolveError::NotResolvable)?;
-                let request = request_of(conn, &lease).await?;
-                let known = match resolution {
-                    Resolution::Accepted { provider_refund_id } => {
-                        Known::Accepted(provider_refund_id)
-                    }
-                    Resolution::Declined { message } => {
-                        Known::Declined(format!("resolved by an operator: {message}"))
-                    }
-                };
-                match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
-                    Some(Stored::Done(Executed::First {
-                        output: RefundOutcome::Accepted { status, .. },
-                        ..
-                    })) => Ok(status),
-                    Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
-                    Some(Stored::RefundIdInUse { held_by }) => {
-                        Err(ResolveError::RefundIdInUse { held_by })
-                    }
-                    None => Err(ResolveError::NotResolvable),
-                }
-            }
-            Some(RefundStatus::Pending) => {
-                // The order's row lock first, as the refund webhook takes it before it settles.
-                Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
-                let notify = refunds.notifying.wants(found.merchant_id);
-                match resolution {
-                    Resolution::Accepted { provider_refund_id } => {
-                        let request = RefundRequest::for_id(conn, request_id).await?;
-                        if let Some(held_by) =
-                            RefundRequest::holder_of_refund_id(conn, &request, &provider_refund_id)
-                                .await?
-                        {
-                            return Err(ResolveError::RefundIdInUse { held_by });
-                        }
-                        RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
-                            .await?
-                            .ok_or(ResolveError::NotResolvable)
-                    }
-                    Resolution::Declined { message } => {
-                        let message = format!("withdrawn by an operator: {message}");
-                        if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
-                            Ok(RefundStatus::Failed)
-                        } else {
-                            Err(ResolveError::NotResolvable)
-                        }
-                    }
-                }
-            }
-            _ => Err(ResolveError::NotResolvable),
+    let changes = match &resolution {
+        Resolution::Accepted { provider_refund_id } => {
+            json!({"resolution": "accepted", "provider_refund_id": provider_refund_id})
         }
+        Resolution::Declined { message } => json!({"resolution": "declined", "message": message}),
+    };
+    let resolved = confirmed_transaction(conn, refunds.commit_timeout, async |conn| {
+        let status = resolve_in(conn, refunds, request_id, resolution).await?;
+        let entry = Entry::new(
+            Action::RefundRequestResolve,
+            Some(format!("refund_request:{request_id}")),
+            status.as_str(),
+        )
+        .with_changes(changes);
+        audit::record(conn, audit, entry).await?;
+        Ok(status)
     })
     .await;
     if resolved.is_ok() {
@@ -288,6 +247,73 @@ pub async fn resolve(
         refunds.notifying.wake_handle().wake();
     }
     resolved
+}
+
+/// [`resolve`]'s change, inside its transaction.
+async fn resolve_in(
+    conn: &mut AsyncPgConnection,
+    refunds: &Refunds,
+    request_id: i64,
+    resolution: Resolution,
+) -> Result<RefundStatus, ResolveError> {
+    let found = RefundRequest::resolvable(conn, request_id, refunds.lease)
+        .await?
+        .ok_or(ResolveError::NotFound)?;
+    match RefundStatus::parse(&found.status) {
+        Some(RefundStatus::Processing) if found.idle => {
+            let record_id = found.record_id.ok_or(ResolveError::NotResolvable)?;
+            let lease =
+                lease::take_over(conn, record_id, found.lease_token.as_deref(), refunds.lease)
+                    .await?
+                    .ok_or(ResolveError::NotResolvable)?;
+            let request = request_of(conn, &lease).await?;
+            let known = match resolution {
+                Resolution::Accepted { provider_refund_id } => Known::Accepted(provider_refund_id),
+                Resolution::Declined { message } => {
+                    Known::Declined(format!("resolved by an operator: {message}"))
+                }
+            };
+            match store_known(conn, refunds, &Attempt { lease, request }, &known).await? {
+                Some(Stored::Done(Executed::First {
+                    output: RefundOutcome::Accepted { status, .. },
+                    ..
+                })) => Ok(status),
+                Some(Stored::Done(_)) => Ok(RefundStatus::Failed),
+                Some(Stored::RefundIdInUse { held_by }) => {
+                    Err(ResolveError::RefundIdInUse { held_by })
+                }
+                None => Err(ResolveError::NotResolvable),
+            }
+        }
+        Some(RefundStatus::Pending) => {
+            // The order's row lock first, as the refund webhook takes it before it settles.
+            Order::lock_for_merchant(conn, found.merchant_id, found.order_id).await?;
+            let notify = refunds.notifying.wants(found.merchant_id);
+            match resolution {
+                Resolution::Accepted { provider_refund_id } => {
+                    let request = RefundRequest::for_id(conn, request_id).await?;
+                    if let Some(held_by) =
+                        RefundRequest::holder_of_refund_id(conn, &request, &provider_refund_id)
+                            .await?
+                    {
+                        return Err(ResolveError::RefundIdInUse { held_by });
+                    }
+                    RefundRequest::corrected(conn, request_id, &provider_refund_id, notify)
+                        .await?
+                        .ok_or(ResolveError::NotResolvable)
+                }
+                Resolution::Declined { message } => {
+                    let message = format!("withdrawn by an operator: {message}");
+                    if RefundRequest::withdrawn(conn, request_id, &message, notify).await? {
+                        Ok(RefundStatus::Failed)
+                    } else {
+                        Err(ResolveError::NotResolvable)
+                    }
+                }
+            }
+        }
+        _ => Err(ResolveError::NotResolvable),
+    }
 }
 
 /// What the holder of a takeover may do: call the provider; or nothing, because the request's

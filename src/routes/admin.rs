@@ -1,6 +1,6 @@
 use actix_web::{HttpResponse, web};
 
-use super::extract::{AdminAuth, ApiPool, ReadPool};
+use super::extract::{ApiPool, ReadPool, Staff, Viewer};
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;
@@ -14,7 +14,7 @@ fn parse_op(op: &str) -> Option<Operation> {
     get,
     path = "/admin/idempotency/{user_id}/{op}/{key}",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["viewer"])),
     params(
         ("user_id" = String, Path),
         ("op" = String, Path, description = "order.create or payment.callback"),
@@ -23,12 +23,13 @@ fn parse_op(op: &str) -> Option<Operation> {
     responses(
         (status = 200, body = IdempotencyRecord),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include viewer (required_role)", body = ErrorBody),
         (status = 404, description = "record_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn idempotency_record(
-    _admin: AdminAuth,
+    _staff: Staff<Viewer>,
     path: web::Path<(String, String, String)>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
@@ -59,17 +60,18 @@ pub struct Balances {
     get,
     path = "/admin/merchants/{merchant_id}/balances",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["viewer"])),
     params(("merchant_id" = String, Path)),
     responses(
         (status = 200, body = Balances),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include viewer (required_role)", body = ErrorBody),
         (status = 404, description = "merchant_not_found (not a number)", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn balances(
-    _admin: AdminAuth,
+    _staff: Staff<Viewer>,
     path: web::Path<String>,
     read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ApiError> {

@@ -5,11 +5,13 @@ use tracing::Instrument;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::{AdminAuth, ApiPool};
+use super::extract::{ApiPool, Finance, Staff};
 use super::respond::idempotent_response;
 use super::state::AppState;
+use crate::access::audit::{self, Action, Entry};
 use crate::deliveries::read::stored_body;
 use crate::error::{ApiError, ErrorBody};
+use crate::idempotency::audited::Audited;
 use crate::idempotency::record::Completion;
 use crate::idempotency::transmission::{self, Binding, Bound};
 use crate::idempotency::{self, Executed, REPLAYED_HEADER};
@@ -93,7 +95,7 @@ pub async fn receive_callback(
     match (events, provider.answer()) {
         (Events::One(event), Answer::StoredAck) => {
             root_span.record("event_id", event.id.as_str());
-            let executed = execute(&provider, &state, &event, now, trace_id).await?;
+            let executed = execute(&provider, &state, &event, now, trace_id, None).await?;
             let _answer = answer_span(&executed).entered();
             Ok(idempotent_response(executed, |outcome| {
                 outcome.outcome.as_str()
@@ -145,13 +147,15 @@ async fn hold_transmission(
     }
 }
 
-/// Claims, applies and acknowledges one event of a verified delivery in one transaction.
+/// Claims, applies and acknowledges one event of a verified delivery in one transaction;
+/// `replayed_by`: a person's replay of a stored event, whose audit row joins that transaction.
 async fn execute(
     provider: &Provider,
     state: &AppState,
     event: &Event<'_>,
     now: DateTime<Utc>,
     trace_id: Option<&str>,
+    replayed_by: Option<&audit::Context>,
 ) -> Result<Executed<CallbackOutcome>, ApiError> {
     let idempotent = provider.idempotent_request(&event.id, event.body, now);
     let work = ProcessCallback::new(
@@ -168,14 +172,17 @@ async fn execute(
     .traced(trace_id);
     let respond =
         |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
-    let executed = idempotency::execute(
-        &state.pool,
-        &state.replication,
-        &idempotent,
-        &work,
-        &respond,
-    )
-    .await?;
+    let (pool, replication) = (&state.pool, &state.replication);
+    let executed = match replayed_by {
+        None => idempotency::execute(pool, replication, &idempotent, &work, &respond).await?,
+        Some(context) => {
+            let entry = |outcome: &CallbackOutcome| {
+                replay_entry(provider.name(), &event.id, outcome.outcome.as_str())
+            };
+            let audited = Audited::new(&work, context, entry);
+            idempotency::execute(pool, replication, &idempotent, &audited, &respond).await?
+        }
+    };
     if let Executed::First { output, .. } = &executed
         && matches!(output.outcome, Outcome::Applied | Outcome::Held)
     {
@@ -205,7 +212,7 @@ async fn answer_all(
     let mut refusal: Option<ApiError> = None;
     let mut first: Option<Outcome> = None;
     for event in &events {
-        match execute(provider, state, event, now, trace_id).await {
+        match execute(provider, state, event, now, trace_id, None).await {
             Ok(Executed::First { output, .. }) => {
                 first = Some(first.map_or(output.outcome, |o| notable(o, output.outcome)));
             }
@@ -267,6 +274,16 @@ fn notable(a: Outcome, b: Outcome) -> Outcome {
     if weight(b) > weight(a) { b } else { a }
 }
 
+/// The audit row of a person's replay of a stored event: `outcome` is what the event did now,
+/// or `replayed` when the stored answer was sent again.
+fn replay_entry(provider: &str, event_id: &str, outcome: &str) -> Entry {
+    Entry::new(
+        Action::EventReplay,
+        Some(format!("event:{provider}/{event_id}")),
+        outcome,
+    )
+}
+
 /// `POST /admin/events/{provider}/{event_id}/replay`: runs the stored verified body of an event
 /// through the callback path again, as a redelivery of it would (no signature: it was verified
 /// when it was stored). For providers the gateway cannot sign for (PayPal), this is finance's
@@ -276,28 +293,55 @@ fn notable(a: Outcome, b: Outcome) -> Outcome {
     post,
     path = "/admin/events/{provider}/{event_id}/replay",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["finance"])),
     params(("provider" = String, Path), ("event_id" = String, Path)),
     responses(
         (status = 200, description = "The event's ack (stored or new), as a provider's redelivery gets it", body = Ack),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include finance (required_role)", body = ErrorBody),
         (status = 404, description = "event_not_found or unknown_provider", body = ErrorBody),
         (status = 409, description = "out_of_order or idempotency_key_in_flight", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn replay_stored(
-    _admin: AdminAuth,
+    staff: Staff<Finance>,
     path: web::Path<(String, String)>,
     state: web::Data<AppState>,
     api_pool: web::Data<ApiPool>,
     providers: web::Data<Providers>,
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
-    let trace_id = telemetry::trace_id(&root_span);
     let (provider_name, event_id) = path.into_inner();
+    let executed = replay_event(
+        &providers,
+        &state,
+        &api_pool,
+        (&provider_name, event_id),
+        &staff.audit,
+        &root_span,
+    )
+    .await?;
+    let _answer = answer_span(&executed).entered();
+    Ok(idempotent_response(executed, |outcome| {
+        outcome.outcome.as_str()
+    }))
+}
+
+/// A person's replay of the stored event `(provider, event id)` (the admin route's and the
+/// console's): its audit row commits in the event's transaction when the event runs, or is
+/// written alone when the stored answer is sent again (nothing ran).
+pub async fn replay_event(
+    providers: &Providers,
+    state: &AppState,
+    api_pool: &ApiPool,
+    (provider_name, event_id): (&str, String),
+    audit: &audit::Context,
+    root_span: &RootSpan,
+) -> Result<Executed<CallbackOutcome>, ApiError> {
+    let trace_id = telemetry::trace_id(root_span);
     let provider = providers
-        .get(&provider_name)
+        .get(provider_name)
         .ok_or(ApiError::UnknownProvider)?;
     root_span.record("provider", provider.name());
     root_span.record("event_id", event_id.as_str());
@@ -314,9 +358,21 @@ pub async fn replay_stored(
         id: event_id,
         body: &body,
     };
-    let executed = execute(&provider, &state, &event, Utc::now(), trace_id.as_deref()).await?;
-    let _answer = answer_span(&executed).entered();
-    Ok(idempotent_response(executed, |outcome| {
-        outcome.outcome.as_str()
-    }))
+    let executed = execute(
+        &provider,
+        state,
+        &event,
+        Utc::now(),
+        trace_id.as_deref(),
+        Some(audit),
+    )
+    .await?;
+    if let Executed::Replayed(_) = &executed {
+        // Answered from the stored record: nothing ran, so no transaction to join; the
+        // replay itself is still on the record.
+        let mut conn = api_pool.get().await?;
+        let entry = replay_entry(provider.name(), &event.id, "replayed");
+        audit::record(&mut conn, audit, entry).await?;
+    }
+    Ok(executed)
 }

@@ -1,10 +1,18 @@
-//! `/console`: the read-only web console for finance and operators, rendered on the server
-//! from askama templates (`templates/console/`, checked at compile time, HTML-escaped by
-//! default), one stylesheet, no JavaScript. It reads through the API pool, like `/admin/*`.
-//! Every response carries a Content-Security-Policy that allows no inline script.
+//! `/console`: the web console for finance and operators, rendered on the server from askama
+//! templates (`templates/console/`, checked at compile time, HTML-escaped by default), one
+//! stylesheet, no JavaScript. A person signs in with their operator key; each page and action
+//! needs a role (`Console<R>`, as `Staff<R>` for `/admin/*`), and a page offers only the
+//! actions its viewer's role allows, while the action itself checks again. Every response
+//! carries a Content-Security-Policy that allows no inline script.
 
+pub mod actions;
+pub mod audit_page;
 mod session;
 mod view;
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
@@ -13,14 +21,22 @@ use actix_web::middleware::DefaultHeaders;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use chrono::{Duration, Utc};
+use serde_json::json;
 
 pub use session::Sessions;
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{AdminToken, ReadPool};
+use super::extract::{
+    AdminToken, ApiPool, Finance, Needs, ReadPool, Viewer, actor_of_key, request_id,
+};
 use super::state::AppState;
+use crate::access::Actor;
+use crate::access::audit::{self, Action, Entry};
+use crate::access::operator;
+use crate::access::role::Role;
+use crate::access::sign_in::{Admit, FailedSignIns, WINDOW};
 use crate::attention;
-use crate::auth;
+use crate::config::merchants::MerchantSettings;
 use crate::deliveries::minutes;
 use crate::deliveries::read::{self, EntryView, EventOutcome, OrderView, PaymentView};
 use crate::error::ApiError;
@@ -57,9 +73,30 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/events", web::get().to(events))
             .route("/events.jsonl", web::get().to(export))
             .route("/events/{provider}/{event_id}", web::get().to(event))
+            .route(
+                "/events/{provider}/{event_id}/replay",
+                web::post().to(actions::replay),
+            )
             .route("/attention", web::get().to(attention))
+            .route(
+                "/refund-requests/{id}/resolve",
+                web::post().to(actions::resolve_refund_request),
+            )
             .route("/notifications", web::get().to(notifications))
+            .route(
+                "/notifications/{id}/redeliver",
+                web::post().to(actions::redeliver),
+            )
+            .route(
+                "/merchants/{merchant_id}/endpoint/enable",
+                web::post().to(actions::enable_endpoint),
+            )
+            .route(
+                "/merchants/{merchant_id}/endpoint/disable",
+                web::post().to(actions::disable_endpoint),
+            )
             .route("/balances", web::get().to(balances))
+            .route("/audit", web::get().to(audit_page::audit))
             .route("/static/console.css", web::get().to(stylesheet)),
     );
 }
@@ -67,9 +104,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Why a console request did not get its page.
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
-    /// No live session: see the sign-in page.
+    /// No live session (none, expired, signed out, or its key revoked or expired): see the
+    /// sign-in page.
     #[error("sign in first")]
     SignIn,
+    /// Signed in, with a role too low for this page or action.
+    #[error("this needs the {0} role")]
+    Forbidden(Role),
+    /// A form without its session's `csrf` token: not sent by a page of this session.
+    #[error("the form does not belong to this session; reload the page and try again")]
+    StaleForm,
     #[error(transparent)]
     Api(#[from] ApiError),
 }
@@ -90,6 +134,7 @@ impl ResponseError for ConsoleError {
     fn status_code(&self) -> StatusCode {
         match self {
             ConsoleError::SignIn => StatusCode::SEE_OTHER,
+            ConsoleError::Forbidden(_) | ConsoleError::StaleForm => StatusCode::FORBIDDEN,
             ConsoleError::Api(error) => error.status_code(),
         }
     }
@@ -97,6 +142,8 @@ impl ResponseError for ConsoleError {
     fn error_response(&self) -> HttpResponse {
         match self {
             ConsoleError::SignIn => see_other("/console/login"),
+            ConsoleError::Forbidden(role) => refusal_page(Some(*role), &self.to_string()),
+            ConsoleError::StaleForm => refusal_page(None, &self.to_string()),
             ConsoleError::Api(error) => error.error_response(),
         }
     }
@@ -114,30 +161,152 @@ fn html(status: StatusCode, page: &impl Template) -> Result<HttpResponse, Consol
         .body(page.render()?))
 }
 
-/// A request from a signed-in browser; any other gets [`ConsoleError::SignIn`].
-pub struct Session;
+#[derive(Template)]
+#[template(path = "console/refused.html")]
+struct RefusedPage {
+    me: Option<Me>,
+    required_role: Option<&'static str>,
+    message: String,
+}
 
-impl FromRequest for Session {
+/// The 403 page: the role a page or action needs, or why a form was refused.
+fn refusal_page(required_role: Option<Role>, message: &str) -> HttpResponse {
+    let page = RefusedPage {
+        me: None,
+        required_role: required_role.map(Role::as_str),
+        message: message.to_owned(),
+    };
+    match page.render() {
+        Ok(body) => HttpResponse::Forbidden()
+            .insert_header((CONTENT_TYPE, "text/html; charset=utf-8"))
+            .body(body),
+        Err(error) => ApiError::Internal(error.into()).error_response(),
+    }
+}
+
+/// The signed-in person, as every page shows them and decides what to offer.
+#[derive(Debug, Clone)]
+pub struct Me {
+    pub actor: Actor,
+    /// The session's form token.
+    pub csrf: String,
+    pub request_id: Option<String>,
+}
+
+impl Me {
+    pub fn name(&self) -> &str {
+        &self.actor.name
+    }
+
+    pub fn role(&self) -> &'static str {
+        self.actor.role.as_str()
+    }
+
+    /// Replays (and the export).
+    pub fn can_replay(&self) -> bool {
+        self.actor.may(Role::Finance)
+    }
+
+    /// Redelivery, refund resolution, endpoint enable and disable.
+    pub fn can_operate(&self) -> bool {
+        self.actor.may(Role::Operator)
+    }
+
+    /// The audit log.
+    pub fn can_administer(&self) -> bool {
+        self.actor.may(Role::Admin)
+    }
+
+    /// Who acts, for the audit rows of an action.
+    pub fn audit(&self) -> audit::Context {
+        audit::Context {
+            actor: self.actor.clone(),
+            request_id: self.request_id.clone(),
+        }
+    }
+
+    /// Refuses a form that does not carry this session's token (compared in constant time).
+    pub fn check_form(&self, csrf: &str) -> Result<(), ConsoleError> {
+        use subtle::ConstantTimeEq;
+        if bool::from(self.csrf.as_bytes().ct_eq(csrf.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ConsoleError::StaleForm)
+        }
+    }
+}
+
+/// A signed-in browser whose key's role includes `R`'s: no live session (or a key revoked or
+/// expired since sign-in, which also ends the session) is [`ConsoleError::SignIn`], a role too
+/// low [`ConsoleError::Forbidden`]. An operator's session costs one primary-key lookup of its
+/// key's row a request, on the API pool (the primary), so a revocation is seen at once.
+pub struct Console<R> {
+    pub me: Me,
+    needs: PhantomData<R>,
+}
+
+impl<R: Needs> FromRequest for Console<R> {
     type Error = ConsoleError;
-    type Future = std::future::Ready<Result<Self, ConsoleError>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ConsoleError>>>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let live = request
-            .app_data::<web::Data<Sessions>>()
-            .zip(request.cookie(session::COOKIE))
-            .is_some_and(|(sessions, cookie)| sessions.is_live(cookie.value(), Utc::now()));
-        std::future::ready(if live {
-            Ok(Session)
-        } else {
-            Err(ConsoleError::SignIn)
+        let sessions = request.app_data::<web::Data<Sessions>>().cloned();
+        let cookie = request.cookie(session::COOKIE);
+        let bootstrap = request.app_data::<web::Data<AdminToken>>().cloned();
+        let api_pool = request.app_data::<web::Data<ApiPool>>().cloned();
+        let request_id = request_id(request);
+        Box::pin(async move {
+            let (Some(sessions), Some(cookie)) = (sessions, cookie) else {
+                return Err(ConsoleError::SignIn);
+            };
+            let live = sessions
+                .find(cookie.value(), Utc::now())
+                .ok_or(ConsoleError::SignIn)?;
+            let actor = match live.owner {
+                session::Owner::Bootstrap => bootstrap
+                    .filter(|token| token.0.is_some())
+                    .map(|_| Actor::bootstrap()),
+                session::Owner::Operator(id) => {
+                    let api_pool = api_pool.ok_or_else(|| {
+                        ApiError::Internal(anyhow::anyhow!("application state missing"))
+                    })?;
+                    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+                    operator::current(&mut conn, id, Utc::now()).await?.ok()
+                }
+            };
+            let Some(actor) = actor else {
+                // Its key was revoked or expired since sign-in: the session ends now.
+                sessions.end_all_of(live.owner);
+                return Err(ConsoleError::SignIn);
+            };
+            if !actor.may(R::ROLE) {
+                return Err(ConsoleError::Forbidden(R::ROLE));
+            }
+            Ok(Console {
+                me: Me {
+                    actor,
+                    csrf: live.csrf,
+                    request_id,
+                },
+                needs: PhantomData,
+            })
         })
     }
 }
 
 /// `GET /console`: the events for a signed-in browser, else sign-in.
-async fn home(session: Result<Session, ConsoleError>) -> HttpResponse {
+#[utoipa::path(
+    get,
+    path = "/console",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    responses(
+        (status = 303, description = "to /console/events when signed in, else to /console/login"),
+    )
+)]
+pub async fn home(session: Result<Console<Viewer>, ConsoleError>) -> HttpResponse {
     match session {
-        Ok(Session) => see_other("/console/events"),
+        Ok(_) => see_other("/console/events"),
         Err(_) => see_other("/console/login"),
     }
 }
@@ -145,7 +314,7 @@ async fn home(session: Result<Session, ConsoleError>) -> HttpResponse {
 #[derive(Template)]
 #[template(path = "console/login.html")]
 struct LoginPage {
-    signed_in: bool,
+    me: Option<Me>,
     refused: bool,
 }
 
@@ -153,7 +322,7 @@ async fn login_page() -> Result<HttpResponse, ConsoleError> {
     html(
         StatusCode::OK,
         &LoginPage {
-            signed_in: false,
+            me: None,
             refused: false,
         },
     )
@@ -174,32 +343,96 @@ fn over_https(request: &HttpRequest) -> bool {
         .eq_ignore_ascii_case("https")
 }
 
-/// `POST /console/login`: the admin token, compared as `AdminAuth` compares it (a missing and
-/// a wrong token take the same path and get the same 401 page).
+/// `POST /console/login`: an operator key (or the `[admin] token`), checked as `Staff` checks a
+/// bearer key. A missing, unknown, revoked and expired key take the same path and get the same
+/// 401 page. Each sign-in is an audit row; failed ones at most [`crate::access::sign_in`]'s
+/// limit a minute, the rest counted in one row.
 async fn login(
     request: HttpRequest,
     form: web::Form<LoginForm>,
-    expected: web::Data<AdminToken>,
+    bootstrap: web::Data<AdminToken>,
+    api_pool: web::Data<ApiPool>,
     sessions: web::Data<Sessions>,
+    failed: web::Data<FailedSignIns>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let given = form
+    let key = form
         .token
         .as_deref()
         .map(str::trim)
         .filter(|t| !t.is_empty());
-    if !auth::is_admin(given, expected.0.as_ref()) {
-        return html(
-            StatusCode::UNAUTHORIZED,
-            &LoginPage {
-                signed_in: false,
-                refused: true,
-            },
-        );
-    }
+    let found = match key {
+        Some(key) => actor_of_key(key, bootstrap.0.as_ref(), &api_pool).await?,
+        None => Err(operator::Denied::Unknown),
+    };
+    let peer = request.peer_addr().map(|a| a.ip().to_string());
+    let request_id = request_id(&request);
+    let actor = match found {
+        Ok(actor) => actor,
+        Err(denied) => {
+            tracing::warn!(denied = denied.as_str(), "console sign-in refused");
+            sign_in_refused(&api_pool, &failed, denied, peer, request_id).await?;
+            return html(
+                StatusCode::UNAUTHORIZED,
+                &LoginPage {
+                    me: None,
+                    refused: true,
+                },
+            );
+        }
+    };
+    let owner = match actor.operator_id {
+        Some(id) => session::Owner::Operator(id),
+        None => session::Owner::Bootstrap,
+    };
+    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let context = audit::Context { actor, request_id };
+    let entry = Entry::new(Action::SignIn, None, "succeeded").with_changes(json!({"peer": peer}));
+    audit::record(&mut conn, &context, entry).await?;
     Ok(HttpResponse::SeeOther()
-        .cookie(sessions.start(Utc::now(), over_https(&request)))
+        .cookie(sessions.start(Utc::now(), over_https(&request), owner))
         .insert_header((LOCATION, "/console/events"))
         .finish())
+}
+
+/// The audit row of a refused sign-in, or its count in the minute's summary row once the
+/// minute has its share of rows (a flood of guesses then writes one row a minute).
+async fn sign_in_refused(
+    api_pool: &ApiPool,
+    failed: &web::Data<FailedSignIns>,
+    denied: operator::Denied,
+    peer: Option<String>,
+    request_id: Option<String>,
+) -> Result<(), ConsoleError> {
+    match failed.admit(std::time::Instant::now()) {
+        Admit::Row => {
+            let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+            let changes = json!({"reason": denied.as_str(), "peer": peer});
+            audit::record_refused_sign_in(&mut conn, request_id.as_deref(), changes).await?;
+        }
+        Admit::Counted {
+            schedule_summary: Some(after),
+        } => {
+            let (api_pool, failed) = (api_pool.clone(), failed.clone());
+            actix_web::rt::spawn(async move {
+                tokio::time::sleep(after).await;
+                let counted = failed.take_counted();
+                let changes = json!({"suppressed": counted, "window_secs": WINDOW.as_secs()});
+                let written = match api_pool.get().await {
+                    Ok(mut conn) => audit::record_refused_sign_in(&mut conn, None, changes)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(error) = written {
+                    tracing::error!(%error, counted, "the summary row of refused sign-ins was not written");
+                }
+            });
+        }
+        Admit::Counted {
+            schedule_summary: None,
+        } => {}
+    }
+    Ok(())
 }
 
 /// `POST /console/logout`: ends the session, back to sign-in.
@@ -211,10 +444,31 @@ async fn logout(request: HttpRequest, sessions: web::Data<Sessions>) -> HttpResp
         .finish()
 }
 
+/// `?done=` after an action: which notice its page shows (only these texts, never the query's).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+impl Done {
+    fn notice(&self) -> Option<&'static str> {
+        match self.done.as_deref()? {
+            "replayed" => Some("Replayed. The audit log has the outcome."),
+            "redelivered" => Some("Redelivery queued: it goes out now, under the same webhook-id."),
+            "enabled" => {
+                Some("Endpoint enabled: its pending notifications go out at the release rate.")
+            }
+            "disabled" => Some("Endpoint disabled: nothing is sent to it until it is enabled."),
+            "resolved" => Some("Refund request resolved."),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Template)]
 #[template(path = "console/events.html")]
 struct EventsPage {
-    signed_in: bool,
+    me: Option<Me>,
     q: EventQueryText,
     outcomes: Vec<&'static str>,
     events: Vec<EventLine>,
@@ -254,8 +508,19 @@ impl From<&EventQuery> for EventQueryText {
 }
 
 /// `GET /console/events`: the filtered list, newest first, keyset pages.
-async fn events(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/events",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    responses(
+        (status = 200, description = "HTML page", content_type = "text/html"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include viewer", content_type = "text/html"),
+    )
+)]
+pub async fn events(
+    console: Console<Viewer>,
     query: web::Query<EventQuery>,
     read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ConsoleError> {
@@ -281,7 +546,7 @@ async fn events(
     html(
         StatusCode::OK,
         &EventsPage {
-            signed_in: true,
+            me: Some(console.me),
             q: EventQueryText::from(&*query),
             outcomes: EventOutcome::ALL.iter().map(|o| o.as_str()).collect(),
             events: page.events.iter().map(EventLine::from).collect(),
@@ -295,8 +560,19 @@ async fn events(
 
 /// `GET /console/events.jsonl`: the same export as `/admin/events.jsonl`, for the console's
 /// link (a browser sends its session cookie, not the admin bearer token).
-async fn export(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/events.jsonl",
+    tag = "console",
+    security(("console_session" = ["finance"])),
+    responses(
+        (status = 200, description = "HTML page", content_type = "application/x-ndjson"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include finance", content_type = "text/html"),
+    )
+)]
+pub async fn export(
+    _console: Console<Finance>,
     query: web::Query<EventQuery>,
     read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, ConsoleError> {
@@ -315,7 +591,7 @@ struct TransferText {
 #[derive(Template)]
 #[template(path = "console/event.html")]
 struct EventPage {
-    signed_in: bool,
+    me: Option<Me>,
     e: EventLine,
     ack: Option<String>,
     raw_body: String,
@@ -327,11 +603,27 @@ struct EventPage {
     /// (`[telemetry] trace_url`) when one is configured.
     trace_id: Option<String>,
     trace_href: Option<String>,
+    /// Where its replay form posts.
+    replay_href: String,
+    notice: Option<&'static str>,
 }
 
 /// `GET /console/events/{provider}/{event_id}`.
-async fn event(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/events/{provider}/{event_id}",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    params(("provider" = String, Path), ("event_id" = String, Path)),
+    responses(
+        (status = 200, description = "HTML page", content_type = "text/html"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include viewer", content_type = "text/html"),
+    )
+)]
+pub async fn event(
+    console: Console<Viewer>,
+    done: web::Query<Done>,
     path: web::Path<(String, String)>,
     read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
@@ -345,7 +637,7 @@ async fn event(
     html(
         StatusCode::OK,
         &EventPage {
-            signed_in: true,
+            me: Some(console.me),
             e: EventLine::from(&detail.event),
             ack: detail
                 .ack
@@ -368,6 +660,12 @@ async fn event(
                 Some(link.replace("{trace_id}", id))
             }),
             trace_id: detail.event.trace_id,
+            replay_href: format!(
+                "/console/events/{}/{}/replay",
+                view::encode(&provider),
+                view::encode(&event_id)
+            ),
+            notice: done.notice(),
         },
     )
 }
@@ -375,18 +673,33 @@ async fn event(
 #[derive(Template)]
 #[template(path = "console/attention.html")]
 struct AttentionPage {
-    signed_in: bool,
+    me: Option<Me>,
     held: Vec<EventLine>,
     rejected: Vec<EventLine>,
     refund_requests: Vec<RefundAttention>,
     disputes: Vec<DisputeAttention>,
     reused_transmissions: Vec<ReusedTransmission>,
+    can_operate: bool,
+    csrf: String,
+    notice: Option<&'static str>,
 }
 
 /// `GET /console/attention`: held and rejected events, stuck or failed refund requests, and
 /// open or noted disputes, newest first.
-async fn attention(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/attention",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    responses(
+        (status = 200, description = "HTML page", content_type = "text/html"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include viewer", content_type = "text/html"),
+    )
+)]
+pub async fn attention(
+    console: Console<Viewer>,
+    done: web::Query<Done>,
     read_pool: web::Data<ReadPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
@@ -396,12 +709,15 @@ async fn attention(
     html(
         StatusCode::OK,
         &AttentionPage {
-            signed_in: true,
             held: attention.held.iter().map(EventLine::from).collect(),
             rejected: attention.rejected.iter().map(EventLine::from).collect(),
             refund_requests: attention.refund_requests,
             disputes: attention.disputes,
             reused_transmissions: attention.reused_transmissions,
+            can_operate: console.me.can_operate(),
+            csrf: console.me.csrf.clone(),
+            notice: done.notice(),
+            me: Some(console.me),
         },
     )
 }
@@ -409,14 +725,25 @@ async fn attention(
 #[derive(Template)]
 #[template(path = "console/notifications.html")]
 struct NotificationsPage {
-    signed_in: bool,
+    me: Option<Me>,
     failing: Vec<NotificationLine>,
     failed: Vec<NotificationLine>,
     disabled: Vec<EndpointLine>,
+    endpoints: Vec<EndpointState>,
+    can_operate: bool,
+    csrf: String,
+    notice: Option<&'static str>,
+}
+
+/// A configured endpoint and whether it is disabled now.
+struct EndpointState {
+    merchant_id: i64,
+    disabled: bool,
 }
 
 /// One notification as the console's table shows it (askama escapes every field).
 struct NotificationLine {
+    id: i64,
     webhook_id: String,
     merchant_id: i64,
     kind: String,
@@ -432,6 +759,7 @@ impl From<&NotificationView> for NotificationLine {
     fn from(n: &NotificationView) -> Self {
         let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
         Self {
+            id: n.id,
             webhook_id: n.webhook_id.clone(),
             merchant_id: n.merchant_id,
             kind: n.kind.clone(),
@@ -460,17 +788,40 @@ const NOTIFICATIONS_LIMIT: i64 = 100;
 
 /// `GET /console/notifications`: notifications whose last attempt failed, those that failed
 /// for good, and the disabled endpoints (enable and redeliver: docs/notifications.md).
-async fn notifications(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/notifications",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    responses(
+        (status = 200, description = "HTML page", content_type = "text/html"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include viewer", content_type = "text/html"),
+    )
+)]
+pub async fn notifications(
+    console: Console<Viewer>,
+    done: web::Query<Done>,
     read_pool: web::Data<ReadPool>,
+    state: web::Data<AppState>,
 ) -> Result<HttpResponse, ConsoleError> {
     let mut conn = read_pool.get().await.map_err(ApiError::from)?;
     let found = notifications::admin::attention(&mut conn, NOTIFICATIONS_LIMIT).await?;
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let endpoints = MerchantSettings::endpoints(&state.settings.merchants)
+        .map(|(merchant_id, _)| EndpointState {
+            merchant_id,
+            disabled: found.disabled.iter().any(|e| e.merchant_id == merchant_id),
+        })
+        .collect();
     html(
         StatusCode::OK,
         &NotificationsPage {
-            signed_in: true,
+            endpoints,
+            can_operate: console.me.can_operate(),
+            csrf: console.me.csrf.clone(),
+            notice: done.notice(),
+            me: Some(console.me),
             failing: found.failing.iter().map(NotificationLine::from).collect(),
             failed: found.failed.iter().map(NotificationLine::from).collect(),
             disabled: found
@@ -497,15 +848,26 @@ struct MerchantBalances {
 #[derive(Template)]
 #[template(path = "console/balances.html")]
 struct BalancesPage {
-    signed_in: bool,
+    me: Option<Me>,
     chart: Chart,
     merchants: Vec<MerchantBalances>,
 }
 
 /// `GET /console/balances`: each configured merchant's balances, and callbacks per minute by
 /// outcome over the last hour.
-async fn balances(
-    _session: Session,
+#[utoipa::path(
+    get,
+    path = "/console/balances",
+    tag = "console",
+    security(("console_session" = ["viewer"])),
+    responses(
+        (status = 200, description = "HTML page", content_type = "text/html"),
+        (status = 303, description = "no live session: to /console/login"),
+        (status = 403, description = "forbidden: the key's role does not include viewer", content_type = "text/html"),
+    )
+)]
+pub async fn balances(
+    console: Console<Viewer>,
     read_pool: web::Data<ReadPool>,
     providers: web::Data<Providers>,
 ) -> Result<HttpResponse, ConsoleError> {
@@ -522,7 +884,7 @@ async fn balances(
     html(
         StatusCode::OK,
         &BalancesPage {
-            signed_in: true,
+            me: Some(console.me),
             chart: Chart::of(&counts, now),
             merchants,
         },

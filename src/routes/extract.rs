@@ -1,12 +1,21 @@
-//! Authentication as extractors: a handler that takes [`MerchantAuth`] or [`AdminAuth`] runs
-//! only for an authenticated caller; everyone else gets 401 `unauthorized`.
+//! Authentication as extractors: a handler that takes [`MerchantAuth`] runs only for a
+//! merchant's API token, one that takes [`Staff`] only for an operator key (or the `[admin]
+//! token`) whose role includes the one the handler names; everyone else gets 401
+//! `unauthorized`, or 403 `forbidden` for a role too low.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 
 use actix_web::dev::Payload;
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use chrono::Utc;
+use tracing_actix_web::RequestId;
 
+use crate::access::Actor;
+use crate::access::audit;
+use crate::access::operator::{self, Denied};
+use crate::access::role::Role;
 use crate::auth;
 use crate::db::pool::PgPool;
 use crate::error::ApiError;
@@ -42,7 +51,7 @@ impl std::ops::Deref for ReadPool {
     }
 }
 
-/// The configured admin token, as [`AdminAuth`] compares it.
+/// The configured admin token (the break-glass `bootstrap` actor), as [`Staff`] compares it.
 pub struct AdminToken(pub Option<Secret>);
 
 fn app_data<T: 'static>(request: &HttpRequest) -> Result<web::Data<T>, ApiError> {
@@ -79,24 +88,107 @@ impl FromRequest for MerchantAuth {
     }
 }
 
-/// Proof that the request carries the admin token (compared in constant time).
-#[derive(Debug, Clone, Copy)]
-pub struct AdminAuth;
+/// The least role a route needs, as a type: a handler that takes `Staff<Finance>` runs only
+/// for a key whose role includes finance. The route's OpenAPI entry names the same role, and
+/// the role table test holds the two together.
+pub trait Needs {
+    const ROLE: Role;
+}
 
-impl FromRequest for AdminAuth {
+/// Events, event detail, attention, balances, notifications, idempotency records.
+pub struct Viewer;
+/// + the export and replays of stored events.
+pub struct Finance;
+/// + redelivery, refund-request resolution, endpoint enable and disable.
+pub struct Operator;
+/// + the audit log, operators and merchants' endpoints.
+pub struct Admin;
+
+impl Needs for Viewer {
+    const ROLE: Role = Role::Viewer;
+}
+impl Needs for Finance {
+    const ROLE: Role = Role::Finance;
+}
+impl Needs for Operator {
+    const ROLE: Role = Role::Operator;
+}
+impl Needs for Admin {
+    const ROLE: Role = Role::Admin;
+}
+
+/// A person (or the break-glass token) whose bearer key's role includes `R`'s: 401
+/// `unauthorized` for no key or an unknown, revoked or expired one, 403 `forbidden` with
+/// `required_role` for a role too low. An operator key costs one lookup of its unique index
+/// on the API pool (the primary: a revocation is seen by the next request), the `[admin]
+/// token` none.
+pub struct Staff<R> {
+    /// Who acts and in which request, for the audit rows of what the handler does.
+    pub audit: audit::Context,
+    needs: PhantomData<R>,
+}
+
+impl<R> Staff<R> {
+    pub fn actor(&self) -> &Actor {
+        &self.audit.actor
+    }
+}
+
+/// The actor a bearer or console key stands for: the `[admin] token` (compared in constant
+/// time) is `bootstrap`; anything else must be a live operator key.
+pub async fn actor_of_key(
+    key: &str,
+    bootstrap: Option<&Secret>,
+    api_pool: &ApiPool,
+) -> Result<Result<Actor, Denied>, ApiError> {
+    if auth::is_admin(Some(key), bootstrap) {
+        return Ok(Ok(Actor::bootstrap()));
+    }
+    if !key.starts_with(operator::KEY_PREFIX) {
+        return Ok(Err(Denied::Unknown));
+    }
+    let mut conn = api_pool.get().await?;
+    Ok(operator::authenticate(&mut conn, key, Utc::now()).await?)
+}
+
+/// The request's id, as its log lines carry it.
+pub fn request_id(request: &HttpRequest) -> Option<String> {
+    request
+        .extensions()
+        .get::<RequestId>()
+        .map(ToString::to_string)
+}
+
+impl<R: Needs> FromRequest for Staff<R> {
     type Error = ApiError;
-    type Future = std::future::Ready<Result<Self, ApiError>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let result = app_data::<AdminToken>(request).and_then(|expected| {
-            let given = auth::bearer_token(request.headers());
-            if auth::is_admin(given, expected.0.as_ref()) {
-                Ok(AdminAuth)
-            } else {
-                Err(ApiError::Unauthorized)
+        let key = auth::bearer_token(request.headers()).map(str::to_owned);
+        let bootstrap = app_data::<AdminToken>(request);
+        let api_pool = app_data::<ApiPool>(request);
+        let request_id = request_id(request);
+        let path = request.path().to_owned();
+        Box::pin(async move {
+            let key = key.ok_or(ApiError::Unauthorized)?;
+            let (bootstrap, api_pool) = (bootstrap?, api_pool?);
+            let actor = actor_of_key(&key, bootstrap.0.as_ref(), &api_pool)
+                .await?
+                .map_err(|denied| {
+                    tracing::warn!(denied = denied.as_str(), %path, "admin key refused");
+                    ApiError::Unauthorized
+                })?;
+            if !actor.may(R::ROLE) {
+                tracing::warn!(actor = %actor.name, role = %actor.role, required_role = %R::ROLE, %path, "admin request above the key's role");
+                return Err(ApiError::Forbidden {
+                    required_role: R::ROLE,
+                });
             }
-        });
-        std::future::ready(result)
+            Ok(Staff {
+                audit: audit::Context { actor, request_id },
+                needs: PhantomData,
+            })
+        })
     }
 }
 

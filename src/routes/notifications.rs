@@ -1,15 +1,15 @@
 //! `/admin/notifications` and the merchant endpoint's admin actions: list the notifications,
-//! send one (or a merchant's time range) again, enable a disabled endpoint. Through the API
-//! pool; each action wakes this gateway's sender.
+//! send one (or a merchant's time range) again, enable or disable an endpoint. Through the API
+//! pool; each action writes its audit row with its change and wakes this gateway's sender.
 
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
 
-use super::extract::{AdminAuth, ApiPool};
+use super::extract::{ApiPool, MerchantAuth, Operator, ReadPool, Staff, Viewer};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::notifications::admin::{
-    self, Enabled, ListFilter, NotificationPage, NotificationView, Redelivered,
+    self, Disabled, Enabled, ListFilter, NotificationPage, NotificationView, Redelivered,
 };
 use crate::notifications::model::StatusFilter;
 
@@ -87,17 +87,18 @@ impl NotificationQuery {
     get,
     path = "/admin/notifications",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["viewer"])),
     params(NotificationQuery),
     responses(
         (status = 200, body = NotificationPage),
         (status = 400, description = "invalid_query", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include viewer (required_role)", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn list_notifications(
-    _admin: AdminAuth,
+    _staff: Staff<Viewer>,
     query: web::Query<NotificationQuery>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ApiError> {
@@ -119,17 +120,18 @@ fn notification_not_found() -> ApiError {
     post,
     path = "/admin/notifications/{id}/redeliver",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["operator"])),
     params(("id" = String, Path)),
     responses(
         (status = 202, description = "pending, due now", body = NotificationView),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
         (status = 404, description = "notification_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn redeliver_notification(
-    _admin: AdminAuth,
+    staff: Staff<Operator>,
     path: web::Path<String>,
     api_pool: web::Data<ApiPool>,
     state: web::Data<AppState>,
@@ -139,7 +141,7 @@ pub async fn redeliver_notification(
         .parse::<i64>()
         .map_err(|_| notification_not_found())?;
     let mut conn = api_pool.get().await?;
-    let view = admin::redeliver(&mut conn, id)
+    let view = admin::redeliver(&mut conn, id, &staff.audit)
         .await?
         .ok_or_else(notification_not_found)?;
     state.notifying.wake_handle().wake();
@@ -162,7 +164,7 @@ pub struct RangeQuery {
 
 /// The merchant of the path, which must have a notification endpoint in this gateway's
 /// configuration (404 `merchant_not_found` otherwise: nothing here could send to it).
-fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> {
+pub(super) fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> {
     path.parse::<i64>()
         .ok()
         .filter(|id| state.notifying.wants(*id))
@@ -179,23 +181,26 @@ fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> 
     post,
     path = "/admin/merchants/{merchant_id}/notifications/redeliver",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["operator"])),
     params(("merchant_id" = String, Path), RangeQuery),
     responses(
         (status = 202, body = Redelivered),
         (status = 400, description = "invalid_query", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
         (status = 404, description = "merchant_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn redeliver_merchant(
-    _admin: AdminAuth,
+    staff: Staff<Operator>,
     path: web::Path<String>,
-    query: web::Query<RangeQuery>,
+    query: Result<web::Query<RangeQuery>, actix_web::Error>,
     api_pool: web::Data<ApiPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
+    // Read as a result, so the role is checked before the query can be refused.
+    let query = query.map_err(|e| ApiError::InvalidQuery(e.to_string()))?;
     let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let since = time("since", &query.since)?
         .ok_or_else(|| ApiError::InvalidQuery("since is required (RFC 3339)".into()))?;
@@ -215,8 +220,15 @@ pub async fn redeliver_merchant(
         )));
     }
     let mut conn = api_pool.get().await?;
-    let redelivered =
-        admin::redeliver_range(&mut conn, merchant_id, (since, until), cursor, limit).await?;
+    let redelivered = admin::redeliver_range(
+        &mut conn,
+        merchant_id,
+        (since, until),
+        cursor,
+        limit,
+        &staff.audit,
+    )
+    .await?;
     state.notifying.wake_handle().wake();
     Ok(HttpResponse::Accepted().json(redelivered))
 }
@@ -228,17 +240,18 @@ pub async fn redeliver_merchant(
     post,
     path = "/admin/merchants/{merchant_id}/endpoint/enable",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["operator"])),
     params(("merchant_id" = String, Path)),
     responses(
         (status = 200, body = Enabled),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
         (status = 404, description = "merchant_not_found", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
 pub async fn enable_endpoint(
-    _admin: AdminAuth,
+    staff: Staff<Operator>,
     path: web::Path<String>,
     api_pool: web::Data<ApiPool>,
     state: web::Data<AppState>,
@@ -246,7 +259,82 @@ pub async fn enable_endpoint(
     let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let mut conn = api_pool.get().await?;
     let release = state.settings.notifications.release_per_sec;
-    let enabled = admin::enable(&mut conn, merchant_id, release).await?;
+    let enabled = admin::enable(&mut conn, merchant_id, release, &staff.audit).await?;
     state.notifying.wake_handle().wake();
     Ok(HttpResponse::Ok().json(enabled))
+}
+
+/// `POST /admin/merchants/{id}/endpoint/disable`: no sender attempts the endpoint until it is
+/// enabled again; its pending notifications wait (at most `[notifications] disabled_keep`).
+#[utoipa::path(
+    post,
+    path = "/admin/merchants/{merchant_id}/endpoint/disable",
+    tag = "admin",
+    security(("operator_key" = ["operator"])),
+    params(("merchant_id" = String, Path)),
+    responses(
+        (status = 200, body = Disabled),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
+        (status = 404, description = "merchant_not_found", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn disable_endpoint(
+    staff: Staff<Operator>,
+    path: web::Path<String>,
+    api_pool: web::Data<ApiPool>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let merchant_id = configured_merchant(path.into_inner(), &state)?;
+    let mut conn = api_pool.get().await?;
+    let disabled = admin::disable(&mut conn, merchant_id, &staff.audit).await?;
+    Ok(HttpResponse::Ok().json(disabled))
+}
+
+/// The query string of a merchant's own notifications: no `merchant_id` (the token says
+/// whose), and an unknown parameter is refused rather than ignored.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct MerchantNotificationQuery {
+    /// pending, failing (pending after a failed attempt), delivered or failed
+    pub status: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// 1..=500, default 50.
+    pub limit: Option<String>,
+}
+
+/// `GET /v1/notifications`: the calling merchant's notifications, newest first, keyset pages.
+#[utoipa::path(
+    get,
+    path = "/v1/notifications",
+    tag = "merchant",
+    security(("bearer" = [])),
+    params(MerchantNotificationQuery),
+    responses(
+        (status = 200, body = NotificationPage),
+        (status = 400, description = "invalid_query (also: a parameter this list does not take, such as merchant_id)", body = ErrorBody),
+        (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 503, description = "unavailable", body = ErrorBody),
+    )
+)]
+pub async fn merchant_notifications(
+    merchant: MerchantAuth,
+    query: Result<web::Query<MerchantNotificationQuery>, actix_web::Error>,
+    read_pool: web::Data<ReadPool>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.map_err(|e| ApiError::InvalidQuery(e.to_string()))?;
+    let query = NotificationQuery {
+        merchant_id: None,
+        status: query.status.clone(),
+        cursor: query.cursor.clone(),
+        limit: query.limit.clone(),
+    };
+    let mut filter = query.filter()?;
+    filter.merchant_id = Some(merchant.user_id);
+    let limit = query.limit()?;
+    let mut conn = read_pool.get().await?;
+    Ok(HttpResponse::Ok().json(admin::page(&mut conn, filter, limit).await?))
 }

@@ -4,7 +4,7 @@ use serde_json::json;
 use tracing_actix_web::RootSpan;
 
 use super::body::read_body;
-use super::extract::{AdminAuth, ApiPool, KeyHeader, MerchantAuth};
+use super::extract::{ApiPool, KeyHeader, MerchantAuth, Operator, Staff};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
@@ -119,7 +119,7 @@ pub enum ResolveRefundRequest {
 
 impl ResolveRefundRequest {
     /// The resolution, if its strings can be stored and shown as they are.
-    fn parse(self) -> Result<Resolution, String> {
+    pub fn parse(self) -> Result<Resolution, String> {
         match self {
             ResolveRefundRequest::Accepted { provider_refund_id } => {
                 if !text::storable(&provider_refund_id, MAX_EVENT_ID_LEN) {
@@ -147,12 +147,13 @@ impl ResolveRefundRequest {
     post,
     path = "/admin/refund-requests/{id}/resolve",
     tag = "admin",
-    security(("admin" = [])),
+    security(("operator_key" = ["operator"])),
     params(("id" = String, Path, description = "The refund request id")),
     request_body(content = ResolveRefundRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "{refund_request_id, status}: pending (or succeeded, if its webhook already posted) when accepted, failed when declined. A processing request must have no live lease; a pending one (accepted under a wrong refund id) is corrected or withdrawn"),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
         (status = 404, description = "refund_request_not_found", body = ErrorBody),
         (status = 409, description = "refund_not_resolvable: final already, or an attempt may be calling the provider now", body = ErrorBody),
         (status = 413, description = "payload_too_large", body = ErrorBody),
@@ -161,7 +162,7 @@ impl ResolveRefundRequest {
     )
 )]
 pub async fn resolve_refund_request(
-    _admin: AdminAuth,
+    staff: Staff<Operator>,
     request: HttpRequest,
     path: web::Path<String>,
     payload: web::Payload,
@@ -183,7 +184,7 @@ pub async fn resolve_refund_request(
         .parse()
         .map_err(ApiError::InvalidResolution)?;
     let mut conn = api_pool.get().await?;
-    let status = create::resolve(&mut conn, &refunds, request_id, resolution).await?;
+    let status = create::resolve(&mut conn, &refunds, request_id, resolution, &staff.audit).await?;
     tracing::info!(
         refund_request_id = request_id,
         status = status.as_str(),

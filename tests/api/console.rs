@@ -149,14 +149,14 @@ async fn a_session_cookie_is_http_only_and_strict_and_ends_at_sign_out() {
 }
 
 /// chromedriver on a free port, killed when dropped (a failed test must not leave it bound).
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     port: u16,
     profile: PathBuf,
 }
 
 impl Driver {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let binary = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
@@ -185,7 +185,7 @@ impl Driver {
         }
     }
 
-    async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
@@ -219,16 +219,16 @@ impl Drop for Driver {
     }
 }
 
-struct Screenshots(PathBuf);
+pub(crate) struct Screenshots(PathBuf);
 
 impl Screenshots {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/console-screenshots");
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
     }
 
-    async fn take(&self, browser: &Client, name: &str) {
+    pub(crate) async fn take(&self, browser: &Client, name: &str) {
         let png = browser.screenshot().await.unwrap();
         std::fs::write(self.0.join(format!("{name}.png")), png).unwrap();
     }
@@ -377,7 +377,7 @@ async fn story_events(app: &TestApp) {
 
 /// The text of the element whose id is `id`, once the page that has it has loaded (a form's
 /// submission navigates after the click returns; a plain `find` could look at the old page).
-async fn text_of(browser: &Client, id: &str) -> String {
+pub(crate) async fn text_of(browser: &Client, id: &str) -> String {
     browser
         .wait()
         .for_element(Locator::Id(id))
@@ -389,7 +389,7 @@ async fn text_of(browser: &Client, id: &str) -> String {
 }
 
 /// Types `token` into the sign-in form and submits it.
-async fn submit_token(browser: &Client, token: &str) {
+pub(crate) async fn submit_token(browser: &Client, token: &str) {
     browser
         .find(Locator::Id("token"))
         .await
@@ -401,7 +401,7 @@ async fn submit_token(browser: &Client, token: &str) {
 }
 
 /// Clicks the element whose id is `id`.
-async fn click_id(browser: &Client, id: &str) {
+pub(crate) async fn click_id(browser: &Client, id: &str) {
     browser
         .find(Locator::Id(id))
         .await
@@ -422,7 +422,7 @@ async fn follow(browser: &Client, text: &str) {
         .unwrap();
 }
 
-async fn texts(browser: &Client, css: &str) -> Vec<String> {
+pub(crate) async fn texts(browser: &Client, css: &str) -> Vec<String> {
     let mut out = Vec::new();
     for element in browser.find_all(Locator::Css(css)).await.unwrap() {
         out.push(element.text().await.unwrap());
@@ -430,7 +430,7 @@ async fn texts(browser: &Client, css: &str) -> Vec<String> {
     out
 }
 
-async fn path_of(browser: &Client) -> String {
+pub(crate) async fn path_of(browser: &Client) -> String {
     browser.current_url().await.unwrap().path().to_owned()
 }
 
@@ -447,7 +447,7 @@ async fn settled(browser: &Client, reached: impl Fn(&str) -> bool) {
 
 /// The path once a navigation started by a click has reached `expected` (or whatever it
 /// reached after 10 seconds).
-async fn settled_path(browser: &Client, expected: &str) -> String {
+pub(crate) async fn settled_path(browser: &Client, expected: &str) -> String {
     for _ in 0..100 {
         let path = path_of(browser).await;
         if path == expected {

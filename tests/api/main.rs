@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod access;
 mod balances;
 mod batching;
 mod callbacks;

@@ -39,6 +39,7 @@ async fn migrations_apply_revert_and_apply_again() {
         tables(&url).await,
         [
             "api_tokens",
+            "audit_log",
             "callback_deliveries",
             "callback_minute_counts",
             "callback_minute_state",
@@ -49,6 +50,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_transfers",
             "merchant_notifications",
             "notification_endpoints",
+            "operators",
             "orders",
             "payment_disputes",
             "payments",

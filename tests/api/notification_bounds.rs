@@ -158,9 +158,14 @@ async fn an_endpoint_enabled_again_gets_its_backlog_at_the_release_rate_in_order
     let mut conn = callback_gateway::db::connect(&app.database_url)
         .await
         .unwrap();
-    let enabled = callback_gateway::notifications::admin::enable(&mut conn, 42, 10)
-        .await
-        .unwrap();
+    let enabled = callback_gateway::notifications::admin::enable(
+        &mut conn,
+        42,
+        10,
+        &callback_gateway::access::audit::Context::command_line(),
+    )
+    .await
+    .unwrap();
     assert_eq!(enabled.pending, 30);
     assert_eq!(
         app.count("SELECT count(*) FROM notification_endpoints WHERE disabled_at IS NULL")

@@ -246,6 +246,28 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(json(&body)["error"], "refund_not_resolvable");
+    // The trail: the one resolution that happened, by the bootstrap token, with what the person
+    // found; the refused second one wrote nothing.
+    let rows = app
+        .db
+        .query(
+            "SELECT actor, role, target, outcome, changes::text FROM audit_log \
+             WHERE action = 'refund_request.resolve'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let target: String = rows[0].get(2);
+    assert_eq!(
+        (rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)),
+        ("bootstrap".to_owned(), "admin".to_owned())
+    );
+    assert_eq!(target, format!("refund_request:{request_id}"));
+    assert_eq!(rows[0].get::<_, String>(3), "pending");
+    let changes = json(rows[0].get(4));
+    assert_eq!(changes["resolution"], "accepted");
+    assert_eq!(changes["provider_refund_id"], "re_manual");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

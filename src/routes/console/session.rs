@@ -1,7 +1,10 @@
-//! Console sessions, kept server-side: signing in with the admin token mints a random session
-//! id, sent only as an HttpOnly, SameSite=Strict cookie (Secure as `[console] secure_cookie`
-//! says: under the gateway's own TLS, or when the proxy says the request was HTTPS); the store
-//! keeps its SHA-256 and expiry, so signing out really ends it.
+//! Console sessions, kept server-side: signing in with an operator key (or the `[admin]
+//! token`) mints a random session id, sent only as an HttpOnly, SameSite=Strict cookie (Secure
+//! as `[console] secure_cookie` says: under the gateway's own TLS, or when the proxy says the
+//! request was HTTPS); the store keeps its SHA-256, expiry, whose key it was, and the token its
+//! forms must carry (a second guard against cross-site posts, beside SameSite), so signing out
+//! really ends it. The key itself is not kept: each request re-reads its operator's row, so a
+//! revocation ends the session at its next request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,16 +24,45 @@ pub const LIFETIME_HOURS: i64 = 8;
 /// At most this many live sessions; signing in beyond it ends the oldest.
 const MAX_SESSIONS: usize = 1024;
 
+/// Whose key opened a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The `[admin] token`.
+    Bootstrap,
+    /// The operator key of this row.
+    Operator(i64),
+}
+
+/// A live session, as a request finds it.
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub owner: Owner,
+    /// What its forms carry in their `csrf` field.
+    pub csrf: String,
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    expires: DateTime<Utc>,
+    live: Live,
+}
+
 /// The live sessions of this process (shared by its workers).
 #[derive(Clone)]
 pub struct Sessions {
-    by_hash: Arc<Mutex<HashMap<[u8; 32], DateTime<Utc>>>>,
+    by_hash: Arc<Mutex<HashMap<[u8; 32], Stored>>>,
     /// When cookies carry `Secure`.
     secure: SecureCookie,
 }
 
 fn hash(id: &str) -> [u8; 32] {
     Sha256::digest(id.as_bytes()).into()
+}
+
+fn random_text() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 impl Sessions {
@@ -41,30 +73,47 @@ impl Sessions {
         }
     }
 
-    /// A new session, as the cookie that carries it; `https`: the request came over HTTPS.
-    pub fn start(&self, now: DateTime<Utc>, https: bool) -> Cookie<'static> {
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        let id = URL_SAFE_NO_PAD.encode(bytes);
+    /// A new session of `owner`, as the cookie that carries it; `https`: the request came
+    /// over HTTPS.
+    pub fn start(&self, now: DateTime<Utc>, https: bool, owner: Owner) -> Cookie<'static> {
+        let id = random_text();
+        let stored = Stored {
+            expires: now + Duration::hours(LIFETIME_HOURS),
+            live: Live {
+                owner,
+                csrf: random_text(),
+            },
+        };
         if let Ok(mut sessions) = self.by_hash.lock() {
-            sessions.retain(|_, expires| *expires > now);
+            sessions.retain(|_, s| s.expires > now);
             if sessions.len() >= MAX_SESSIONS
-                && let Some(oldest) = sessions.iter().min_by_key(|(_, e)| **e).map(|(k, _)| *k)
+                && let Some(oldest) = sessions
+                    .iter()
+                    .min_by_key(|(_, s)| s.expires)
+                    .map(|(k, _)| *k)
             {
                 sessions.remove(&oldest);
             }
-            sessions.insert(hash(&id), now + Duration::hours(LIFETIME_HOURS));
+            sessions.insert(hash(&id), stored);
         }
         self.cookie(id, CookieDuration::hours(LIFETIME_HOURS), https)
     }
 
-    /// True when `id` is a live session.
-    pub fn is_live(&self, id: &str, now: DateTime<Utc>) -> bool {
+    /// The session `id`, while it lives.
+    pub fn find(&self, id: &str, now: DateTime<Utc>) -> Option<Live> {
         self.by_hash
             .lock()
             .ok()
-            .and_then(|sessions| sessions.get(&hash(id)).copied())
-            .is_some_and(|expires| expires > now)
+            .and_then(|sessions| sessions.get(&hash(id)).cloned())
+            .filter(|s| s.expires > now)
+            .map(|s| s.live)
+    }
+
+    /// Ends every session of operator `id` (its key was found revoked or expired).
+    pub fn end_all_of(&self, owner: Owner) {
+        if let Ok(mut sessions) = self.by_hash.lock() {
+            sessions.retain(|_, s| s.live.owner != owner);
+        }
     }
 
     /// Ends the session `id` (if any); the cookie that clears it in the browser.
@@ -94,23 +143,52 @@ mod tests {
     fn a_session_lives_until_it_expires_or_ends() {
         let sessions = Sessions::new(SecureCookie::WhenHttps);
         let now = Utc::now();
-        let cookie = sessions.start(now, false);
-        assert!(sessions.is_live(cookie.value(), now));
-        assert!(!sessions.is_live(cookie.value(), now + Duration::hours(LIFETIME_HOURS)));
-        assert!(!sessions.is_live("guessed", now));
+        let cookie = sessions.start(now, false, Owner::Operator(3));
+        let live = sessions.find(cookie.value(), now).unwrap();
+        assert_eq!(live.owner, Owner::Operator(3));
+        assert_eq!(live.csrf.len(), 43);
+        assert!(
+            sessions
+                .find(cookie.value(), now + Duration::hours(LIFETIME_HOURS))
+                .is_none()
+        );
+        assert!(sessions.find("guessed", now).is_none());
         sessions.end(Some(cookie.value()), false);
-        assert!(!sessions.is_live(cookie.value(), now));
+        assert!(sessions.find(cookie.value(), now).is_none());
+    }
+
+    #[test]
+    fn ending_an_operators_sessions_leaves_the_others() {
+        let sessions = Sessions::new(SecureCookie::WhenHttps);
+        let now = Utc::now();
+        let a = sessions.start(now, false, Owner::Operator(1));
+        let b = sessions.start(now, false, Owner::Operator(2));
+        let c = sessions.start(now, false, Owner::Bootstrap);
+        sessions.end_all_of(Owner::Operator(1));
+        assert!(sessions.find(a.value(), now).is_none());
+        assert!(sessions.find(b.value(), now).is_some());
+        assert!(sessions.find(c.value(), now).is_some());
     }
 
     #[test]
     fn the_cookie_is_http_only_strict_and_secure_behind_tls() {
-        let cookie = Sessions::new(SecureCookie::Always).start(Utc::now(), false);
+        let cookie = Sessions::new(SecureCookie::Always).start(Utc::now(), false, Owner::Bootstrap);
         assert_eq!(cookie.http_only(), Some(true));
         assert_eq!(cookie.same_site(), Some(SameSite::Strict));
         assert_eq!(cookie.secure(), Some(true));
         let by_request = Sessions::new(SecureCookie::WhenHttps);
-        assert_eq!(by_request.start(Utc::now(), false).secure(), Some(false));
-        assert_eq!(by_request.start(Utc::now(), true).secure(), Some(true));
+        assert_eq!(
+            by_request
+                .start(Utc::now(), false, Owner::Bootstrap)
+                .secure(),
+            Some(false)
+        );
+        assert_eq!(
+            by_request
+                .start(Utc::now(), true, Owner::Bootstrap)
+                .secure(),
+            Some(true)
+        );
         assert_eq!(
             Sessions::new(SecureCookie::Never).end(None, true).secure(),
             Some(false)

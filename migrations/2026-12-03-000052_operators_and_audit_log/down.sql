@@ -1,0 +1,3 @@
+DROP TABLE audit_log;
+DROP FUNCTION audit_log_refuse_change();
+DROP TABLE operators;
