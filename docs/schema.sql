@@ -1355,6 +1355,37 @@ CREATE SEQUENCE public.refund_requests_id_seq
 ALTER SEQUENCE public.refund_requests_id_seq OWNED BY public.refund_requests.id;
 
 --
+-- Name: webhook_endpoint_revision; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoint_revision (
+    singleton boolean DEFAULT true NOT NULL,
+    revision bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT webhook_endpoint_revision_singleton_check CHECK (singleton)
+);
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    id text NOT NULL,
+    merchant_id bigint NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    secret_sealed bytea NOT NULL,
+    previous_secret_sealed bytea,
+    previous_secret_until timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 256)),
+    CONSTRAINT webhook_endpoints_id_check CHECK ((id ~ '^ep_[0-9a-f]{24}$'::text)),
+    CONSTRAINT webhook_endpoints_merchant_id_check CHECK ((merchant_id > 0)),
+    CONSTRAINT webhook_endpoints_previous_check CHECK (((previous_secret_sealed IS NULL) = (previous_secret_until IS NULL))),
+    CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
+);
+
+--
 -- Name: api_tokens id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1607,6 +1638,27 @@ ALTER TABLE ONLY public.operators
 
 ALTER TABLE ONLY public.payment_disputes
     ADD CONSTRAINT uq_payment_disputes UNIQUE (merchant_id, provider, dispute_id);
+
+--
+-- Name: webhook_endpoints uq_webhook_endpoints_merchant; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT uq_webhook_endpoints_merchant UNIQUE (merchant_id);
+
+--
+-- Name: webhook_endpoint_revision webhook_endpoint_revision_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoint_revision
+    ADD CONSTRAINT webhook_endpoint_revision_pkey PRIMARY KEY (singleton);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
 
 --
 -- Name: idx_audit_log_action; Type: INDEX; Schema: public; Owner: -

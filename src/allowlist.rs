@@ -119,6 +119,17 @@ impl CertUrlPolicy {
         })
     }
 
+    /// The hosts an entry names outright (an IP address, or `localhost`): the operator chose
+    /// them, so the fetch does not refuse their addresses (crate::outbound). A domain entry
+    /// (`paypal.com`) names no address: whatever it resolves to is checked.
+    pub fn named_hosts(&self) -> impl Iterator<Item = String> + '_ {
+        self.rules.iter().filter_map(|rule| match &rule.pattern {
+            Pattern::Ip(ip) => Some(ip.to_string()),
+            Pattern::Domain(d) if d == "localhost" => Some(d.clone()),
+            Pattern::Domain(_) => None,
+        })
+    }
+
     fn allows_ip(&self, ip: IpAddr, port: u16) -> bool {
         self.rules
             .iter()

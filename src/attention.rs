@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::deliveries::read::{EventFilter, EventOutcome, EventRow, list};
 use crate::idempotency::transmission::ReusedTransmission;
+use crate::notifications::{self, admin::NotificationView};
 use crate::payments::dispute::DisputeAttention;
 use crate::refunds::model::RefundAttention;
 
@@ -27,6 +28,9 @@ pub struct Attention {
     /// Genuine transmissions (PayPal's) that were delivered again with another body: a forgery
     /// refused with 401, or, if the forgery came first, a genuine event the gateway refused.
     pub reused_transmissions: Vec<ReusedTransmission>,
+    /// Notifications not sent because their endpoint is, resolves to, or redirects to an
+    /// address the gateway may not call (`address_not_allowed`).
+    pub refused_addresses: Vec<NotificationView>,
 }
 
 /// The newest `limit` held and the newest `limit` rejected events, and the newest `limit`
@@ -50,7 +54,9 @@ pub async fn gather(
     let refund_requests = RefundAttention::newest(conn, limit, pending_overdue).await?;
     let disputes = DisputeAttention::newest(conn, limit).await?;
     let reused_transmissions = ReusedTransmission::newest(conn, limit).await?;
+    let refused_addresses = notifications::admin::refused_addresses(conn, limit).await?;
     Ok(Attention {
+        refused_addresses,
         held,
         rejected,
         refund_requests,

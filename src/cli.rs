@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::access::audit;
 use crate::access::operator;
 use crate::access::role::Role;
 pub use crate::command::CommandError;
@@ -53,6 +52,11 @@ pub enum Command {
         #[command(subcommand)]
         command: OperatorCommand,
     },
+    /// The key that seals merchant endpoint secrets at rest.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
     /// Re-sign provider events from a JSONL file and deliver them to a gateway (finance replay).
     Replay(ReplayArgs),
     /// Write the stored verified callbacks of a provider as replayable JSONL to stdout.
@@ -98,6 +102,17 @@ pub enum OperatorCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Re-seal every endpoint secret, sealed under the old key, with `[secrets] key`, in one
+    /// transaction (all or nothing); restart or wait a second for the gateways to reload.
+    Rekey {
+        /// The key the secrets are sealed with now: `env:NAME` (or the base64 itself).
+        #[arg(long, value_name = "KEY")]
+        old_key: String,
+    },
+}
+
 impl Cli {
     /// Runs the command. `serve` is the server ([`crate::startup::serve`]), handed in by
     /// `main`: the one-shot commands here do not build the server, so the command line sits
@@ -112,6 +127,21 @@ impl Cli {
             Command::CheckConfig => {
                 preflight::check(&settings)?;
                 print!("{}", preflight::summary(&settings, self.config.as_deref()));
+                // What only the database can tell: whether endpoints made by API need the key.
+                // Checked when the database answers within the connect bound; said when not.
+                match db::connect(settings.database_url()?).await {
+                    Ok(mut conn) => {
+                        match preflight::endpoints_need_a_key(&settings, &mut conn).await {
+                            Err(CommandError::Runtime(error)) => eprintln!(
+                                "check-config: the database did not say whether it holds endpoints made by API (not migrated yet?): {error}"
+                            ),
+                            other => other?,
+                        }
+                    }
+                    Err(error) => eprintln!(
+                        "check-config: the database did not answer ({error}); whether endpoints made by API need [secrets] key was not checked"
+                    ),
+                }
                 Ok(())
             }
             Command::Migrate => {
@@ -162,6 +192,26 @@ impl Cli {
                 Ok(())
             }
             Command::Operator { command } => operator_command(&settings, command).await,
+            Command::Secrets {
+                command: SecretsCommand::Rekey { old_key },
+            } => {
+                let new = settings.secrets.key.as_ref().ok_or_else(|| {
+                    ConfigError("secrets rekey needs the new key in [secrets] key".into())
+                })?;
+                let old = crate::config::secrets::parse_key("--old-key", &old_key, &ProcessEnv)?;
+                let mut conn = db::connect(settings.database_url()?).await?;
+                let context = crate::access::command_line();
+                let count = crate::notifications::endpoints::rekey(&mut conn, &old, new, &context)
+                    .await
+                    .map_err(|e| match e {
+                        crate::notifications::endpoints::RekeyError::Database(e) => {
+                            CommandError::Runtime(e.into())
+                        }
+                        usage => CommandError::Config(ConfigError(usage.to_string())),
+                    })?;
+                println!("re-sealed the secrets of {count} endpoint(s) under [secrets] key");
+                Ok(())
+            }
             Command::Replay(args) => {
                 let summary = replay::run(&settings, &args).await?;
                 print!("{}", summary.table());
@@ -222,7 +272,7 @@ async fn operator_command(
     settings: &Settings,
     command: OperatorCommand,
 ) -> Result<(), CommandError> {
-    let context = audit::Context::command_line();
+    let context = crate::access::command_line();
     match command {
         OperatorCommand::Add {
             name,

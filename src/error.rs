@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::access::role::Role;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
+use crate::notifications::endpoints::{EndpointError, InvalidEndpoint};
 use crate::orders::request::RejectionKind;
 use crate::refunds::error::{RefundError, ResolveError};
 use crate::refunds::request::RefusalKind;
@@ -54,6 +55,19 @@ pub enum ApiError {
     /// A query parameter that cannot be read (an admin filter, a cursor).
     #[error("{0}")]
     InvalidQuery(String),
+    /// A JSON body that is not the shape the route takes (an unknown field, a wrong type).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// A merchant endpoint's URL or description the API does not take.
+    #[error("{message}")]
+    InvalidEndpoint { code: &'static str, message: String },
+    /// The merchant has its one endpoint already.
+    #[error("{0}")]
+    EndpointExists(String),
+    /// A feature the gateway's configuration leaves off (e.g. endpoints by API without
+    /// `[secrets] key`): a retry cannot help until an operator configures it.
+    #[error("{0}")]
+    NotConfigured(&'static str),
     #[error("event arrived before one it depends on: {0}")]
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
@@ -106,6 +120,10 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::InvalidPayload(_) => "invalid_payload",
             ApiError::InvalidQuery(_) => "invalid_query",
+            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::InvalidEndpoint { code, .. } => code,
+            ApiError::EndpointExists(_) => "endpoint_exists",
+            ApiError::NotConfigured(_) => "not_configured",
             ApiError::OutOfOrder(_) => "out_of_order",
             ApiError::RefundNeedsReview { .. } => "refund_needs_review",
             ApiError::RefundNotResolvable => "refund_not_resolvable",
@@ -176,7 +194,11 @@ impl ResponseError for ApiError {
             ApiError::IdempotencyKey(_)
             | ApiError::InvalidPayload(_)
             | ApiError::InvalidQuery(_)
+            | ApiError::InvalidRequest(_)
+            | ApiError::InvalidEndpoint { .. }
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
+            ApiError::EndpointExists(_) => StatusCode::CONFLICT,
+            ApiError::NotConfigured(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::IdempotencyKeyInFlight
@@ -286,6 +308,34 @@ impl From<IdempotencyError> for ApiError {
             IdempotencyError::Unconfirmed(why) => {
                 ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
             }
+        }
+    }
+}
+
+impl From<EndpointError> for ApiError {
+    fn from(error: EndpointError) -> Self {
+        match error {
+            EndpointError::Invalid(invalid @ InvalidEndpoint::Url(_)) => {
+                ApiError::InvalidEndpoint {
+                    code: "invalid_url",
+                    message: invalid.to_string(),
+                }
+            }
+            EndpointError::Invalid(invalid @ InvalidEndpoint::Description) => {
+                ApiError::InvalidEndpoint {
+                    code: "invalid_description",
+                    message: invalid.to_string(),
+                }
+            }
+            EndpointError::NotFound => ApiError::NotFound {
+                code: "endpoint_not_found",
+                what: "endpoint",
+            },
+            EndpointError::Exists(_) => ApiError::EndpointExists(error.to_string()),
+            EndpointError::NoKey => ApiError::NotConfigured(
+                "the gateway has no [secrets] key: endpoints by API are off (docs/notifications.md)",
+            ),
+            EndpointError::Database(error) => error.into(),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Metrics {
     notification_sender_last_run: IntGauge,
     notifications_deleted: IntCounter,
     notifications_dropped: IntCounter,
+    webhook_endpoints: IntGaugeVec,
+    webhook_endpoints_revision: IntGauge,
     notifications_pending_estimated: IntGauge,
 }
 
@@ -256,7 +258,28 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let webhook_endpoints = register(
+            &registry,
+            IntGaugeVec::new(
+                Opts::new(
+                    "gateway_webhook_endpoints",
+                    "Merchant endpoints made by API this gateway loaded (state loaded), and those whose secret [secrets] key does not open (state unopened: their notifications are not sent)",
+                ),
+                &["state"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        let webhook_endpoints_revision = register(
+            &registry,
+            IntGauge::new(
+                "gateway_webhook_endpoints_revision",
+                "The revision of the merchant endpoints made by API this gateway holds (every gateway reaches the database's within about a second)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
+            webhook_endpoints,
+            webhook_endpoints_revision,
             notifications_pending,
             notifications_oldest_pending,
             notification_attempts,
@@ -373,6 +396,18 @@ impl Metrics {
 
     pub fn record_notifications_deleted(&self, deleted: u64) {
         self.notifications_deleted.inc_by(deleted);
+    }
+
+    /// After this gateway loaded the merchant endpoints made by API.
+    pub fn record_endpoints_loaded(&self, revision: i64, loaded: usize, unopened: usize) {
+        self.webhook_endpoints_revision.set(revision);
+        let gauge = |state: &str, n: usize| {
+            self.webhook_endpoints
+                .with_label_values(&[state])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        };
+        gauge("loaded", loaded);
+        gauge("unopened", unopened);
     }
 
     /// Pending notifications of disabled endpoints deleted beyond what they keep.

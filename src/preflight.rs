@@ -197,6 +197,23 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         },
     );
     let _ = writeln!(out, "{:<14}{}", "traces", traces);
+    let _ = writeln!(
+        out,
+        "{:<14}{}; endpoints by API: http {}, allow_hosts {:?}, secret overlap {}h",
+        "secrets",
+        if settings.secrets.key.is_some() {
+            "[secrets] key set (32 bytes)"
+        } else {
+            "no [secrets] key (endpoints by API are off)"
+        },
+        if notifications.allow_http {
+            "allowed"
+        } else {
+            "refused"
+        },
+        notifications.allow_hosts,
+        notifications.secret_overlap.as_secs() / 3600,
+    );
     let _ = writeln!(out, "{:<14}{}", "merchants", settings.merchants.len());
     for m in &settings.merchants {
         // The URL without its query (it may carry a token); the secret only as set.
@@ -278,6 +295,28 @@ fn redacted_database(url: &str) -> String {
         None => {}
     }
     out
+}
+
+/// With no `[secrets] key`, the endpoints made by API cannot be signed for: `serve` refuses to
+/// start (and `check-config` says so) once the database holds one, rather than letting their
+/// notifications fail one by one.
+pub async fn endpoints_need_a_key(
+    settings: &Settings,
+    conn: &mut diesel_async::AsyncPgConnection,
+) -> Result<(), crate::command::CommandError> {
+    if settings.secrets.key.is_some() {
+        return Ok(());
+    }
+    let held = crate::notifications::endpoints::count(conn)
+        .await
+        .map_err(anyhow::Error::from)?;
+    if held > 0 {
+        return Err(ConfigError(format!(
+            "secrets.key is required: the database holds {held} merchant endpoint(s) made by API, whose secrets it seals (set [secrets] key = \"env:GATEWAY_SECRETS_KEY\", 32 bytes of base64)"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -263,6 +263,27 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_endpoint_revision (singleton) {
+        singleton -> Bool,
+        revision -> Int8,
+    }
+}
+
+diesel::table! {
+    webhook_endpoints (id) {
+        id -> Text,
+        merchant_id -> Int8,
+        url -> Text,
+        description -> Text,
+        secret_sealed -> Bytea,
+        previous_secret_sealed -> Nullable<Bytea>,
+        previous_secret_until -> Nullable<Timestamptz>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
 diesel::joinable!(ledger_entries -> ledger_transfers (transfer_id));
 diesel::joinable!(refund_requests -> idempotency_keys (idempotency_record_id));
 diesel::joinable!(refund_requests -> orders (order_id));
@@ -286,4 +307,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     payments,
     provider_transmissions,
     refund_requests,
+    webhook_endpoint_revision,
+    webhook_endpoints,
 );

@@ -22,7 +22,8 @@ use crate::db::pool::SessionLimits;
 use crate::db::replication::Replication;
 use crate::idempotency::cleanup;
 use crate::metrics::Metrics;
-use crate::notifications::{Notifying, Wake, retention, sender};
+use crate::notifications::directory::Directory;
+use crate::notifications::{Notifying, Wake, retention, sender, watch};
 use crate::payments::batcher::Batcher;
 use crate::providers;
 use crate::refunds::create::Refunds;
@@ -34,6 +35,7 @@ use crate::routes::openapi::{self, SecuritySchemes};
 use crate::routes::state::AppState;
 use crate::routes::{
     admin, audit, callbacks, console, events, health, not_found, notifications, orders, refunds,
+    webhook_endpoints,
 };
 use crate::telemetry::GatewayRootSpan;
 use crate::{preflight, read_caches};
@@ -61,6 +63,18 @@ use crate::{preflight, read_caches};
         notifications::enable_endpoint,
         notifications::disable_endpoint,
         audit::list_audit,
+        webhook_endpoints::merchant_create,
+        webhook_endpoints::merchant_list,
+        webhook_endpoints::merchant_update,
+        webhook_endpoints::merchant_delete,
+        webhook_endpoints::merchant_rotate,
+        webhook_endpoints::merchant_ping,
+        webhook_endpoints::admin_create,
+        webhook_endpoints::admin_list,
+        webhook_endpoints::admin_update,
+        webhook_endpoints::admin_delete,
+        webhook_endpoints::admin_rotate,
+        webhook_endpoints::admin_ping,
         events::merchant_events,
         events::merchant_event,
         notifications::merchant_notifications,
@@ -102,6 +116,54 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/v1/notifications",
             web::get().to(notifications::merchant_notifications),
+        )
+        .route(
+            "/v1/webhook-endpoints",
+            web::post().to(webhook_endpoints::merchant_create),
+        )
+        .route(
+            "/v1/webhook-endpoints",
+            web::get().to(webhook_endpoints::merchant_list),
+        )
+        .route(
+            "/v1/webhook-endpoints/{id}",
+            web::patch().to(webhook_endpoints::merchant_update),
+        )
+        .route(
+            "/v1/webhook-endpoints/{id}",
+            web::delete().to(webhook_endpoints::merchant_delete),
+        )
+        .route(
+            "/v1/webhook-endpoints/{id}/rotate-secret",
+            web::post().to(webhook_endpoints::merchant_rotate),
+        )
+        .route(
+            "/v1/webhook-endpoints/{id}/test",
+            web::post().to(webhook_endpoints::merchant_ping),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints",
+            web::post().to(webhook_endpoints::admin_create),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints",
+            web::get().to(webhook_endpoints::admin_list),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints/{id}",
+            web::patch().to(webhook_endpoints::admin_update),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints/{id}",
+            web::delete().to(webhook_endpoints::admin_delete),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints/{id}/rotate-secret",
+            web::post().to(webhook_endpoints::admin_rotate),
+        )
+        .route(
+            "/admin/merchants/{merchant_id}/webhook-endpoints/{id}/test",
+            web::post().to(webhook_endpoints::admin_ping),
         )
         .route(
             "/v1/orders/{id}/refunds",
@@ -194,8 +256,8 @@ pub struct Application {
     server: Server,
     metrics: Metrics,
     notifying: Notifying,
-    /// The notification sender, when a merchant has an endpoint; it stops with the server.
-    sender: Option<tokio::task::JoinHandle<()>>,
+    /// The notification sender and the endpoint watcher; they stop with the server.
+    background: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Application {
@@ -268,8 +330,25 @@ impl Application {
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
         let providers = web::Data::new(providers::configure_all(&settings.providers));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
-        let notifying = Notifying::new(&settings.merchants, Wake::default());
-        let sender = sender::spawn(&settings, metrics.clone(), notifying.wake_handle().clone())?;
+        let directory = Arc::new(Directory::new(
+            &settings.merchants,
+            &settings.notifications.allow_hosts,
+            settings.notifications.allow_http,
+        ));
+        let notifying = Notifying::of(directory.clone(), Wake::default());
+        let watcher = tokio::spawn(watch::watch(
+            directory.clone(),
+            settings.database_url()?.to_owned(),
+            settings.secrets.key.clone(),
+            metrics.clone(),
+            notifying.endpoints_changed_handle(),
+        ));
+        let sender = sender::spawn(
+            &settings,
+            directory,
+            metrics.clone(),
+            notifying.wake_handle().clone(),
+        )?;
         let refunds = web::Data::new(refunds_of(&settings, notifying.clone())?);
         let openapi_document = web::Data::new(ApiDoc::openapi());
         let console_sessions =
@@ -347,7 +426,7 @@ impl Application {
             server,
             metrics,
             notifying: notifying_handle,
-            sender,
+            background: vec![sender, watcher],
         })
     }
 
@@ -376,8 +455,8 @@ impl Application {
     /// claim's lease has passed.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
-        if let Some(sender) = self.sender {
-            sender.abort();
+        for task in self.background {
+            task.abort();
         }
         result
     }
@@ -398,6 +477,10 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
     if !no_migrate {
         let applied = db::run_migrations(settings.database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");
+    }
+    {
+        let mut conn = db::connect(settings.database_url()?).await?;
+        preflight::endpoints_need_a_key(&settings, &mut conn).await?;
     }
     let database_url = settings.database_url()?.to_owned();
     let (interval, batch_size) = (

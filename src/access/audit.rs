@@ -8,7 +8,6 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde_json::Value;
 
-use super::Actor;
 use crate::schema::audit_log;
 
 /// What was done; its text is the row's `action` (stable: filters and exports match on it).
@@ -28,10 +27,21 @@ pub enum Action {
     EndpointDisable,
     OperatorAdd,
     OperatorRevoke,
+    /// A merchant's notification endpoint created by API (by the merchant or an admin).
+    EndpointCreate,
+    /// Its URL, description or disabled state changed.
+    EndpointUpdate,
+    EndpointDelete,
+    /// A new signing secret; the previous one signs beside it for the overlap.
+    EndpointRotateSecret,
+    /// A `ping` notification staged for it.
+    EndpointTest,
+    /// Every endpoint secret re-sealed under a new `[secrets] key`.
+    SecretsRekey,
 }
 
 impl Action {
-    pub const ALL: [Action; 9] = [
+    pub const ALL: [Action; 15] = [
         Action::SignIn,
         Action::EventReplay,
         Action::RefundRequestResolve,
@@ -41,6 +51,12 @@ impl Action {
         Action::EndpointDisable,
         Action::OperatorAdd,
         Action::OperatorRevoke,
+        Action::EndpointCreate,
+        Action::EndpointUpdate,
+        Action::EndpointDelete,
+        Action::EndpointRotateSecret,
+        Action::EndpointTest,
+        Action::SecretsRekey,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +70,12 @@ impl Action {
             Action::EndpointDisable => "endpoint.disable",
             Action::OperatorAdd => "operator.add",
             Action::OperatorRevoke => "operator.revoke",
+            Action::EndpointCreate => "webhook_endpoint.create",
+            Action::EndpointUpdate => "webhook_endpoint.update",
+            Action::EndpointDelete => "webhook_endpoint.delete",
+            Action::EndpointRotateSecret => "webhook_endpoint.rotate_secret",
+            Action::EndpointTest => "webhook_endpoint.test",
+            Action::SecretsRekey => "secrets.rekey",
         }
     }
 
@@ -65,21 +87,27 @@ impl Action {
 /// Who acts, and in which request: what every row of an action carries.
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub actor: Actor,
-    /// The request's id (the `x-request-id` of its answer and its log lines); `None` from the
-    /// command line.
+    /// An operator's name, `bootstrap`, `cli:<login>` or `merchant:<id>`.
+    pub actor: String,
+    /// The operator's role, or `merchant` for a merchant acting with its API token.
+    pub role: &'static str,
+    /// The request's id, as its log lines carry it; `None` from the command line.
     pub request_id: Option<String>,
 }
 
 impl Context {
-    /// The command line's actor, outside any request.
-    pub fn command_line() -> Self {
+    /// A merchant acting on its own endpoints with its API token.
+    pub fn merchant(merchant_id: i64, request_id: Option<String>) -> Self {
         Self {
-            actor: Actor::command_line(),
-            request_id: None,
+            actor: format!("merchant:{merchant_id}"),
+            role: MERCHANT_ROLE,
+            request_id,
         }
     }
 }
+
+/// The role column of a merchant's own actions.
+pub const MERCHANT_ROLE: &str = "merchant";
 
 /// One row, before it is written.
 #[derive(Debug, Clone)]
@@ -118,8 +146,8 @@ pub async fn record(
 ) -> QueryResult<()> {
     diesel::insert_into(audit_log::table)
         .values((
-            audit_log::actor.eq(&context.actor.name),
-            audit_log::role.eq(context.actor.role.as_str()),
+            audit_log::actor.eq(&context.actor),
+            audit_log::role.eq(context.role),
             audit_log::action.eq(entry.action.as_str()),
             audit_log::target.eq(entry.target),
             audit_log::request_id.eq(context.request_id.as_deref()),

@@ -51,4 +51,18 @@ impl Actor {
     pub fn may(&self, needed: Role) -> bool {
         self.role.includes(needed)
     }
+
+    /// This actor in the request `request_id`, as its audit rows name it.
+    pub fn in_request(&self, request_id: Option<String>) -> audit::Context {
+        audit::Context {
+            actor: self.name.clone(),
+            role: self.role.as_str(),
+            request_id,
+        }
+    }
+}
+
+/// The command line's actor, outside any request, as its audit rows name it.
+pub fn command_line() -> audit::Context {
+    Actor::command_line().in_request(None)
 }

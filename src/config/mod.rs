@@ -18,6 +18,7 @@ pub mod notifications;
 pub mod providers;
 pub mod refunds;
 pub mod rules;
+pub mod secrets;
 pub mod server;
 pub mod telemetry;
 
@@ -38,6 +39,7 @@ pub use providers::{
 };
 pub use refunds::RefundSettings;
 pub use rules::{ConfigError, Environment, ProcessEnv};
+pub use secrets::SecretsSettings;
 pub use server::{ServerSettings, TlsFiles};
 pub use telemetry::TelemetrySettings;
 
@@ -59,6 +61,8 @@ pub struct Settings {
     pub notifications: NotificationSettings,
     /// `[telemetry]`: trace export, `None` when no `otlp_endpoint` is set.
     pub telemetry: Option<TelemetrySettings>,
+    /// `[secrets]`: the key of endpoint secrets at rest.
+    pub secrets: SecretsSettings,
 }
 
 // The file as written; every section and field is optional so defaults apply.
@@ -87,6 +91,8 @@ struct RawSettings {
     notifications: notifications::RawNotifications,
     #[serde(default)]
     telemetry: telemetry::RawTelemetry,
+    #[serde(default)]
+    secrets: secrets::RawSecrets,
 }
 
 impl Settings {
@@ -143,17 +149,14 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let database = database::validate(raw.database, env)?;
     let idempotency = idempotency::validate(raw.idempotency)?;
     let admin = admin::validate(raw.admin, env)?;
-    let mut providers = providers::validate_all(raw.providers, env)?;
+    let providers = providers::validate_all(raw.providers, env)?;
     let merchants = merchants::validate(raw.merchants, env)?;
-    for provider in &mut providers {
-        provider.notifies =
-            MerchantSettings::endpoints(&merchants).any(|(id, _)| id == provider.merchant_id);
-    }
     let notifications = notifications::validate(raw.notifications)?;
     let refunds = refunds::validate(raw.refunds)?;
     let ledger = ledger::validate(raw.ledger)?;
     let console = console::validate(raw.console, server.tls.is_some());
     let telemetry = telemetry::validate(raw.telemetry)?;
+    let secrets = secrets::validate(raw.secrets, env)?;
     Ok(Settings {
         server,
         database,
@@ -166,6 +169,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         merchants,
         notifications,
         telemetry,
+        secrets,
     })
 }
 

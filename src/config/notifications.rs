@@ -34,6 +34,14 @@ pub struct NotificationSettings {
     /// How often a sender looks for due notifications it was not woken for (those staged by
     /// another gateway, retries coming due).
     pub poll_interval: Duration,
+    /// After a merchant endpoint's secret is rotated, notifications carry the old secret's
+    /// signature beside the new one for this long.
+    pub secret_overlap: Duration,
+    /// Endpoints created by API may be plain `http://` (local setups and tests only).
+    pub allow_http: bool,
+    /// Hosts an endpoint created by API may name although they resolve to an address the
+    /// sender refuses (loopback, private, link-local...): exact names or IP literals.
+    pub allow_hosts: Vec<String>,
 }
 
 impl NotificationSettings {
@@ -62,6 +70,9 @@ pub(super) struct RawNotifications {
     attempt_timeout_ms: Option<u64>,
     retry_delays_ms: Option<Vec<u64>>,
     poll_interval_ms: Option<u64>,
+    secret_overlap_hours: Option<u64>,
+    allow_http: Option<bool>,
+    allow_hosts: Option<Vec<String>>,
 }
 
 pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
@@ -136,7 +147,25 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
         10,
         30_000,
     )?;
+    // A week at most: an old secret that signs on for longer is not rotated out.
+    let secret_overlap_hours = bounded(
+        "notifications.secret_overlap_hours",
+        raw.secret_overlap_hours,
+        24,
+        0,
+        168,
+    )?;
+    let allow_hosts = raw
+        .allow_hosts
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, host)| allowed_host(&format!("notifications.allow_hosts[{i}]"), &host))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(NotificationSettings {
+        secret_overlap: hours(secret_overlap_hours),
+        allow_http: raw.allow_http.unwrap_or(false),
+        allow_hosts,
         retention: hours(retention_hours),
         failed_retention: hours(failed_retention_hours),
         disabled_keep,
@@ -147,4 +176,21 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
         retry_delays: delays.into_iter().map(Duration::from_millis).collect(),
         poll_interval: Duration::from_millis(poll_interval_ms),
     })
+}
+
+/// An `allow_hosts` entry: a host name or an IP literal (`::1` or `[::1]`), no scheme, port or
+/// path; kept lowercase, IPv6 without brackets, as the sender compares it with a URL's host.
+fn allowed_host(field: &str, entry: &str) -> Result<String, ConfigError> {
+    let host = entry.trim().to_ascii_lowercase();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let plain = !bare.is_empty()
+        && bare
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
+    if !plain || (bare.contains(':') && bare.parse::<std::net::IpAddr>().is_err()) {
+        return Err(ConfigError(format!(
+            "{field}: {entry:?} is not a host name or an IP address (no scheme, port or path)"
+        )));
+    }
+    Ok(bare.to_owned())
 }

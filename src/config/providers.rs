@@ -30,9 +30,6 @@ pub struct ProviderSettings {
     /// A sandbox account (`test = true`): `send-test-event` may post samples for it. Unset, the
     /// provider may be live, and a sample capture would move a real merchant's books.
     pub test: bool,
-    /// Whether this provider's merchant has a notification endpoint (`[[merchants]]`): its
-    /// changes then stage notifications.
-    pub notifies: bool,
     /// Square: the notification URL exactly as registered at Square (part of what it signs).
     pub notification_url: Option<String>,
     /// PayPal: the receiving webhook's id and where its certificates may come from.
@@ -452,7 +449,6 @@ fn validate_provider(
         ttl: hours(ttl_hours),
         refund_api,
         test: raw.test.unwrap_or(false),
-        notifies: false,
         notification_url,
         paypal,
     })

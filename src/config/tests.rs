@@ -318,7 +318,7 @@ fn notifications_default_to_the_contract_schedule_and_a_168_hour_retention() {
 }
 
 #[test]
-fn a_merchant_with_an_endpoint_makes_its_providers_notify_and_reads_env_secrets() {
+fn a_merchant_with_an_endpoint_reads_env_secrets_and_never_shows_them() {
     let env = FakeEnv(HashMap::from([
         ("DATABASE_URL", "postgres://u@localhost/db"),
         ("MERCHANT_42_WHSEC", WHSEC),
@@ -328,14 +328,11 @@ fn a_merchant_with_an_endpoint_makes_its_providers_notify_and_reads_env_secrets(
         provider("")
     );
     let settings = Settings::from_toml(&text, &env).unwrap();
-    assert!(settings.providers[0].notifies);
     let endpoint = settings.merchants[0].endpoint.as_ref().unwrap();
     assert_eq!(endpoint.secret.expose(), WHSEC);
     assert_eq!(endpoint.shown(), "http://127.0.0.1:9000/h?(query hidden)");
     assert!(settings.merchants[1].endpoint.is_none());
     assert!(!format!("{settings:?}").contains("bWVyY2hhbnQ"));
-    let settings = Settings::from_toml(&provider(""), &env).unwrap();
-    assert!(!settings.providers[0].notifies);
 }
 
 #[test]
@@ -625,5 +622,44 @@ fn the_sample_ratio_is_a_share_of_requests_above_zero() {
     for bad in ["0.0", "-0.5", "1.5", "nan"] {
         let error = of(bad).unwrap_err();
         assert!(error.contains("telemetry.sample_ratio"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn endpoint_settings_take_a_32_byte_key_and_plain_allowed_hosts() {
+    let env = FakeEnv(HashMap::from([
+        ("DATABASE_URL", "postgres://u@localhost/db"),
+        ("KEY", "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE="),
+    ]));
+    let settings = Settings::from_toml(
+        "[secrets]\nkey = \"env:KEY\"\n[notifications]\nallow_hosts = [\"LocalHost\", \"[::1]\", \"10.1.2.3\"]\n",
+        &env,
+    )
+    .unwrap();
+    assert!(settings.secrets.key.is_some());
+    assert!(!format!("{settings:?}").contains("dGVzdC1zZWNyZXRz"));
+    assert_eq!(
+        settings.notifications.allow_hosts,
+        ["localhost", "::1", "10.1.2.3"]
+    );
+    assert!(!settings.notifications.allow_http);
+    assert_eq!(settings.notifications.secret_overlap.as_secs(), 24 * 3600);
+    for (text, says) in [
+        ("[secrets]\nkey = \"c2hvcnQ=\"\n", "secrets.key is 5 bytes"),
+        (
+            "[secrets]\nkey = \"not base64!\"\n",
+            "secrets.key is not base64",
+        ),
+        (
+            "[notifications]\nallow_hosts = [\"https://x.example/\"]\n",
+            "notifications.allow_hosts[0]",
+        ),
+        (
+            "[notifications]\nsecret_overlap_hours = 169\n",
+            "notifications.secret_overlap_hours",
+        ),
+    ] {
+        let error = Settings::from_toml(text, &env).unwrap_err().to_string();
+        assert!(error.contains(says), "{text}: {error}");
     }
 }

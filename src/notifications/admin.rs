@@ -242,7 +242,7 @@ pub async fn disable(
 ) -> diesel::QueryResult<Disabled> {
     conn.transaction(async |conn| {
         let (was_disabled, pending) =
-            model::disable(conn, merchant_id, DISABLED_BY_OPERATOR).await?;
+            model::disable(conn, merchant_id, model::DISABLED_BY_OPERATOR).await?;
         let entry = Entry::new(
             Action::EndpointDisable,
             Some(format!("merchant:{merchant_id}")),
@@ -259,9 +259,6 @@ pub async fn disable(
     .await
 }
 
-/// The `disabled_reason` of an endpoint a person disabled.
-pub const DISABLED_BY_OPERATOR: &str = "operator";
-
 /// What the console lists: failing and failed notifications (newest first), and the disabled
 /// endpoints.
 pub struct Attention {
@@ -277,4 +274,15 @@ pub async fn attention(conn: &mut AsyncPgConnection, limit: i64) -> diesel::Quer
         failed: views(model::list(conn, None, Some(StatusFilter::Failed), None, limit).await?),
         disabled: model::disabled_endpoints(conn).await?,
     })
+}
+
+/// The newest `limit` notifications whose last attempt was refused because their endpoint is,
+/// resolves to, or redirects to an address the gateway may not call: someone must fix the
+/// endpoint (or name its host in `[notifications] allow_hosts`). Read from the attention index.
+pub async fn refused_addresses(
+    conn: &mut AsyncPgConnection,
+    limit: i64,
+) -> diesel::QueryResult<Vec<NotificationView>> {
+    let rows = model::refused_addresses(conn, limit).await?;
+    Ok(rows.iter().map(NotificationView::from).collect())
 }

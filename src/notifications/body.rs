@@ -15,8 +15,8 @@ pub fn webhook_id(id: i64) -> String {
 /// `{"type":..,"timestamp":..,"data":{..}}`: the change's type, when it was staged (RFC 3339,
 /// microseconds, UTC), and what changed. `data` always has the same keys for every type, null
 /// where a type has nothing to say; `refund_request_id` is added for refund requests, `reason`
-/// for a held payment, `failure_message` for a failed refund request and `dispute_id` for a
-/// dispute's change of the order (withdrawn, lost, reinstated).
+/// for a held payment, `failure_message` for a failed refund request, `dispute_id` for a
+/// dispute's change of the order (withdrawn, lost, reinstated) and `endpoint_id` for a `ping`.
 pub fn render(n: &Notification) -> Vec<u8> {
     let body = Body {
         kind: &n.kind,
@@ -38,6 +38,7 @@ pub fn render(n: &Notification) -> Vec<u8> {
                 .as_deref()
                 .filter(|_| n.kind == "refund_request.failed"),
             dispute_id: n.dispute_id.as_deref(),
+            endpoint_id: n.detail.as_deref().filter(|_| n.kind == PING),
         },
     };
     // Serializing this struct of strings and numbers cannot fail.
@@ -80,7 +81,13 @@ struct Data<'a> {
     failure_message: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dispute_id: Option<&'a str>,
+    /// A `ping`'s endpoint (`POST /v1/webhook-endpoints/{id}/test`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint_id: Option<&'a str>,
 }
+
+/// The type of the notification a merchant's endpoint test sends.
+pub const PING: &str = "ping";
 
 #[cfg(test)]
 mod tests {

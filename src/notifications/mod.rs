@@ -9,17 +9,20 @@
 
 pub mod admin;
 pub mod body;
+pub mod directory;
+pub mod endpoints;
 pub mod model;
 pub mod retention;
 pub mod schedule;
 pub mod sender;
+pub mod watch;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::config::merchants::MerchantSettings;
+use directory::Directory;
 
 /// Wakes this process's sender after a commit that staged a notification, so it need not wait
 /// for its next poll. In-process only: the database's NOTIFY would take a database-wide lock at
@@ -40,27 +43,34 @@ impl Wake {
 
 /// Which merchants have an endpoint, for the writes that stage their notifications, and the
 /// sender to wake once they commit.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Notifying {
-    merchants: Arc<HashSet<i64>>,
+    directory: Arc<Directory>,
     wake: Wake,
+    /// Wakes this gateway's endpoint watcher after a change made here, so this gateway sees it
+    /// at once (the others within a second).
+    endpoints_changed: Arc<Notify>,
 }
 
 impl Notifying {
+    /// The configuration file's endpoints alone (the commands and tests that stage nothing
+    /// for endpoints made by API).
     pub fn new(merchants: &[MerchantSettings], wake: Wake) -> Self {
+        Self::of(Arc::new(Directory::new(merchants, &[], false)), wake)
+    }
+
+    /// Over `directory`, which `directory::watch` keeps in step with the database.
+    pub fn of(directory: Arc<Directory>, wake: Wake) -> Self {
         Self {
-            merchants: Arc::new(
-                MerchantSettings::endpoints(merchants)
-                    .map(|(id, _)| id)
-                    .collect(),
-            ),
+            directory,
             wake,
+            endpoints_changed: Arc::default(),
         }
     }
 
-    /// Whether `merchant_id`'s changes stage notifications.
+    /// Whether `merchant_id`'s changes stage notifications: it has an endpoint now.
     pub fn wants(&self, merchant_id: i64) -> bool {
-        self.merchants.contains(&merchant_id)
+        self.directory.wants(merchant_id)
     }
 
     /// After a commit that may have staged a notification for `merchant_id`.
@@ -72,5 +82,19 @@ impl Notifying {
 
     pub fn wake_handle(&self) -> &Wake {
         &self.wake
+    }
+
+    pub fn directory(&self) -> &Arc<Directory> {
+        &self.directory
+    }
+
+    /// After this gateway changed an endpoint: its watcher reloads now.
+    pub fn endpoints_changed(&self) {
+        self.endpoints_changed.notify_one();
+    }
+
+    /// What the watcher waits on besides its clock.
+    pub fn endpoints_changed_handle(&self) -> Arc<Notify> {
+        self.endpoints_changed.clone()
     }
 }

@@ -527,6 +527,27 @@ fn list_query(
     query.order(n::id.desc()).limit(limit)
 }
 
+/// The newest `limit` failing or failed rows refused for their endpoint's address, by the
+/// attention index (its predicate repeated, so the planner sees it applies).
+pub async fn refused_addresses(
+    conn: &mut AsyncPgConnection,
+    limit: i64,
+) -> QueryResult<Vec<Notification>> {
+    use merchant_notifications::dsl as n;
+    n::merchant_notifications
+        .select(Notification::as_select())
+        .filter(
+            n::status
+                .eq("failed")
+                .or(n::status.eq("pending").and(n::last_error.is_not_null())),
+        )
+        .filter(n::last_error.eq(crate::outbound::ADDRESS_NOT_ALLOWED))
+        .order(n::id.desc())
+        .limit(limit)
+        .load(conn)
+        .await
+}
+
 /// Notification `id`.
 pub async fn find(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<Notification>> {
     merchant_notifications::table
@@ -641,6 +662,11 @@ pub async fn enable(
     .await?;
     Ok(row.pending)
 }
+
+/// The `disabled_reason` of an endpoint an admin or operator disabled.
+pub const DISABLED_BY_OPERATOR: &str = "operator";
+/// The `disabled_reason` of an endpoint its merchant disabled (by API).
+pub const DISABLED_BY_MERCHANT: &str = "merchant";
 
 /// Disables `merchant_id`'s endpoint for `reason` (one disabled already keeps its time and
 /// reason); whether it was disabled before, and its pending notifications. The row exists from

@@ -27,6 +27,9 @@ pub enum Failure {
     Timeout,
     /// The connection could not be made or broke.
     Connection,
+    /// The endpoint is, resolves to, or redirects to an address the gateway may not call
+    /// (crate::outbound); nothing was sent to it.
+    AddressNotAllowed,
 }
 
 impl Answer {
@@ -39,6 +42,7 @@ impl Answer {
             Answer::Failure(Failure::Redirect(_)) => "redirect",
             Answer::Failure(Failure::Timeout) => "timeout",
             Answer::Failure(Failure::Connection) => "connection",
+            Answer::Failure(Failure::AddressNotAllowed) => "address_not_allowed",
         }
     }
 
@@ -48,7 +52,9 @@ impl Answer {
             Answer::Success(status)
             | Answer::Failure(Failure::Status(status) | Failure::Redirect(status)) => Some(*status),
             Answer::Gone => Some(410),
-            Answer::Failure(Failure::Timeout | Failure::Connection) => None,
+            Answer::Failure(
+                Failure::Timeout | Failure::Connection | Failure::AddressNotAllowed,
+            ) => None,
         }
     }
 
@@ -63,6 +69,9 @@ impl Answer {
             }
             Answer::Failure(Failure::Timeout) => Some("timeout".to_owned()),
             Answer::Failure(Failure::Connection) => Some("connection failed".to_owned()),
+            Answer::Failure(Failure::AddressNotAllowed) => {
+                Some(crate::outbound::ADDRESS_NOT_ALLOWED.to_owned())
+            }
         }
     }
 

@@ -26,13 +26,13 @@ use tracing::Instrument;
 
 use super::Wake;
 use super::body::{render, webhook_id};
+use super::directory::{Directory, Target};
 use super::model::{self, Notification, Recorded};
 use super::schedule::{self, Answer, Failure, Next};
 use crate::config::Settings;
-use crate::config::merchants::MerchantSettings;
 use crate::config::notifications::NotificationSettings;
 use crate::metrics::Metrics;
-use crate::providers::standard_webhooks::StandardWebhooks;
+use crate::outbound::{self, AddressPolicy};
 
 /// The shortest time between two rounds of the sender's statements.
 pub const LINGER: Duration = Duration::from_millis(10);
@@ -61,19 +61,13 @@ const QUEUE_FACTOR: usize = 8;
 /// status alone decides.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-/// A merchant's endpoint, ready to sign for.
-struct Target {
-    url: reqwest::Url,
-    signer: StandardWebhooks,
-}
-
 /// The sender of one gateway.
 pub struct Sender {
     database_url: String,
     statement_timeout: Duration,
-    /// The merchants in the order the next claim asks them (rotated each claim, so no merchant
-    /// is always asked last when rooms exceed the free slots).
-    merchants: Vec<i64>,
+    /// Where the claim order starts among the merchants with an endpoint (moved on each claim,
+    /// so no merchant is always asked last when rooms exceed the free slots).
+    rotation: usize,
     shared: Arc<Shared>,
     wake: Wake,
 }
@@ -81,7 +75,9 @@ pub struct Sender {
 /// What the owner and the attempts share.
 struct Shared {
     settings: NotificationSettings,
-    targets: HashMap<i64, Arc<Target>>,
+    /// Where each merchant's notifications go now (the configuration file's endpoints and
+    /// those made by API, kept in step by `directory::watch`).
+    directory: Arc<Directory>,
     http: reqwest::Client,
     metrics: Metrics,
     work: Mutex<Work>,
@@ -134,49 +130,40 @@ impl Shared {
 }
 
 impl Sender {
-    /// The sender for `settings`' endpoints; `None` when no merchant has one.
-    pub fn new(settings: &Settings, metrics: Metrics, wake: Wake) -> anyhow::Result<Option<Self>> {
-        let targets: HashMap<i64, Arc<Target>> = MerchantSettings::endpoints(&settings.merchants)
-            .map(|(id, endpoint)| {
-                let signer = StandardWebhooks::new(std::slice::from_ref(&endpoint.secret), 0);
-                (
-                    id,
-                    Arc::new(Target {
-                        url: endpoint.url.clone(),
-                        signer,
-                    }),
-                )
-            })
-            .collect();
-        if targets.is_empty() {
-            return Ok(None);
-        }
+    /// The sender of the endpoints `directory` holds, now and as they change.
+    pub fn new(
+        settings: &Settings,
+        directory: Arc<Directory>,
+        metrics: Metrics,
+        wake: Wake,
+    ) -> anyhow::Result<Self> {
         let notifications = settings.notifications.clone();
         let http = reqwest::Client::builder()
             .timeout(notifications.attempt_timeout)
             .connect_timeout(notifications.attempt_timeout.min(Duration::from_secs(5)))
             // A notification goes to the configured URL only, never where an answer points.
             .redirect(reqwest::redirect::Policy::none())
+            // Every name is resolved and its addresses checked here; the connection goes to a
+            // checked address, with no second lookup (crate::outbound).
+            .dns_resolver(directory.policy().resolver())
             .pool_max_idle_per_host(notifications.per_merchant_concurrency)
             .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        let mut merchants: Vec<i64> = targets.keys().copied().collect();
-        merchants.sort_unstable();
         let shared = Arc::new(Shared {
             work: Mutex::new(Work::new(&notifications)),
             settings: notifications,
-            targets,
+            directory,
             http,
             metrics,
             progress: Notify::new(),
         });
-        Ok(Some(Self {
+        Ok(Self {
             database_url: settings.database_url()?.to_owned(),
             statement_timeout: settings.database.statement_timeout,
-            merchants,
+            rotation: 0,
             shared,
             wake,
-        }))
+        })
     }
 
     /// Sends forever (until the task is aborted).
@@ -200,6 +187,17 @@ impl Sender {
             tokio::time::sleep_until(last_round + if busy { BUSY_LINGER } else { LINGER }).await;
             last_round = Instant::now();
             shared.metrics.record_notification_sender_round();
+            let mut order = shared.directory.merchants();
+            let idle = order.is_empty() && {
+                let work = shared.work();
+                work.results.is_empty() && work.released.is_empty()
+            };
+            if idle {
+                // No merchant has an endpoint: nothing to claim, no connection held.
+                conn = None;
+                more_due = false;
+                continue;
+            }
 
             let Some(db) = self.connection(&mut conn).await else {
                 more_due = false;
@@ -254,10 +252,14 @@ impl Sender {
                     }
                 }
             }
-            self.merchants.rotate_left(1);
+            if !order.is_empty() {
+                self.rotation = self.rotation.wrapping_add(1);
+                let start = self.rotation % order.len();
+                order.rotate_left(start);
+            }
             let (merchants, rooms, limit) = {
                 let work = shared.work();
-                let (merchants, rooms) = work.rooms(&self.merchants);
+                let (merchants, rooms) = work.rooms(&order);
                 (merchants, rooms, work.claimable())
             };
             // Callbacks first: while deliveries queue for a capture statement, the callback path
@@ -439,7 +441,9 @@ impl Work {
                     .insert(merchant, Instant::now() + self.lease);
                 continue;
             }
-            let Some(target) = shared.targets.get(&merchant).cloned() else {
+            let Some(target) = shared.directory.target(merchant) else {
+                // Its endpoint was deleted since the claim: the row waits (or was failed
+                // with the deletion) and its claim passes.
                 continue;
             };
             *busy += 1;
@@ -490,9 +494,14 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
         notification_id = notification.id,
         event_type = %notification.kind,
     );
-    let answer = post(&shared.http, &target, &notification)
-        .instrument(span)
-        .await;
+    let answer = post(
+        &shared.http,
+        shared.directory.policy(),
+        &target,
+        &notification,
+    )
+    .instrument(span)
+    .await;
     let result = shared.result_of(&notification, &answer);
     shared
         .work()
@@ -500,32 +509,87 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
     shared.progress.notify_one();
 }
 
-/// Posts `notification` to `target` once.
-async fn post(http: &reqwest::Client, target: &Target, notification: &Notification) -> Answer {
+/// Posts `notification` to `target` once. An endpoint made by API is held to `policy` (its
+/// scheme and an IP-literal host before any connection; a name's addresses as it resolves);
+/// the configuration file's were named by the operator.
+async fn post(
+    http: &reqwest::Client,
+    policy: &AddressPolicy,
+    target: &Target,
+    notification: &Notification,
+) -> Answer {
+    if target.endpoint_id.is_some()
+        && let Err(refused) = policy.check_url(&target.url)
+    {
+        tracing::warn!(merchant_id = notification.merchant_id, %refused, "notification not sent: the endpoint is not allowed");
+        return Answer::Failure(Failure::AddressNotAllowed);
+    }
     let body = render(notification);
     let id = webhook_id(notification.id);
     let mut request = http
         .post(target.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json");
-    for (name, value) in target
-        .signer
-        .sign_headers(&id, &body, Utc::now().timestamp())
-    {
+    for (name, value) in target.sign_headers(&id, &body, Utc::now()) {
         request = request.header(name, value);
     }
     let request = crate::telemetry::propagation::carry_current(request);
     match request.body(body).send().await {
         Ok(response) => {
             let answer = Answer::of_status(response.status().as_u16());
+            let answer = match answer {
+                Answer::Failure(Failure::Redirect(_))
+                    if redirects_to_refused(policy, &response).await =>
+                {
+                    Answer::Failure(Failure::AddressNotAllowed)
+                }
+                answer => answer,
+            };
             drain(response).await;
             answer
         }
         Err(error) if error.is_timeout() => Answer::Failure(Failure::Timeout),
+        Err(error) if outbound::refused_address(&error) => {
+            tracing::warn!(
+                merchant_id = notification.merchant_id,
+                "notification not sent: the endpoint's host resolves only to addresses the gateway may not call"
+            );
+            Answer::Failure(Failure::AddressNotAllowed)
+        }
         Err(error) => {
             // Without the URL: its query may carry the merchant's token.
             tracing::debug!(error = %error.without_url(), "notification attempt: no answer");
             Answer::Failure(Failure::Connection)
         }
+    }
+}
+
+/// Whether a redirect (never followed) points at what the policy refuses: an attempt to use
+/// the endpoint as a hop to an internal address is named as such.
+async fn redirects_to_refused(policy: &AddressPolicy, response: &reqwest::Response) -> bool {
+    let Some(location) = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| response.url().join(v).ok())
+    else {
+        return false;
+    };
+    // Where it points, not how: a configuration file's endpoint may be plain http.
+    if policy.check_literal(&location).is_err() {
+        return true;
+    }
+    let Some(host) = location
+        .host_str()
+        .filter(|h| h.parse::<std::net::IpAddr>().is_err())
+    else {
+        return false;
+    };
+    match host.parse::<reqwest::dns::Name>() {
+        Ok(name) => {
+            use reqwest::dns::Resolve;
+            policy.resolver().resolve(name).await.is_err()
+        }
+        Err(_) => false,
     }
 }
 
@@ -541,13 +605,16 @@ async fn drain(mut response: reqwest::Response) {
     }
 }
 
-/// Starts the sender of `settings` on the current runtime, if any merchant has an endpoint.
+/// Starts the sender of `directory`'s endpoints on the current runtime. With no endpoint it
+/// holds no connection and claims nothing; one made by API is picked up as it appears.
 pub fn spawn(
     settings: &Settings,
+    directory: Arc<Directory>,
     metrics: Metrics,
     wake: Wake,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    Ok(Sender::new(settings, metrics, wake)?.map(|sender| tokio::spawn(sender.run())))
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let sender = Sender::new(settings, directory, metrics, wake)?;
+    Ok(tokio::spawn(sender.run()))
 }
 
 #[cfg(test)]

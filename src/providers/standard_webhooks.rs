@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use super::connector::{Connector, Naming, Signed, Unsignable, Verification, Verified};
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
+use crate::signature::standard_webhooks;
 
 pub struct StandardWebhooks {
     keys: Keys,
@@ -17,15 +18,8 @@ pub struct StandardWebhooks {
 
 impl StandardWebhooks {
     pub fn new(secrets: &[Secret], tolerance_secs: i64) -> Self {
-        let keys = secrets
-            .iter()
-            .filter_map(Secret::standard_webhooks_key)
-            .collect();
         Self {
-            keys: Keys {
-                keys,
-                tolerance_secs,
-            },
+            keys: standard_webhooks::keys(secrets, tolerance_secs),
         }
     }
 
@@ -56,7 +50,7 @@ impl StandardWebhooks {
             .filter_map(|entry| entry.strip_prefix("v1,"))
             .filter_map(|encoded| STANDARD.decode(encoded).ok())
             .collect();
-        let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp_text.as_bytes(), b".", body];
+        let parts = standard_webhooks::parts(id.as_bytes(), timestamp_text.as_bytes(), body);
         self.keys.check(&parts, timestamp, now, &candidates)?;
         Ok(Verified::new(
             Some(timestamp),
@@ -71,14 +65,11 @@ impl StandardWebhooks {
         body: &[u8],
         timestamp: i64,
     ) -> Vec<(String, String)> {
-        let timestamp = timestamp.to_string();
-        let parts: [&[u8]; 5] = [event_id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-        let signature = format!("v1,{}", STANDARD.encode(self.keys.sign(&parts)));
-        vec![
-            ("webhook-id".to_owned(), event_id.to_owned()),
-            ("webhook-timestamp".to_owned(), timestamp),
-            ("webhook-signature".to_owned(), signature),
-        ]
+        let first = Keys {
+            keys: self.keys.keys.iter().take(1).cloned().collect(),
+            tolerance_secs: 0,
+        };
+        standard_webhooks::sign_headers(&first, event_id, body, timestamp)
     }
 }
 

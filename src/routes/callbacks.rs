@@ -162,7 +162,9 @@ async fn execute(
         Source {
             merchant_id: provider.merchant_id(),
             provider: provider.name(),
-            notify: provider.settings().notifies,
+            // Decided now, from this gateway's view of the merchant's endpoint (an endpoint made
+            // by API reaches it within a second): a lookup in memory, nothing on the database.
+            notify: state.notifying.wants(provider.merchant_id()),
         },
         provider.read_event(event.body),
         &state.capture_batcher,

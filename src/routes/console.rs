@@ -7,34 +7,25 @@
 
 pub mod actions;
 pub mod audit_page;
+mod page;
 mod session;
+mod sign_in;
 mod view;
 
-use std::future::Future;
-use std::marker::PhantomData;
-use std::pin::Pin;
-
-use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{self, CONTENT_TYPE, LOCATION};
+use actix_web::http::header::{self, CONTENT_TYPE};
 use actix_web::middleware::DefaultHeaders;
-use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{HttpResponse, web};
 use askama::Template;
 use chrono::{Duration, Utc};
-use serde_json::json;
 
+pub use page::{Console, ConsoleError, Me};
+use page::{html, see_other};
 pub use session::Sessions;
 
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{
-    AdminToken, ApiPool, Finance, Needs, ReadPool, Viewer, actor_of_key, request_id,
-};
+use super::extract::{Finance, ReadPool, Viewer};
 use super::state::AppState;
-use crate::access::Actor;
-use crate::access::audit::{self, Action, Entry};
-use crate::access::operator;
-use crate::access::role::Role;
-use crate::access::sign_in::{Admit, FailedSignIns, WINDOW};
 use crate::attention;
 use crate::config::merchants::MerchantSettings;
 use crate::deliveries::minutes;
@@ -67,9 +58,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     .add((header::CACHE_CONTROL, "no-store")),
             )
             .route("", web::get().to(home))
-            .route("/login", web::get().to(login_page))
-            .route("/login", web::post().to(login))
-            .route("/logout", web::post().to(logout))
+            .route("/login", web::get().to(sign_in::login_page))
+            .route("/login", web::post().to(sign_in::login))
+            .route("/logout", web::post().to(sign_in::logout))
             .route("/events", web::get().to(events))
             .route("/events.jsonl", web::get().to(export))
             .route("/events/{provider}/{event_id}", web::get().to(event))
@@ -101,199 +92,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-/// Why a console request did not get its page.
-#[derive(Debug, thiserror::Error)]
-pub enum ConsoleError {
-    /// No live session (none, expired, signed out, or its key revoked or expired): see the
-    /// sign-in page.
-    #[error("sign in first")]
-    SignIn,
-    /// Signed in, with a role too low for this page or action.
-    #[error("this needs the {0} role")]
-    Forbidden(Role),
-    /// A form without its session's `csrf` token: not sent by a page of this session.
-    #[error("the form does not belong to this session; reload the page and try again")]
-    StaleForm,
-    #[error(transparent)]
-    Api(#[from] ApiError),
-}
-
-impl From<diesel::result::Error> for ConsoleError {
-    fn from(error: diesel::result::Error) -> Self {
-        ConsoleError::Api(error.into())
-    }
-}
-
-impl From<askama::Error> for ConsoleError {
-    fn from(error: askama::Error) -> Self {
-        ConsoleError::Api(ApiError::Internal(error.into()))
-    }
-}
-
-impl ResponseError for ConsoleError {
-    fn status_code(&self) -> StatusCode {
-        match self {
-            ConsoleError::SignIn => StatusCode::SEE_OTHER,
-            ConsoleError::Forbidden(_) | ConsoleError::StaleForm => StatusCode::FORBIDDEN,
-            ConsoleError::Api(error) => error.status_code(),
-        }
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        match self {
-            ConsoleError::SignIn => see_other("/console/login"),
-            ConsoleError::Forbidden(role) => refusal_page(Some(*role), &self.to_string()),
-            ConsoleError::StaleForm => refusal_page(None, &self.to_string()),
-            ConsoleError::Api(error) => error.error_response(),
-        }
-    }
-}
-
-fn see_other(to: &str) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((LOCATION, to))
-        .finish()
-}
-
-fn html(status: StatusCode, page: &impl Template) -> Result<HttpResponse, ConsoleError> {
-    Ok(HttpResponse::build(status)
-        .insert_header((CONTENT_TYPE, "text/html; charset=utf-8"))
-        .body(page.render()?))
-}
-
-#[derive(Template)]
-#[template(path = "console/refused.html")]
-struct RefusedPage {
-    me: Option<Me>,
-    required_role: Option<&'static str>,
-    message: String,
-}
-
-/// The 403 page: the role a page or action needs, or why a form was refused.
-fn refusal_page(required_role: Option<Role>, message: &str) -> HttpResponse {
-    let page = RefusedPage {
-        me: None,
-        required_role: required_role.map(Role::as_str),
-        message: message.to_owned(),
-    };
-    match page.render() {
-        Ok(body) => HttpResponse::Forbidden()
-            .insert_header((CONTENT_TYPE, "text/html; charset=utf-8"))
-            .body(body),
-        Err(error) => ApiError::Internal(error.into()).error_response(),
-    }
-}
-
-/// The signed-in person, as every page shows them and decides what to offer.
-#[derive(Debug, Clone)]
-pub struct Me {
-    pub actor: Actor,
-    /// The session's form token.
-    pub csrf: String,
-    pub request_id: Option<String>,
-}
-
-impl Me {
-    pub fn name(&self) -> &str {
-        &self.actor.name
-    }
-
-    pub fn role(&self) -> &'static str {
-        self.actor.role.as_str()
-    }
-
-    /// Replays (and the export).
-    pub fn can_replay(&self) -> bool {
-        self.actor.may(Role::Finance)
-    }
-
-    /// Redelivery, refund resolution, endpoint enable and disable.
-    pub fn can_operate(&self) -> bool {
-        self.actor.may(Role::Operator)
-    }
-
-    /// The audit log.
-    pub fn can_administer(&self) -> bool {
-        self.actor.may(Role::Admin)
-    }
-
-    /// Who acts, for the audit rows of an action.
-    pub fn audit(&self) -> audit::Context {
-        audit::Context {
-            actor: self.actor.clone(),
-            request_id: self.request_id.clone(),
-        }
-    }
-
-    /// Refuses a form that does not carry this session's token (compared in constant time).
-    pub fn check_form(&self, csrf: &str) -> Result<(), ConsoleError> {
-        use subtle::ConstantTimeEq;
-        if bool::from(self.csrf.as_bytes().ct_eq(csrf.as_bytes())) {
-            Ok(())
-        } else {
-            Err(ConsoleError::StaleForm)
-        }
-    }
-}
-
-/// A signed-in browser whose key's role includes `R`'s: no live session (or a key revoked or
-/// expired since sign-in, which also ends the session) is [`ConsoleError::SignIn`], a role too
-/// low [`ConsoleError::Forbidden`]. An operator's session costs one primary-key lookup of its
-/// key's row a request, on the API pool (the primary), so a revocation is seen at once.
-pub struct Console<R> {
-    pub me: Me,
-    needs: PhantomData<R>,
-}
-
-impl<R: Needs> FromRequest for Console<R> {
-    type Error = ConsoleError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, ConsoleError>>>>;
-
-    fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let sessions = request.app_data::<web::Data<Sessions>>().cloned();
-        let cookie = request.cookie(session::COOKIE);
-        let bootstrap = request.app_data::<web::Data<AdminToken>>().cloned();
-        let api_pool = request.app_data::<web::Data<ApiPool>>().cloned();
-        let request_id = request_id(request);
-        Box::pin(async move {
-            let (Some(sessions), Some(cookie)) = (sessions, cookie) else {
-                return Err(ConsoleError::SignIn);
-            };
-            let live = sessions
-                .find(cookie.value(), Utc::now())
-                .ok_or(ConsoleError::SignIn)?;
-            let actor = match live.owner {
-                session::Owner::Bootstrap => bootstrap
-                    .filter(|token| token.0.is_some())
-                    .map(|_| Actor::bootstrap()),
-                session::Owner::Operator(id) => {
-                    let api_pool = api_pool.ok_or_else(|| {
-                        ApiError::Internal(anyhow::anyhow!("application state missing"))
-                    })?;
-                    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-                    operator::current(&mut conn, id, Utc::now()).await?.ok()
-                }
-            };
-            let Some(actor) = actor else {
-                // Its key was revoked or expired since sign-in: the session ends now.
-                sessions.end_all_of(live.owner);
-                return Err(ConsoleError::SignIn);
-            };
-            if !actor.may(R::ROLE) {
-                return Err(ConsoleError::Forbidden(R::ROLE));
-            }
-            Ok(Console {
-                me: Me {
-                    actor,
-                    csrf: live.csrf,
-                    request_id,
-                },
-                needs: PhantomData,
-            })
-        })
-    }
-}
-
 /// `GET /console`: the events for a signed-in browser, else sign-in.
 #[utoipa::path(
     get,
@@ -309,139 +107,6 @@ pub async fn home(session: Result<Console<Viewer>, ConsoleError>) -> HttpRespons
         Ok(_) => see_other("/console/events"),
         Err(_) => see_other("/console/login"),
     }
-}
-
-#[derive(Template)]
-#[template(path = "console/login.html")]
-struct LoginPage {
-    me: Option<Me>,
-    refused: bool,
-}
-
-async fn login_page() -> Result<HttpResponse, ConsoleError> {
-    html(
-        StatusCode::OK,
-        &LoginPage {
-            me: None,
-            refused: false,
-        },
-    )
-}
-
-#[derive(serde::Deserialize)]
-struct LoginForm {
-    token: Option<String>,
-}
-
-/// Whether the browser reached us over HTTPS: the gateway's own TLS, or what the TLS-terminating
-/// proxy says in `Forwarded: proto=https` or `X-Forwarded-Proto: https` (actix reads both). A
-/// client that lies only makes its own cookie `Secure`, which it then cannot send over HTTP.
-fn over_https(request: &HttpRequest) -> bool {
-    request
-        .connection_info()
-        .scheme()
-        .eq_ignore_ascii_case("https")
-}
-
-/// `POST /console/login`: an operator key (or the `[admin] token`), checked as `Staff` checks a
-/// bearer key. A missing, unknown, revoked and expired key take the same path and get the same
-/// 401 page. Each sign-in is an audit row; failed ones at most [`crate::access::sign_in`]'s
-/// limit a minute, the rest counted in one row.
-async fn login(
-    request: HttpRequest,
-    form: web::Form<LoginForm>,
-    bootstrap: web::Data<AdminToken>,
-    api_pool: web::Data<ApiPool>,
-    sessions: web::Data<Sessions>,
-    failed: web::Data<FailedSignIns>,
-) -> Result<HttpResponse, ConsoleError> {
-    let key = form
-        .token
-        .as_deref()
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
-    let found = match key {
-        Some(key) => actor_of_key(key, bootstrap.0.as_ref(), &api_pool).await?,
-        None => Err(operator::Denied::Unknown),
-    };
-    let peer = request.peer_addr().map(|a| a.ip().to_string());
-    let request_id = request_id(&request);
-    let actor = match found {
-        Ok(actor) => actor,
-        Err(denied) => {
-            tracing::warn!(denied = denied.as_str(), "console sign-in refused");
-            sign_in_refused(&api_pool, &failed, denied, peer, request_id).await?;
-            return html(
-                StatusCode::UNAUTHORIZED,
-                &LoginPage {
-                    me: None,
-                    refused: true,
-                },
-            );
-        }
-    };
-    let owner = match actor.operator_id {
-        Some(id) => session::Owner::Operator(id),
-        None => session::Owner::Bootstrap,
-    };
-    let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-    let context = audit::Context { actor, request_id };
-    let entry = Entry::new(Action::SignIn, None, "succeeded").with_changes(json!({"peer": peer}));
-    audit::record(&mut conn, &context, entry).await?;
-    Ok(HttpResponse::SeeOther()
-        .cookie(sessions.start(Utc::now(), over_https(&request), owner))
-        .insert_header((LOCATION, "/console/events"))
-        .finish())
-}
-
-/// The audit row of a refused sign-in, or its count in the minute's summary row once the
-/// minute has its share of rows (a flood of guesses then writes one row a minute).
-async fn sign_in_refused(
-    api_pool: &ApiPool,
-    failed: &web::Data<FailedSignIns>,
-    denied: operator::Denied,
-    peer: Option<String>,
-    request_id: Option<String>,
-) -> Result<(), ConsoleError> {
-    match failed.admit(std::time::Instant::now()) {
-        Admit::Row => {
-            let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-            let changes = json!({"reason": denied.as_str(), "peer": peer});
-            audit::record_refused_sign_in(&mut conn, request_id.as_deref(), changes).await?;
-        }
-        Admit::Counted {
-            schedule_summary: Some(after),
-        } => {
-            let (api_pool, failed) = (api_pool.clone(), failed.clone());
-            actix_web::rt::spawn(async move {
-                tokio::time::sleep(after).await;
-                let counted = failed.take_counted();
-                let changes = json!({"suppressed": counted, "window_secs": WINDOW.as_secs()});
-                let written = match api_pool.get().await {
-                    Ok(mut conn) => audit::record_refused_sign_in(&mut conn, None, changes)
-                        .await
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                if let Err(error) = written {
-                    tracing::error!(%error, counted, "the summary row of refused sign-ins was not written");
-                }
-            });
-        }
-        Admit::Counted {
-            schedule_summary: None,
-        } => {}
-    }
-    Ok(())
-}
-
-/// `POST /console/logout`: ends the session, back to sign-in.
-async fn logout(request: HttpRequest, sessions: web::Data<Sessions>) -> HttpResponse {
-    let cookie = request.cookie(session::COOKIE);
-    HttpResponse::SeeOther()
-        .cookie(sessions.end(cookie.as_ref().map(|c| c.value()), over_https(&request)))
-        .insert_header((LOCATION, "/console/login"))
-        .finish()
 }
 
 /// `?done=` after an action: which notice its page shows (only these texts, never the query's).
@@ -679,6 +344,8 @@ struct AttentionPage {
     refund_requests: Vec<RefundAttention>,
     disputes: Vec<DisputeAttention>,
     reused_transmissions: Vec<ReusedTransmission>,
+    /// Notifications refused for their endpoint's address.
+    refused_addresses: Vec<NotificationLine>,
     can_operate: bool,
     csrf: String,
     notice: Option<&'static str>,
@@ -714,6 +381,11 @@ pub async fn attention(
             refund_requests: attention.refund_requests,
             disputes: attention.disputes,
             reused_transmissions: attention.reused_transmissions,
+            refused_addresses: attention
+                .refused_addresses
+                .iter()
+                .map(NotificationLine::from)
+                .collect(),
             can_operate: console.me.can_operate(),
             csrf: console.me.csrf.clone(),
             notice: done.notice(),

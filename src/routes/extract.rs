@@ -63,9 +63,18 @@ fn app_data<T: 'static>(request: &HttpRequest) -> Result<web::Data<T>, ApiError>
 
 /// The merchant (API user) a bearer token belongs to. The lookup uses the API pool, so a
 /// flood of bad tokens never takes a connection provider callbacks need.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct MerchantAuth {
     pub user_id: i64,
+    /// The request's id, for the audit rows of the merchant's own changes.
+    pub request_id: Option<String>,
+}
+
+impl MerchantAuth {
+    /// The merchant as the audit log names it.
+    pub fn audit(&self) -> audit::Context {
+        audit::Context::merchant(self.user_id, self.request_id.clone())
+    }
 }
 
 impl FromRequest for MerchantAuth {
@@ -75,6 +84,7 @@ impl FromRequest for MerchantAuth {
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         let token = auth::bearer_token(request.headers()).map(str::to_owned);
         let api_pool = app_data::<ApiPool>(request);
+        let request_id = request_id(request);
         Box::pin(async move {
             let token = token.ok_or(ApiError::Unauthorized)?;
             let api_pool = api_pool?;
@@ -83,7 +93,10 @@ impl FromRequest for MerchantAuth {
                 .await?
                 .ok_or(ApiError::Unauthorized)?;
             tracing::Span::current().record("user_id", user_id);
-            Ok(MerchantAuth { user_id })
+            Ok(MerchantAuth {
+                user_id,
+                request_id,
+            })
         })
     }
 }
@@ -123,15 +136,10 @@ impl Needs for Admin {
 /// on the API pool (the primary: a revocation is seen by the next request), the `[admin]
 /// token` none.
 pub struct Staff<R> {
+    pub actor: Actor,
     /// Who acts and in which request, for the audit rows of what the handler does.
     pub audit: audit::Context,
     needs: PhantomData<R>,
-}
-
-impl<R> Staff<R> {
-    pub fn actor(&self) -> &Actor {
-        &self.audit.actor
-    }
 }
 
 /// The actor a bearer or console key stands for: the `[admin] token` (compared in constant
@@ -185,7 +193,8 @@ impl<R: Needs> FromRequest for Staff<R> {
                 });
             }
             Ok(Staff {
-                audit: audit::Context { actor, request_id },
+                audit: actor.in_request(request_id),
+                actor,
                 needs: PhantomData,
             })
         })

@@ -18,6 +18,7 @@ pub mod orders;
 pub mod refunds;
 mod respond;
 pub mod state;
+pub mod webhook_endpoints;
 
 use actix_web::HttpResponse;
 use actix_web::http::header::CONTENT_TYPE;

@@ -4,3 +4,4 @@
 
 pub mod paypal;
 pub mod scheme;
+pub mod standard_webhooks;

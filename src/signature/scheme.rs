@@ -224,6 +224,14 @@ impl Keys {
         }
     }
 
+    /// The MAC of the parts under each key, in order.
+    pub(crate) fn sign_each(&self, parts: &[&[u8]]) -> Vec<Vec<u8>> {
+        self.keys
+            .iter()
+            .map(|key| mac_over(key, parts).finalize().into_bytes().to_vec())
+            .collect()
+    }
+
     /// The MAC of the parts under the first key, as a provider signs.
     pub(crate) fn sign(&self, parts: &[&[u8]]) -> Vec<u8> {
         self.keys

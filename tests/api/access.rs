@@ -47,6 +47,36 @@ const ROLE_TABLE: &[(&str, &str, &str)] = &[
         "/admin/merchants/{merchant_id}/notifications/redeliver",
         "operator",
     ),
+    (
+        "get",
+        "/admin/merchants/{merchant_id}/webhook-endpoints",
+        "admin",
+    ),
+    (
+        "post",
+        "/admin/merchants/{merchant_id}/webhook-endpoints",
+        "admin",
+    ),
+    (
+        "delete",
+        "/admin/merchants/{merchant_id}/webhook-endpoints/{id}",
+        "admin",
+    ),
+    (
+        "patch",
+        "/admin/merchants/{merchant_id}/webhook-endpoints/{id}",
+        "admin",
+    ),
+    (
+        "post",
+        "/admin/merchants/{merchant_id}/webhook-endpoints/{id}/rotate-secret",
+        "admin",
+    ),
+    (
+        "post",
+        "/admin/merchants/{merchant_id}/webhook-endpoints/{id}/test",
+        "admin",
+    ),
     ("get", "/admin/notifications", "viewer"),
     ("post", "/admin/notifications/{id}/redeliver", "operator"),
     ("post", "/admin/refund-requests/{id}/resolve", "operator"),
@@ -239,6 +269,8 @@ async fn knock(
     let mut request = match method {
         "get" => client.get(&url),
         "post" => client.post(&url),
+        "patch" => client.patch(&url),
+        "delete" => client.delete(&url),
         other => panic!("no {other} routes are expected"),
     };
     if path.starts_with("/admin") {

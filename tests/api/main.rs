@@ -19,6 +19,7 @@ mod database_tls;
 mod deploy;
 mod dispute_orders;
 mod disputes;
+mod endpoints;
 mod events;
 mod hardening;
 mod health;

@@ -55,7 +55,9 @@ async fn migrations_apply_revert_and_apply_again() {
             "payment_disputes",
             "payments",
             "provider_transmissions",
-            "refund_requests"
+            "refund_requests",
+            "webhook_endpoint_revision",
+            "webhook_endpoints"
         ]
     );
     assert!(

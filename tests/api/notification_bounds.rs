@@ -162,7 +162,7 @@ async fn an_endpoint_enabled_again_gets_its_backlog_at_the_release_rate_in_order
         &mut conn,
         42,
         10,
-        &callback_gateway::access::audit::Context::command_line(),
+        &callback_gateway::access::command_line(),
     )
     .await
     .unwrap();

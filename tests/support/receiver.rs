@@ -45,6 +45,8 @@ pub struct Delivery {
     pub at: Instant,
     /// The W3C `traceparent` it carried, if any.
     pub traceparent: Option<String>,
+    /// Its `webhook-signature` header as sent (one `v1,..` per secret signing it).
+    pub signature: String,
 }
 
 impl Delivery {
@@ -230,6 +232,7 @@ async fn receive(
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
+        signature: header("webhook-signature"),
     };
     let response = match answer {
         Answer::Ok => HttpResponse::Ok().finish(),

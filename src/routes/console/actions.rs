@@ -6,7 +6,8 @@
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use tracing_actix_web::RootSpan;
 
-use super::{Console, ConsoleError, Me, see_other, view};
+use super::page::{Console, ConsoleError, Me, see_other};
+use super::view;
 use crate::error::ApiError;
 use crate::notifications::admin;
 use crate::providers::registry::Providers;

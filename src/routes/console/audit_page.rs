@@ -5,8 +5,8 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use askama::Template;
 
+use super::page::{Console, ConsoleError, Me, html};
 use super::view::{self, time};
-use super::{Console, ConsoleError, Me, html};
 use crate::access::audit::{self, Action};
 use crate::error::ApiError;
 use crate::routes::audit::AuditQuery;

@@ -17,6 +17,8 @@ use rustls::pki_types::{
 use url::Url;
 use webpki::{EndEntityCert, KeyUsage};
 
+use crate::outbound::AddressPolicy;
+
 /// A served PEM with more certificates than this is refused (PayPal's: the leaf, perhaps with
 /// its issuer).
 const MAX_CHAIN_LEN: usize = 8;
@@ -245,7 +247,11 @@ pub(super) struct Fetcher {
 }
 
 impl Fetcher {
-    pub(super) fn new(roots: RootCertStore, limits: &FetchLimits) -> Result<Self, String> {
+    pub(super) fn new(
+        roots: RootCertStore,
+        limits: &FetchLimits,
+        policy: &AddressPolicy,
+    ) -> Result<Self, String> {
         // Named rather than the process default: the build has one provider (ring), and a
         // default another crate installs must not change ours.
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -260,6 +266,9 @@ impl Fetcher {
             // The allowlist vetted this URL only; a redirect would take the key from wherever
             // the hop points.
             .redirect(reqwest::redirect::Policy::none())
+            // A name is resolved here and only its allowed addresses connected to: a DNS answer
+            // pointing PayPal's name at an internal address is refused (crate::outbound).
+            .dns_resolver(policy.resolver())
             .connect_timeout(limits.connect_timeout)
             .timeout(limits.timeout)
             .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")));

@@ -60,6 +60,7 @@ use self::cache::{CacheLimits, CertCache, Failure, Lookup};
 use self::certificate::{BadSignature, Chain, FetchError, Fetcher, Names, Refusal, Trust};
 use self::settings::{check_webhook_id, plain_field, roots};
 use crate::allowlist::CertUrlPolicy;
+use crate::outbound::AddressPolicy;
 use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Transmission, Verified};
 
 const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
@@ -159,7 +160,11 @@ impl PaypalVerifier {
             .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
         let roots = roots(settings.extra_roots_pem.as_deref())?;
         let trust = Trust::new(roots.roots.clone(), names_of(&urls));
-        let fetcher = Fetcher::new(roots, &limits).map_err(|m| SettingsError::new("ca_file", m))?;
+        // The outgoing-URL rules: a host is resolved and its addresses checked, but for what
+        // the allowlist names outright (an address, localhost).
+        let policy = AddressPolicy::new(urls.named_hosts(), false);
+        let fetcher =
+            Fetcher::new(roots, &limits, &policy).map_err(|m| SettingsError::new("ca_file", m))?;
         Ok(Self {
             webhook_id: settings.webhook_id,
             max_age: TimeDelta::from_std(settings.max_age).unwrap_or(TimeDelta::MAX),

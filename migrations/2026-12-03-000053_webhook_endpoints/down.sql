@@ -1,0 +1,2 @@
+DROP TABLE webhook_endpoint_revision;
+DROP TABLE webhook_endpoints;

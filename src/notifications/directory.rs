@@ -1,0 +1,177 @@
+//! Where each merchant's notifications go, as this gateway knows it now: the endpoints of the
+//! configuration file (`[[merchants]]`) and those made by API (`webhook_endpoints`), the latter
+//! winning for a merchant that has both. `super::watch` reads the endpoints' revision every
+//! second and reloads them when it moved, so a change made through any gateway reaches this one within
+//! about a second, with no restart. The write paths ask [`Directory::wants`] whether to stage
+//! a merchant's notifications; the sender asks [`Directory::target`] where to send them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+
+use crate::config::merchants::MerchantSettings;
+use crate::outbound::AddressPolicy;
+use crate::secret::Secret;
+use crate::signature::standard_webhooks::Signer;
+
+/// A merchant's endpoint, ready to sign for.
+pub struct Target {
+    pub url: reqwest::Url,
+    /// The API endpoint's id; `None` for one of the configuration file.
+    pub endpoint_id: Option<String>,
+    /// Signs with the current secret.
+    signer: Signer,
+    /// Signs with the current and the previous secret, until the overlap ends.
+    overlap: Option<(Signer, DateTime<Utc>)>,
+}
+
+impl Target {
+    fn new(url: reqwest::Url, endpoint_id: Option<String>, current: &Secret) -> Self {
+        Self {
+            url,
+            endpoint_id,
+            signer: Signer::new(std::slice::from_ref(current)),
+            overlap: None,
+        }
+    }
+
+    /// The Standard Webhooks headers of `body` as notification `id` at `now`: one signature,
+    /// or during a rotation's overlap the new secret's and the previous one's
+    /// (`v1,<new> v1,<old>`), so a merchant verifying with either accepts it.
+    pub fn sign_headers(&self, id: &str, body: &[u8], now: DateTime<Utc>) -> Vec<(String, String)> {
+        let signer = match &self.overlap {
+            Some((both, until)) if now < *until => both,
+            _ => &self.signer,
+        };
+        signer.sign_headers(id, body, now.timestamp())
+    }
+}
+
+/// An endpoint made by API, its secrets opened.
+pub struct ApiEndpoint {
+    pub merchant_id: i64,
+    pub id: String,
+    pub url: reqwest::Url,
+    pub current: Secret,
+    /// The previous secret and until when it signs too.
+    pub previous: Option<(Secret, DateTime<Utc>)>,
+}
+
+/// One consistent view: the targets by merchant, and the revision the API's were read at.
+#[derive(Default)]
+struct Snapshot {
+    revision: Option<i64>,
+    targets: HashMap<i64, Arc<Target>>,
+    /// The merchants with a target, sorted (the sender's claim order starts from it).
+    merchants: Vec<i64>,
+}
+
+/// This gateway's view of every merchant's endpoint.
+pub struct Directory {
+    /// The configuration file's endpoints: fixed for the process, the fallback of a merchant
+    /// without an API endpoint.
+    config: HashMap<i64, Arc<Target>>,
+    /// The hosts of the configuration file's endpoints and `[notifications] allow_hosts`: the
+    /// operator named them, so the sender does not check their addresses.
+    policy: AddressPolicy,
+    now: RwLock<Arc<Snapshot>>,
+}
+
+impl Directory {
+    /// The configuration file's endpoints; the API's come with the first [`Directory::replace`].
+    pub fn new(merchants: &[MerchantSettings], allow_hosts: &[String], allow_http: bool) -> Self {
+        let config: HashMap<i64, Arc<Target>> = MerchantSettings::endpoints(merchants)
+            .map(|(id, endpoint)| {
+                (
+                    id,
+                    Arc::new(Target::new(endpoint.url.clone(), None, &endpoint.secret)),
+                )
+            })
+            .collect();
+        let exempt = allow_hosts.iter().cloned().chain(
+            config
+                .values()
+                .filter_map(|t| t.url.host_str().map(str::to_owned)),
+        );
+        let policy = AddressPolicy::new(exempt, allow_http);
+        let directory = Self {
+            policy,
+            now: RwLock::default(),
+            config,
+        };
+        directory.install(None, HashMap::new());
+        directory
+    }
+
+    fn read(&self) -> Arc<Snapshot> {
+        self.now
+            .read()
+            .map(|s| Arc::clone(&s))
+            .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()))
+    }
+
+    /// Whether `merchant_id`'s changes stage notifications: it has an endpoint, enabled or not.
+    pub fn wants(&self, merchant_id: i64) -> bool {
+        match self.now.read() {
+            Ok(snapshot) => snapshot.targets.contains_key(&merchant_id),
+            Err(poisoned) => poisoned.into_inner().targets.contains_key(&merchant_id),
+        }
+    }
+
+    /// Where `merchant_id`'s notifications go now.
+    pub fn target(&self, merchant_id: i64) -> Option<Arc<Target>> {
+        self.read().targets.get(&merchant_id).cloned()
+    }
+
+    /// The merchants with an endpoint, sorted.
+    pub fn merchants(&self) -> Vec<i64> {
+        self.read().merchants.clone()
+    }
+
+    /// The API endpoints' revision this view holds (`None` before the first load).
+    pub fn revision(&self) -> Option<i64> {
+        self.read().revision
+    }
+
+    /// What outgoing notifications may reach.
+    pub fn policy(&self) -> &AddressPolicy {
+        &self.policy
+    }
+
+    /// True when the configuration file names an endpoint for `merchant_id`.
+    pub fn has_config_endpoint(&self, merchant_id: i64) -> bool {
+        self.config.contains_key(&merchant_id)
+    }
+
+    /// The API's endpoints read at `revision` replace the previous ones.
+    pub fn replace(&self, revision: i64, endpoints: Vec<ApiEndpoint>) {
+        let api = endpoints
+            .into_iter()
+            .map(|e| {
+                let mut target = Target::new(e.url, Some(e.id), &e.current);
+                if let Some((previous, until)) = e.previous {
+                    target.overlap = Some((Signer::new(&[e.current, previous]), until));
+                }
+                (e.merchant_id, Arc::new(target))
+            })
+            .collect();
+        self.install(Some(revision), api);
+    }
+
+    fn install(&self, revision: Option<i64>, api: HashMap<i64, Arc<Target>>) {
+        let mut targets = self.config.clone();
+        targets.extend(api);
+        let mut merchants: Vec<i64> = targets.keys().copied().collect();
+        merchants.sort_unstable();
+        let snapshot = Arc::new(Snapshot {
+            revision,
+            targets,
+            merchants,
+        });
+        match self.now.write() {
+            Ok(mut now) => *now = snapshot,
+            Err(poisoned) => *poisoned.into_inner() = snapshot,
+        }
+    }
+}

@@ -1,0 +1,658 @@
+//! Merchant endpoints by API (the `webhook_endpoints` table, migration 000053): one endpoint
+//! per merchant, created, changed, disabled, rotated and deleted by the merchant (its API
+//! token) or an admin, each change with its audit row in its transaction and a bump of the
+//! revision every gateway watches ([`super::directory`]). Secrets are sealed with `[secrets]
+//! key`, the endpoint's id bound in, and appear in an answer only when made (creation,
+//! rotation).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, Duration, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use rand::RngCore;
+use serde_json::json;
+
+use super::model::{self, DISABLED_BY_MERCHANT, DISABLED_BY_OPERATOR};
+use crate::access::audit::{self, Action, Entry};
+use crate::schema::{notification_endpoints, webhook_endpoint_revision, webhook_endpoints};
+use crate::secret::Secret;
+use crate::secret_box::SecretsKey;
+
+/// The longest URL an endpoint may have, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// The longest description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 256;
+
+/// An endpoint's URL as the API takes it: parsed once, `https://` (or `http://` where
+/// `[notifications] allow_http` says so), a host, no `user:password@`, no fragment, at most
+/// [`MAX_URL_BYTES`]. Where it points is checked when the sender connects, not here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointUrl(reqwest::Url);
+
+/// Why an endpoint's fields were refused (400, nothing stored).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidEndpoint {
+    #[error("url: {0}")]
+    Url(String),
+    #[error("description: at most {MAX_DESCRIPTION_CHARS} characters, no control characters")]
+    Description,
+}
+
+impl EndpointUrl {
+    pub fn parse(text: &str, allow_http: bool) -> Result<Self, InvalidEndpoint> {
+        let bad = |why: &str| InvalidEndpoint::Url(why.to_owned());
+        if text.len() > MAX_URL_BYTES {
+            return Err(bad("longer than 2048 bytes"));
+        }
+        let url = reqwest::Url::parse(text).map_err(|e| bad(&format!("not a URL ({e})")))?;
+        match url.scheme() {
+            "https" => {}
+            "http" if allow_http => {}
+            "http" => return Err(bad("must be https:// ([notifications] allow_http is off)")),
+            _ => return Err(bad("must be an https:// URL")),
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(bad("has no host"));
+        }
+        // Credentials would reach every log line and answer that shows the URL.
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(bad("must not carry user:password@"));
+        }
+        if url.fragment().is_some() {
+            return Err(bad("must not carry a #fragment"));
+        }
+        Ok(Self(url))
+    }
+
+    pub fn as_url(&self) -> &reqwest::Url {
+        &self.0
+    }
+}
+
+/// A description: at most [`MAX_DESCRIPTION_CHARS`] characters, no control characters.
+pub fn description(text: &str) -> Result<String, InvalidEndpoint> {
+    if text.chars().count() > MAX_DESCRIPTION_CHARS || text.chars().any(char::is_control) {
+        return Err(InvalidEndpoint::Description);
+    }
+    Ok(text.to_owned())
+}
+
+/// The URL as logs and the audit log may show it: its query (which may carry a token) hidden.
+pub fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.query().is_some() => {
+            parsed.set_query(None);
+            format!("{parsed}?(query hidden)")
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "(not a URL)".into(),
+    }
+}
+
+/// Why an endpoint operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidEndpoint),
+    /// No such endpoint of this merchant (another merchant's is the same answer).
+    #[error("no such endpoint")]
+    NotFound,
+    /// The merchant has an endpoint already (one per merchant: its notifications go out in
+    /// order, to one place).
+    #[error("this merchant has an endpoint already ({0}); change it with PATCH or delete it first")]
+    Exists(String),
+    /// No `[secrets] key`: a secret could not be sealed or opened.
+    #[error("the gateway has no [secrets] key: endpoints by API are off")]
+    NoKey,
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+/// A stored endpoint row.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = webhook_endpoints)]
+pub struct EndpointRow {
+    pub id: String,
+    pub merchant_id: i64,
+    pub url: String,
+    pub description: String,
+    pub secret_sealed: Vec<u8>,
+    pub previous_secret_sealed: Option<Vec<u8>>,
+    pub previous_secret_until: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An endpoint as the API shows it: never its secret.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct EndpointView {
+    pub id: String,
+    pub merchant_id: i64,
+    pub url: String,
+    pub description: String,
+    /// enabled or disabled
+    pub status: &'static str,
+    /// Why it is disabled: `merchant`, `operator`, `gone` (it answered 410) or `no_success`.
+    pub disabled_reason: Option<String>,
+    /// Until when notifications also carry the previous secret's signature (after a rotation).
+    #[schema(value_type = Option<String>)]
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    #[schema(value_type = String)]
+    pub created_at: DateTime<Utc>,
+    #[schema(value_type = String)]
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An endpoint with its new secret: the answer of a creation or a rotation, the only two.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct WithSecret {
+    #[serde(flatten)]
+    pub endpoint: EndpointView,
+    /// `whsec_` + base64 of 32 random bytes: the Standard Webhooks secret that signs from now.
+    pub secret: String,
+}
+
+/// The secrets of a stored endpoint, opened.
+pub struct OpenedSecrets {
+    pub current: Secret,
+    /// The previous secret and until when it signs too.
+    pub previous: Option<(Secret, DateTime<Utc>)>,
+}
+
+impl EndpointRow {
+    /// Its secrets, opened with `key` (`None`: another key sealed them, or a byte changed).
+    pub fn open(&self, key: &SecretsKey) -> Option<OpenedSecrets> {
+        let open = |sealed: &[u8]| {
+            key.open(sealed, self.id.as_bytes())
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .map(Secret::new)
+        };
+        let current = open(&self.secret_sealed)?;
+        let previous = match (&self.previous_secret_sealed, self.previous_secret_until) {
+            (Some(sealed), Some(until)) => Some((open(sealed)?, until)),
+            _ => None,
+        };
+        Some(OpenedSecrets { current, previous })
+    }
+}
+
+fn new_id() -> String {
+    let mut bytes = [0u8; 12];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("ep_{}", hex::encode(bytes))
+}
+
+fn new_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("whsec_{}", STANDARD.encode(bytes))
+}
+
+/// Every change bumps the revision, in its own transaction: the gateways reload when it moves.
+async fn bump_revision(conn: &mut AsyncPgConnection) -> QueryResult<()> {
+    diesel::update(webhook_endpoint_revision::table)
+        .set(webhook_endpoint_revision::revision.eq(webhook_endpoint_revision::revision + 1))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The revision now.
+pub async fn revision(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
+    webhook_endpoint_revision::table
+        .select(webhook_endpoint_revision::revision)
+        .first(conn)
+        .await
+}
+
+/// Every endpoint, with the revision they were read at (one snapshot: a repeatable-read
+/// transaction).
+pub async fn load_all(conn: &mut AsyncPgConnection) -> QueryResult<(i64, Vec<EndpointRow>)> {
+    conn.build_transaction()
+        .repeatable_read()
+        .read_only()
+        .run(async |conn| {
+            let revision = revision(conn).await?;
+            let rows = webhook_endpoints::table
+                .select(EndpointRow::as_select())
+                .order(webhook_endpoints::merchant_id)
+                .load(conn)
+                .await?;
+            Ok((revision, rows))
+        })
+        .await
+}
+
+/// How many endpoints the database holds (`serve` refuses to start without a key then).
+pub async fn count(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
+    webhook_endpoints::table.count().get_result(conn).await
+}
+
+/// The endpoint `id` if it is `merchant_id`'s, locked for the change that follows.
+async fn own(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: &str,
+) -> Result<EndpointRow, EndpointError> {
+    webhook_endpoints::table
+        .filter(webhook_endpoints::id.eq(id))
+        .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+        .select(EndpointRow::as_select())
+        .for_update()
+        .first(conn)
+        .await
+        .optional()?
+        .ok_or(EndpointError::NotFound)
+}
+
+/// What the senders know of a merchant's endpoint: its disabled time and reason.
+async fn state(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+) -> QueryResult<(Option<DateTime<Utc>>, Option<String>)> {
+    Ok(notification_endpoints::table
+        .find(merchant_id)
+        .select((
+            notification_endpoints::disabled_at,
+            notification_endpoints::disabled_reason,
+        ))
+        .first(conn)
+        .await
+        .optional()?
+        .unwrap_or((None, None)))
+}
+
+async fn view(conn: &mut AsyncPgConnection, row: &EndpointRow) -> QueryResult<EndpointView> {
+    let (disabled_at, disabled_reason) = state(conn, row.merchant_id).await?;
+    Ok(EndpointView {
+        id: row.id.clone(),
+        merchant_id: row.merchant_id,
+        url: row.url.clone(),
+        description: row.description.clone(),
+        status: if disabled_at.is_some() {
+            "disabled"
+        } else {
+            "enabled"
+        },
+        disabled_reason: disabled_at.and(disabled_reason),
+        previous_secret_expires_at: row
+            .previous_secret_until
+            .filter(|until| *until > Utc::now()),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+fn target(id: &str) -> Option<String> {
+    Some(format!("endpoint:{id}"))
+}
+
+/// Creates `merchant_id`'s endpoint with a new secret (returned once). The merchant's
+/// notification state starts afresh: enabled, its waiting notifications released at
+/// `release_per_sec`.
+pub async fn create(
+    conn: &mut AsyncPgConnection,
+    key: Option<&SecretsKey>,
+    merchant_id: i64,
+    (url, description): (EndpointUrl, String),
+    release_per_sec: u64,
+    context: &audit::Context,
+) -> Result<WithSecret, EndpointError> {
+    let key = key.ok_or(EndpointError::NoKey)?;
+    let id = new_id();
+    let secret = new_secret();
+    let sealed = key.seal(secret.as_bytes(), id.as_bytes());
+    conn.transaction(async |conn| {
+        let existing: Option<String> = webhook_endpoints::table
+            .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+            .select(webhook_endpoints::id)
+            .first(conn)
+            .await
+            .optional()?;
+        if let Some(existing) = existing {
+            return Err(EndpointError::Exists(existing));
+        }
+        let row: EndpointRow = diesel::insert_into(webhook_endpoints::table)
+            .values((
+                webhook_endpoints::id.eq(&id),
+                webhook_endpoints::merchant_id.eq(merchant_id),
+                webhook_endpoints::url.eq(url.as_url().as_str()),
+                webhook_endpoints::description.eq(&description),
+                webhook_endpoints::secret_sealed.eq(&sealed),
+            ))
+            .returning(EndpointRow::as_returning())
+            .get_result(conn)
+            .await
+            .map_err(|e| match e {
+                // A concurrent creation for the same merchant won the unique index.
+                diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::UniqueViolation,
+                    _,
+                ) => EndpointError::Exists("created just now".into()),
+                other => other.into(),
+            })?;
+        model::enable(conn, merchant_id, release_per_sec).await?;
+        bump_revision(conn).await?;
+        let entry = Entry::new(Action::EndpointCreate, target(&id), "enabled").with_changes(
+            json!({"merchant_id": merchant_id, "url": shown(&row.url), "description": description}),
+        );
+        audit::record(conn, context, entry).await?;
+        Ok(WithSecret {
+            endpoint: view(conn, &row).await?,
+            secret: secret.clone(),
+        })
+    })
+    .await
+}
+
+/// The endpoint of `merchant_id`, if it has one.
+pub async fn list(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+) -> QueryResult<Vec<EndpointView>> {
+    let rows: Vec<EndpointRow> = webhook_endpoints::table
+        .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+        .select(EndpointRow::as_select())
+        .load(conn)
+        .await?;
+    let mut views = Vec::with_capacity(rows.len());
+    for row in &rows {
+        views.push(view(conn, row).await?);
+    }
+    Ok(views)
+}
+
+/// A change of an endpoint: any of its URL, description and disabled state.
+#[derive(Debug, Clone, Default)]
+pub struct Change {
+    pub url: Option<EndpointUrl>,
+    pub description: Option<String>,
+    pub disabled: Option<bool>,
+}
+
+/// Who disables: the merchant itself, or an admin for it (the reason an endpoint shows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    Merchant,
+    Admin,
+}
+
+/// Changes endpoint `id` of `merchant_id`. Disabling keeps its notifications waiting (at most
+/// `[notifications] disabled_keep`); enabling releases them at `release_per_sec`.
+pub async fn update(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: &str,
+    change: Change,
+    (by, release_per_sec): (By, u64),
+    context: &audit::Context,
+) -> Result<EndpointView, EndpointError> {
+    conn.transaction(async |conn| {
+        let before = own(conn, merchant_id, id).await?;
+        let mut changes = serde_json::Map::new();
+        if let Some(url) = &change.url {
+            changes.insert("url".into(), json!(shown(url.as_url().as_str())));
+        }
+        if let Some(description) = &change.description {
+            changes.insert("description".into(), json!(description));
+        }
+        let row: EndpointRow = diesel::update(webhook_endpoints::table.find(id))
+            .set((
+                webhook_endpoints::url.eq(change
+                    .url
+                    .as_ref()
+                    .map_or(before.url.as_str(), |u| u.as_url().as_str())),
+                webhook_endpoints::description
+                    .eq(change.description.as_deref().unwrap_or(&before.description)),
+                webhook_endpoints::updated_at.eq(diesel::dsl::now),
+            ))
+            .returning(EndpointRow::as_returning())
+            .get_result(conn)
+            .await?;
+        match change.disabled {
+            Some(true) => {
+                let reason = match by {
+                    By::Merchant => DISABLED_BY_MERCHANT,
+                    By::Admin => DISABLED_BY_OPERATOR,
+                };
+                model::disable(conn, merchant_id, reason).await?;
+                changes.insert("disabled".into(), json!(true));
+            }
+            Some(false) => {
+                model::enable(conn, merchant_id, release_per_sec).await?;
+                changes.insert("disabled".into(), json!(false));
+            }
+            None => {}
+        }
+        bump_revision(conn).await?;
+        let shown = view(conn, &row).await?;
+        let entry = Entry::new(Action::EndpointUpdate, target(id), shown.status)
+            .with_changes(serde_json::Value::Object(changes));
+        audit::record(conn, context, entry).await?;
+        Ok(shown)
+    })
+    .await
+}
+
+/// Deletes endpoint `id` of `merchant_id`. Its waiting notifications fail with `endpoint
+/// deleted` unless the configuration file names an endpoint for the merchant
+/// (`config_fallback`), which they then go to.
+pub async fn delete(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: &str,
+    config_fallback: bool,
+    context: &audit::Context,
+) -> Result<(), EndpointError> {
+    conn.transaction(async |conn| {
+        let row = own(conn, merchant_id, id).await?;
+        diesel::delete(webhook_endpoints::table.find(id))
+            .execute(conn)
+            .await?;
+        let failed = if config_fallback {
+            0
+        } else {
+            diesel::sql_query(
+                "UPDATE merchant_notifications SET status = 'failed', \
+                 last_error = 'endpoint deleted', last_attempt_at = now() \
+                 WHERE merchant_id = $1 AND status = 'pending'",
+            )
+            .bind::<BigInt, _>(merchant_id)
+            .execute(conn)
+            .await?
+        };
+        bump_revision(conn).await?;
+        let entry = Entry::new(Action::EndpointDelete, target(id), "deleted").with_changes(
+            json!({"url": shown(&row.url), "failed_pending": failed, "config_fallback": config_fallback}),
+        );
+        audit::record(conn, context, entry).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// A new secret for endpoint `id` of `merchant_id` (returned once); the previous one signs
+/// beside it for `overlap`, then stops.
+pub async fn rotate(
+    conn: &mut AsyncPgConnection,
+    key: Option<&SecretsKey>,
+    (merchant_id, id): (i64, &str),
+    overlap: std::time::Duration,
+    context: &audit::Context,
+) -> Result<WithSecret, EndpointError> {
+    let key = key.ok_or(EndpointError::NoKey)?;
+    let secret = new_secret();
+    let sealed = key.seal(secret.as_bytes(), id.as_bytes());
+    let until = Utc::now() + Duration::from_std(overlap).unwrap_or_else(|_| Duration::hours(24));
+    conn.transaction(async |conn| {
+        let before = own(conn, merchant_id, id).await?;
+        let (previous, previous_until) = if overlap.is_zero() {
+            (None, None)
+        } else {
+            (Some(before.secret_sealed.clone()), Some(until))
+        };
+        let row: EndpointRow = diesel::update(webhook_endpoints::table.find(id))
+            .set((
+                webhook_endpoints::secret_sealed.eq(&sealed),
+                webhook_endpoints::previous_secret_sealed.eq(previous),
+                webhook_endpoints::previous_secret_until.eq(previous_until),
+                webhook_endpoints::updated_at.eq(diesel::dsl::now),
+            ))
+            .returning(EndpointRow::as_returning())
+            .get_result(conn)
+            .await?;
+        bump_revision(conn).await?;
+        let entry = Entry::new(Action::EndpointRotateSecret, target(id), "rotated")
+            .with_changes(json!({"previous_secret_signs_until": previous_until}));
+        audit::record(conn, context, entry).await?;
+        Ok(WithSecret {
+            endpoint: view(conn, &row).await?,
+            secret: secret.clone(),
+        })
+    })
+    .await
+}
+
+/// A `ping` notification staged for endpoint `id` of `merchant_id`: it goes out as any other,
+/// so the merchant sees its endpoint receive and verify one. Returns its id.
+pub async fn ping(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: &str,
+    context: &audit::Context,
+) -> Result<i64, EndpointError> {
+    conn.transaction(async |conn| {
+        own(conn, merchant_id, id).await?;
+        #[derive(QueryableByName)]
+        struct Staged {
+            #[diesel(sql_type = BigInt)]
+            id: i64,
+        }
+        // Staged by the one writer of notifications, as every other; the endpoint's row lock
+        // (taken above) keeps a concurrent ping of it from being the row read back.
+        diesel::sql_query(
+            "SELECT notifications_stage(ARRAY[$1::bigint], ARRAY['ping'], ARRAY[NULL::bigint], \
+               ARRAY['ping'], ARRAY[NULL::bigint], ARRAY[NULL::text], ARRAY[NULL::text], \
+               ARRAY[NULL::text], ARRAY[NULL::bigint], ARRAY[NULL::text], ARRAY[NULL::bigint], \
+               ARRAY[$2::text])",
+        )
+        .bind::<BigInt, _>(merchant_id)
+        .bind::<Text, _>(id)
+        .execute(conn)
+        .await?;
+        let staged: Staged = diesel::sql_query(
+            "SELECT max(id) AS id FROM merchant_notifications \
+             WHERE merchant_id = $1 AND status = 'pending' AND kind = 'ping' AND detail = $2",
+        )
+        .bind::<BigInt, _>(merchant_id)
+        .bind::<Text, _>(id)
+        .get_result(conn)
+        .await?;
+        let entry = Entry::new(Action::EndpointTest, target(id), "pending")
+            .with_changes(json!({"notification_id": staged.id}));
+        audit::record(conn, context, entry).await?;
+        Ok(staged.id)
+    })
+    .await
+}
+
+/// Re-seals every endpoint secret sealed with `old` under `new`, in one transaction: all of
+/// them or none (a secret `old` does not open stops it). Returns how many endpoints.
+pub async fn rekey(
+    conn: &mut AsyncPgConnection,
+    old: &SecretsKey,
+    new: &SecretsKey,
+    context: &audit::Context,
+) -> Result<usize, RekeyError> {
+    conn.transaction(async |conn| {
+        let rows: Vec<EndpointRow> = webhook_endpoints::table
+            .select(EndpointRow::as_select())
+            .for_update()
+            .load(conn)
+            .await?;
+        for row in &rows {
+            let reseal = |sealed: &[u8]| {
+                old.open(sealed, row.id.as_bytes())
+                    .map(|plain| new.seal(&plain, row.id.as_bytes()))
+                    .ok_or_else(|| RekeyError::DoesNotOpen(row.id.clone()))
+            };
+            let current = reseal(&row.secret_sealed)?;
+            let previous = row
+                .previous_secret_sealed
+                .as_deref()
+                .map(reseal)
+                .transpose()?;
+            diesel::update(webhook_endpoints::table.find(&row.id))
+                .set((
+                    webhook_endpoints::secret_sealed.eq(current),
+                    webhook_endpoints::previous_secret_sealed.eq(previous),
+                ))
+                .execute(conn)
+                .await?;
+        }
+        bump_revision(conn).await?;
+        let entry = Entry::new(Action::SecretsRekey, None, "rekeyed")
+            .with_changes(json!({"endpoints": rows.len()}));
+        audit::record(conn, context, entry).await?;
+        Ok(rows.len())
+    })
+    .await
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RekeyError {
+    #[error("the old key does not open the secret of endpoint {0}: nothing was changed")]
+    DoesNotOpen(String),
+    #[error(transparent)]
+    Database(#[from] diesel::result::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_url_is_https_with_a_host_and_nothing_hidden_in_it() {
+        assert!(EndpointUrl::parse("https://merchant.example/hooks?t=1", false).is_ok());
+        for bad in [
+            "not a url",
+            "ftp://merchant.example/",
+            "http://merchant.example/",
+            "https://user:pw@merchant.example/",
+            "https://merchant.example/#frag",
+        ] {
+            assert!(EndpointUrl::parse(bad, false).is_err(), "{bad}");
+        }
+        assert!(EndpointUrl::parse("http://merchant.example/", true).is_ok());
+        let long = format!("https://merchant.example/{}", "a".repeat(2048));
+        assert!(matches!(
+            EndpointUrl::parse(&long, false),
+            Err(InvalidEndpoint::Url(why)) if why.contains("2048")
+        ));
+    }
+
+    #[test]
+    fn a_description_is_short_plain_text() {
+        assert!(description(&"é".repeat(256)).is_ok());
+        assert!(description(&"é".repeat(257)).is_err());
+        assert!(description("line\nbreak").is_err());
+    }
+
+    #[test]
+    fn a_shown_url_hides_its_query() {
+        assert_eq!(
+            shown("https://m.example/hook?token=s3cret"),
+            "https://m.example/hook?(query hidden)"
+        );
+        assert_eq!(shown("https://m.example/hook"), "https://m.example/hook");
+    }
+
+    #[test]
+    fn a_new_secret_is_a_standard_webhooks_secret_of_32_bytes() {
+        let secret = Secret::new(new_secret());
+        assert_eq!(secret.standard_webhooks_key().map(|k| k.len()), Some(32));
+        assert!(new_id().starts_with("ep_") && new_id().len() == 27);
+    }
+}
