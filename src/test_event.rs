@@ -88,6 +88,20 @@ pub fn allowed<'a>(
             provider.name
         ));
     }
+    if provider.scheme.fetches() && args.url.is_none() {
+        let api = provider
+            .fetch_api
+            .as_ref()
+            .map_or("its API", |api| api.base_url.as_str());
+        return Err(format!(
+            "provider {:?} is fetch-verified (scheme {}): the gateway does not act on the sample \
+             itself but asks {api} about its payment, which only an emulator of the provider's \
+             API that knows it can answer (a live API says 404: a stored unknown_resource). Point \
+             api_base_url at such an emulator (ca_file for its CA) and pass --url of the gateway",
+            provider.name,
+            provider.scheme.as_str()
+        ));
+    }
     if provider.test || args.force {
         return Ok(provider);
     }

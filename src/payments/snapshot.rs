@@ -55,7 +55,7 @@ pub fn step(
         },
         Stage::Refunds => {
             let payment = captured?;
-            (snapshot.refunded_total > payment.refunded_minor).then(|| PaymentEvent::Refunded {
+            (snapshot.refunded_total > payment.refunded_minor).then_some(PaymentEvent::Refunded {
                 payment_id,
                 refund_id: None,
                 refund: RefundAmount::Cumulative(snapshot.refunded_total),
