@@ -21,6 +21,9 @@ use crate::signature::scheme::{Rejection, SignatureError};
 pub const IN_FLIGHT_RETRY_AFTER_SECS: u32 = 2;
 /// Seconds a provider should wait before redelivering an event that came too early.
 pub const OUT_OF_ORDER_RETRY_AFTER_SECS: u32 = 30;
+/// Seconds a provider should wait while its API refuses the gateway's key: an operator has to
+/// act first.
+pub const PROVIDER_KEY_RETRY_AFTER_SECS: u32 = 60;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -72,6 +75,11 @@ pub enum ApiError {
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// The provider's API refused the gateway's `api_key` (401 or 403) during a fetch: no
+    /// retry helps until an operator fixes the key, so it is a 503 (the provider keeps the
+    /// event and retries) with an alert, never a stored rejection.
+    #[error("the provider's API refused the configured api_key: {0}")]
+    ProviderKeyRefused(String),
     /// The gateway stopped retrying this refund request; a person resolves it (docs/refunds.md).
     #[error(
         "refund request {refund_request_id} needs a person ({reason}): the gateway will not call the provider for it again; an operator resolves it"
@@ -130,7 +138,8 @@ impl ApiError {
             ApiError::InvalidResolution(_) => "invalid_resolution",
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
-            | ApiError::RefundBackingOff { .. } => "unavailable",
+            | ApiError::RefundBackingOff { .. }
+            | ApiError::ProviderKeyRefused(_) => "unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -145,6 +154,7 @@ impl ApiError {
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Saturated(_) => "saturated",
             ApiError::RefundBackingOff { .. } => "provider_unavailable",
+            ApiError::ProviderKeyRefused(_) => "provider_key_refused",
             other => other.code(),
         }
     }
@@ -152,7 +162,7 @@ impl ApiError {
     /// The message clients see: never a cause chain, a secret or a signature.
     fn public_message(&self) -> String {
         match self {
-            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
+            ApiError::Unavailable(_) | ApiError::Saturated(_) | ApiError::ProviderKeyRefused(_) => {
                 "the service is temporarily unavailable; retry".into()
             }
             ApiError::RefundBackingOff { retry_after_secs } => format!(
@@ -211,7 +221,8 @@ impl ResponseError for ApiError {
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
-            | ApiError::RefundBackingOff { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::RefundBackingOff { .. }
+            | ApiError::ProviderKeyRefused(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -236,6 +247,9 @@ impl ResponseError for ApiError {
             }
             ApiError::RefundBackingOff { retry_after_secs } => {
                 response.insert_header((RETRY_AFTER, retry_after_secs.to_string()));
+            }
+            ApiError::ProviderKeyRefused(_) => {
+                response.insert_header((RETRY_AFTER, PROVIDER_KEY_RETRY_AFTER_SECS.to_string()));
             }
             _ => {}
         }
@@ -292,6 +306,7 @@ impl From<Rejection> for ApiError {
         match rejection {
             Rejection::Refused(error) => ApiError::InvalidSignature(error),
             Rejection::Unavailable(why) => ApiError::Unavailable(anyhow::anyhow!(why)),
+            Rejection::KeyRefused(why) => ApiError::ProviderKeyRefused(why),
         }
     }
 }

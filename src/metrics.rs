@@ -41,6 +41,7 @@ pub struct Metrics {
     webhook_endpoints: IntGaugeVec,
     webhook_endpoints_revision: IntGauge,
     notifications_pending_estimated: IntGauge,
+    provider_fetches: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -277,9 +278,21 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let provider_fetches = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "gateway_provider_fetches_total",
+                    "Answers of fetch-verified providers' APIs by result: found, not_found, unavailable (timeout, 5xx, 429, network) and key_refused (401 or 403: the api_key)",
+                ),
+                &["provider", "result"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             webhook_endpoints,
             webhook_endpoints_revision,
+            provider_fetches,
             notifications_pending,
             notifications_oldest_pending,
             notification_attempts,
@@ -310,6 +323,11 @@ impl Metrics {
         self.latency
             .with_label_values(&[route])
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// The counter fetch-verified providers count their API's answers in.
+    pub fn provider_fetches(&self) -> &IntCounterVec {
+        &self.provider_fetches
     }
 
     pub fn observe_skew(&self, provider: &str, skew_secs: i64) {

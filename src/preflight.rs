@@ -158,6 +158,24 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         if let Some(url) = &p.notification_url {
             let _ = writeln!(out, "    notification_url={url}");
         }
+        // The API a fetch-verified provider asks: its base URL and bounds, the key only as set.
+        if let Some(api) = &p.fetch_api {
+            let _ = writeln!(
+                out,
+                "    fetch_api={} (api_key set) ca_file={} fetch_timeout={}ms fetch_concurrency={}",
+                api.base_url,
+                if api.extra_roots_pem.is_some() {
+                    "set"
+                } else {
+                    "none"
+                },
+                api.timeout.as_millis(),
+                api.concurrency
+            );
+        }
+        if let Some(public_key) = &p.public_key {
+            let _ = writeln!(out, "    public_key={public_key}");
+        }
         if let Some(paypal) = &p.paypal {
             let _ = writeln!(
                 out,

@@ -300,16 +300,16 @@ async fn deliver(
     event: &Prepared,
     args: &ReplayArgs,
 ) -> EventResult {
-    let url = format!("{base_url}/v1/callbacks/{}", event.provider.name());
     let max_backoff = Duration::from_millis(args.max_backoff_ms);
     let mut last = (None, String::new());
     for attempt in 0..=args.retries {
         // Signed afresh for every attempt, so a long backoff never outlives the tolerance.
         let timestamp = chrono::Utc::now().timestamp();
         let signed = sign(event, timestamp);
+        let url = format!("{base_url}{}", signed.path(event.provider.name()));
         let mut request = client
             .post(&url)
-            .header("Content-Type", "application/json")
+            .header("Content-Type", signed.content_type)
             .body(signed.body_or(event.body.as_bytes()).to_vec());
         for (name, value) in signed.headers {
             request = request.header(name, value);

@@ -328,7 +328,10 @@ impl Application {
         let metrics = Metrics::new();
         let metrics_data = web::Data::new(metrics.clone());
         let all_pools = Arc::new(Mutex::new(Vec::with_capacity(workers)));
-        let providers = web::Data::new(providers::configure_all(&settings.providers));
+        let providers = web::Data::new(providers::configure_all_observed(
+            &settings.providers,
+            metrics.provider_fetches(),
+        ));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
         let directory = Arc::new(Directory::new(
             &settings.merchants,

@@ -38,6 +38,9 @@ pub struct CallbackOutcome {
     /// The ledger transfer the event posted. The one-statement capture leaves it `None` here:
     /// its ack, written by the database, holds it.
     pub transfer_id: Option<i64>,
+    /// Every transfer, when the event posted several (a provider's whole state that brought a
+    /// capture and a refund at once); empty otherwise.
+    pub transfer_ids: Vec<i64>,
 }
 
 impl CallbackOutcome {
@@ -47,6 +50,7 @@ impl CallbackOutcome {
             reason: None,
             detail: None,
             transfer_id,
+            transfer_ids: Vec::new(),
         }
     }
 
@@ -56,6 +60,7 @@ impl CallbackOutcome {
             reason: Some(reason),
             detail: None,
             transfer_id,
+            transfer_ids: Vec::new(),
         }
     }
 
@@ -65,6 +70,7 @@ impl CallbackOutcome {
             reason: Some(reason),
             detail: None,
             transfer_id: None,
+            transfer_ids: Vec::new(),
         }
     }
 
@@ -74,6 +80,7 @@ impl CallbackOutcome {
             reason: Some(reason),
             detail,
             transfer_id: None,
+            transfer_ids: Vec::new(),
         }
     }
 
@@ -86,6 +93,7 @@ impl CallbackOutcome {
             reason: self.reason,
             detail: self.detail.as_deref(),
             transfer_id: self.transfer_id,
+            transfer_ids: &self.transfer_ids,
         })
         .unwrap_or_default()
     }
@@ -108,6 +116,10 @@ pub struct Ack<'a> {
     /// The ledger transfer an applied or held event posted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_id: Option<i64>,
+    /// Every transfer, when one event posted several (a fetched payment state that brought a
+    /// capture and a refund at once); `transfer_id` is the first.
+    #[serde(skip_serializing_if = "<[i64]>::is_empty")]
+    pub transfer_ids: &'a [i64],
 }
 
 #[cfg(test)]

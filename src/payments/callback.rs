@@ -15,9 +15,10 @@ use super::capture::{Capture, run_batch};
 use super::delivery::{Delivery, record_delivery};
 use super::dispute::{Dispute, DisputeKey, DisputeState};
 use super::effect::Source;
-use super::event::{Parsed, PaymentEvent, Reading};
+use super::event::{Parsed, PaymentEvent, PaymentSnapshot, Reading, SnapshotStatus};
 use super::model::PaymentState;
 use super::model::{Payment, PaymentKey};
+use super::snapshot::{self, Stage};
 use super::state::{Disputes, NoWrites, OrderState, Plan, expected_capture, plan};
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, OneStatement};
@@ -85,8 +86,26 @@ impl IdempotentWork for ProcessCallback<'_> {
         request: &'c IdempotentRequest,
         respond: Respond<'c, CallbackOutcome>,
     ) -> Option<BoxFuture<'c, Result<OneStatement<CallbackOutcome>, IdempotencyError>>> {
-        let Parsed::Event(event) = &self.parsed else {
-            return None;
+        let capture;
+        let event = match &self.parsed {
+            Parsed::Event(event) => event,
+            // A provider's state that is only a capture (nothing refunded or charged back) is
+            // that capture, and takes its one-statement path.
+            Parsed::Snapshot(s) => match s.status {
+                SnapshotStatus::Captured(amount)
+                    if s.refunded_total == 0 && s.charged_back_total == 0 =>
+                {
+                    capture = PaymentEvent::Succeeded {
+                        payment_id: s.payment_id.clone(),
+                        order_id: s.order_id,
+                        amount,
+                        currency: s.currency,
+                    };
+                    &capture
+                }
+                _ => return None,
+            },
+            Parsed::Ignored(_) | Parsed::Rejected { .. } => return None,
         };
         let plan = expected_capture(event)?;
         let outcome = plan.outcome(None);
@@ -130,6 +149,7 @@ impl ProcessCallback<'_> {
     async fn decide(&self, conn: &mut AsyncPgConnection) -> Result<Decision, IdempotencyError> {
         let event = match &self.parsed {
             Parsed::Event(event) => event,
+            Parsed::Snapshot(snapshot) => return self.decide_snapshot(conn, snapshot).await,
             Parsed::Ignored(reason) => return Ok(CallbackOutcome::ignored(reason).into()),
             Parsed::Rejected { reason, detail } => {
                 return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())).into());
@@ -151,6 +171,78 @@ impl ProcessCallback<'_> {
             }
         }
         Err(IdempotencyError::NotYet("state_kept_changing"))
+    }
+
+    /// Brings the books to a provider's whole state of a payment, stage by stage in this
+    /// transaction (the capture, then refunds, then chargebacks, each the ordinary event the
+    /// books still miss, planned as any other). The first transfer is posted under the event
+    /// id, later ones under `{event id}#2`, `#3`. Waiting cannot help a snapshot (its state is
+    /// all there is under its event id), so a stage that would wait is rejected instead.
+    async fn decide_snapshot(
+        &self,
+        conn: &mut AsyncPgConnection,
+        snapshot: &PaymentSnapshot,
+    ) -> Result<Decision, IdempotencyError> {
+        let key = PaymentKey {
+            merchant_id: self.source.merchant_id,
+            provider: self.source.provider,
+            payment_id: &snapshot.payment_id,
+        };
+        let mut outcomes = Vec::new();
+        let mut known = false;
+        for stage in Stage::ALL {
+            let mut decided = false;
+            for _ in 0..MAX_PLANS {
+                // Unlocked: the locks are taken by `read_state`, order first, and the plan is
+                // made from what it read; this read only says whether the stage has work.
+                let payment = Payment::find(conn, key, false)
+                    .await?
+                    .map(|p| p.state())
+                    .transpose()?;
+                known |= payment.is_some();
+                let Some(event) = snapshot::step(snapshot, stage, payment.as_ref()) else {
+                    decided = true;
+                    break;
+                };
+                let state = self.read_state(conn, &event).await?;
+                let plan = plan(
+                    &event,
+                    state.order.as_ref(),
+                    state.payment.as_ref(),
+                    state.disputes(),
+                );
+                let posted = outcomes
+                    .iter()
+                    .filter(|o: &&CallbackOutcome| o.transfer_id.is_some())
+                    .count();
+                let ledger_id = match posted {
+                    0 => self.event_id.to_owned(),
+                    n => format!("{}#{}", self.event_id, n + 1),
+                };
+                match self.write(conn, &event, &plan, &ledger_id).await {
+                    Ok(Written::Answered(outcome)) => outcomes.push(outcome),
+                    Ok(Written::StateChanged) => continue,
+                    // Under an id derived from this event's: this part of the same state is
+                    // in the books.
+                    Ok(Written::AlreadyPosted) => {
+                        outcomes.push(CallbackOutcome::ignored("already_applied"));
+                    }
+                    Err(IdempotencyError::NotYet(reason)) => {
+                        outcomes.push(CallbackOutcome::rejected(
+                            reason,
+                            Some("the provider's state of the payment cannot be applied".into()),
+                        ))
+                    }
+                    Err(error) => return Err(error),
+                }
+                decided = true;
+                break;
+            }
+            if !decided {
+                return Err(IdempotencyError::NotYet("state_kept_changing"));
+            }
+        }
+        Ok(snapshot::combined(outcomes, snapshot, known).into())
     }
 
     /// Reads the event's order and payment, locked, order first then payment, so two events of

@@ -92,10 +92,39 @@ pub enum DisputeResult {
     Lost,
 }
 
+/// What a provider's API says a payment is now (Mollie, Mercado Pago): not one change but the
+/// whole state. The gateway moves the books to it by what they do not hold yet (the capture
+/// if it is missing, refunds and chargebacks by the difference from what the ledger holds for
+/// the payment), so two deliveries that see one state move money once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentSnapshot {
+    pub payment_id: String,
+    pub order_id: Option<i64>,
+    pub currency: Currency,
+    pub status: SnapshotStatus,
+    /// Everything refunded so far, in minor units (0 or more).
+    pub refunded_total: i64,
+    /// Everything charged back and not given back so far, in minor units (0 or more).
+    pub charged_back_total: i64,
+}
+
+/// Where a snapshot's payment stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotStatus {
+    /// The money was captured (it stays so after refunds and chargebacks).
+    Captured(AmountMinor),
+    /// The payment failed, expired or was canceled: nothing was captured.
+    Failed,
+    /// Not decided yet (open, pending, authorized): nothing moves.
+    Pending,
+}
+
 /// A signed body, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     Event(PaymentEvent),
+    /// A payment's whole state from its provider's API.
+    Snapshot(Box<PaymentSnapshot>),
     /// Acknowledged and stored without effect: `unsupported_event_type`, `no_payment_intent`.
     Ignored(&'static str),
     /// A handled type whose body is unusable: acknowledged `rejected` with this reason

@@ -14,4 +14,5 @@ pub mod dispute;
 pub mod effect;
 pub mod event;
 pub mod model;
+pub mod snapshot;
 pub mod state;

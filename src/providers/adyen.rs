@@ -313,8 +313,8 @@ impl Connector for AdyenScheme {
         }
         out.push_str("]}");
         Ok(Signed {
-            headers: Vec::new(),
             body: Some(out.into_bytes()),
+            ..Signed::headers(Vec::new())
         })
     }
 

@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use crate::payments::event::{PayloadError, Reading};
 use crate::signature::scheme::{HeaderSource, SignatureError};
 
-pub use crate::signature::scheme::{NamedItem, Naming, Rejection, Verified};
+pub use crate::signature::scheme::{FetchedEvent, NamedItem, Naming, Rejection, Verified};
 
 /// A signature check: done at once (every HMAC scheme, no allocation), or still running (a
 /// certificate to fetch).
@@ -32,12 +32,12 @@ impl From<Result<Verified, SignatureError>> for Verification<'_> {
     }
 }
 
-/// One event of a verified delivery: its id and its own body (the whole request body, or for
-/// Adyen one notification item of it).
+/// One event of a verified delivery: its id and its own body (the whole request body, for
+/// Adyen one notification item of it, for a fetch-verified scheme what its API answered).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event<'b> {
     pub id: String,
-    pub body: &'b [u8],
+    pub body: std::borrow::Cow<'b, [u8]>,
 }
 
 /// The events of a verified delivery.
@@ -68,13 +68,32 @@ pub struct Signed {
     /// The body to send when signing changes it (Adyen's signatures travel inside the body);
     /// `None`: the body as given.
     pub body: Option<Vec<u8>>,
+    /// The query string to post to (Mercado Pago signs the URL's `data.id`), without `?`.
+    pub query: Option<String>,
+    /// The body's media type: JSON, or a form (Mollie, Braintree).
+    pub content_type: &'static str,
 }
+
+/// The media type of a JSON body.
+pub const JSON: &str = "application/json";
+/// The media type of a form body (Mollie's `id=`, Braintree's `bt_signature`, `bt_payload`).
+pub const FORM: &str = "application/x-www-form-urlencoded";
 
 impl Signed {
     pub fn headers(headers: Vec<(String, String)>) -> Self {
         Self {
             headers,
             body: None,
+            query: None,
+            content_type: JSON,
+        }
+    }
+
+    /// The path and query to post `provider`'s delivery to.
+    pub fn path(&self, provider: &str) -> String {
+        match &self.query {
+            Some(query) => format!("/v1/callbacks/{provider}?{query}"),
+            None => format!("/v1/callbacks/{provider}"),
         }
     }
 
@@ -99,6 +118,18 @@ pub trait Connector: Send + Sync {
         body: &'a [u8],
         now: DateTime<Utc>,
     ) -> Verification<'a>;
+
+    /// [`Self::verify`] with the request's query string (without `?`), for a scheme that signs
+    /// a part of the URL (Mercado Pago's `data.id`); the others ignore it.
+    fn verify_request<'a>(
+        &'a self,
+        headers: &'a dyn HeaderSource,
+        _query: &'a str,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Verification<'a> {
+        self.verify(headers, body, now)
+    }
 
     /// The headers (and, where the signature is in the body, the body) that sign `body` with
     /// the first secret at `timestamp`, as the provider would: for `send-test-event` and

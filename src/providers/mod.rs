@@ -10,10 +10,15 @@
 
 pub mod adyen;
 pub mod body;
+pub mod braintree;
 pub mod canonical;
 pub mod checkout;
 pub mod connector;
+pub mod fetch;
+pub mod gocardless;
 pub mod hmac_sha256;
+pub mod mercadopago;
+pub mod mollie;
 pub mod paddle;
 pub mod paypal;
 pub mod razorpay;
@@ -23,6 +28,8 @@ pub mod standard_webhooks;
 pub mod stripe;
 #[cfg(test)]
 mod vectors;
+
+use prometheus::IntCounterVec;
 
 use crate::config::providers::{PayloadFormat, ProviderSettings, SchemeName};
 
@@ -34,7 +41,12 @@ pub use registry::{Provider, Providers};
 
 /// A configured provider: `settings` with the connector and the format its scheme names.
 pub fn configure(settings: ProviderSettings) -> Provider {
-    let connector = connector_for(&settings);
+    configure_observed(settings, None)
+}
+
+/// [`configure`], with `fetches` counting a fetch-verified provider's API answers.
+fn configure_observed(settings: ProviderSettings, fetches: Option<&IntCounterVec>) -> Provider {
+    let connector = connector_for(&settings, fetches);
     let format = format_for(settings.payload);
     Provider::new(settings, connector, format)
 }
@@ -44,8 +56,22 @@ pub fn configure_all(settings: &[ProviderSettings]) -> Providers {
     Providers::new(settings.iter().cloned().map(configure))
 }
 
+/// [`configure_all`] for the server: fetch-verified providers count their API answers in
+/// `fetches` (`gateway_provider_fetches_total`).
+pub fn configure_all_observed(settings: &[ProviderSettings], fetches: &IntCounterVec) -> Providers {
+    Providers::new(
+        settings
+            .iter()
+            .cloned()
+            .map(|s| configure_observed(s, Some(fetches))),
+    )
+}
+
 /// The scheme list: the connector of `settings.scheme`, keyed with its settings.
-pub fn connector_for(settings: &ProviderSettings) -> Box<dyn Connector> {
+pub fn connector_for(
+    settings: &ProviderSettings,
+    fetches: Option<&IntCounterVec>,
+) -> Box<dyn Connector> {
     let tolerance_secs = i64::try_from(settings.tolerance.as_secs()).unwrap_or(i64::MAX);
     let secrets = &settings.secrets;
     match settings.scheme {
@@ -66,6 +92,10 @@ pub fn connector_for(settings: &ProviderSettings) -> Box<dyn Connector> {
         SchemeName::Checkout => Box::new(checkout::CheckoutScheme::new(secrets)),
         SchemeName::Paddle => Box::new(paddle::PaddleScheme::new(secrets, tolerance_secs)),
         SchemeName::Paypal => Box::new(paypal::PaypalScheme::new(settings)),
+        SchemeName::Mollie => Box::new(mollie::MollieScheme::new(settings, fetches)),
+        SchemeName::Gocardless => Box::new(gocardless::GocardlessScheme::new(settings, fetches)),
+        SchemeName::Braintree => Box::new(braintree::BraintreeScheme::new(settings)),
+        SchemeName::Mercadopago => Box::new(mercadopago::MercadopagoScheme::new(settings, fetches)),
     }
 }
 
@@ -80,5 +110,9 @@ pub fn format_for(format: PayloadFormat) -> &'static dyn Format {
         PayloadFormat::Checkout => &checkout::CheckoutFormat,
         PayloadFormat::Paddle => &paddle::PaddleFormat,
         PayloadFormat::Paypal => &paypal::PaypalFormat,
+        PayloadFormat::Mollie => &mollie::MollieFormat,
+        PayloadFormat::Gocardless => &gocardless::GocardlessFormat,
+        PayloadFormat::Braintree => &braintree::BraintreeFormat,
+        PayloadFormat::Mercadopago => &mercadopago::MercadopagoFormat,
     }
 }

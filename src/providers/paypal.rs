@@ -264,6 +264,7 @@ mod tests {
         match parsed {
             Parsed::Rejected { reason, .. } | Parsed::Ignored(reason) => reason,
             Parsed::Event(event) => panic!("{event:?}"),
+            Parsed::Snapshot(s) => panic!("{s:?}"),
         }
     }
 

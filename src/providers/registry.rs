@@ -3,6 +3,7 @@
 //! connector a scheme names is the scheme list's ([`super::configure`]); a route never needs
 //! to know the provider files.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -58,14 +59,16 @@ impl Provider {
         self.format
     }
 
-    /// The signature check of a delivery.
+    /// The signature check of a delivery (and, for a fetch-verified scheme, the provider API's
+    /// answer); `query` is the request's query string, without `?`.
     pub fn verify<'a>(
         &'a self,
         headers: &'a dyn HeaderSource,
+        query: &'a str,
         body: &'a [u8],
         now: DateTime<Utc>,
     ) -> Verification<'a> {
-        self.connector.verify(headers, body, now)
+        self.connector.verify_request(headers, query, body, now)
     }
 
     /// The events of a verified delivery, each with its id. Without a usable id a delivery
@@ -86,6 +89,24 @@ impl Provider {
                     "the {header} header names the event; without it the event cannot be keyed"
                 )));
             }
+            Naming::Unusable(detail) => return Err(PayloadError::new(detail)),
+            Naming::Fetched(fetched) => {
+                let mut events = fetched
+                    .into_iter()
+                    .map(|event| {
+                        check_event_id(&event.event_id)?;
+                        Ok(Event {
+                            id: event.event_id,
+                            body: Cow::Owned(event.body),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, PayloadError>>()?;
+                return match events.len() {
+                    0 => Err(PayloadError::new("the delivery names no event")),
+                    1 => Ok(Events::One(events.remove(0))),
+                    _ => Ok(Events::Items(events)),
+                };
+            }
             Naming::Items(items) => {
                 let events = items
                     .into_iter()
@@ -96,14 +117,17 @@ impl Provider {
                         })?;
                         Ok(Event {
                             id: item.event_id,
-                            body,
+                            body: Cow::Borrowed(body),
                         })
                     })
                     .collect::<Result<Vec<_>, PayloadError>>()?;
                 return Ok(Events::Items(events));
             }
         };
-        Ok(Events::One(Event { id, body }))
+        Ok(Events::One(Event {
+            id,
+            body: Cow::Borrowed(body),
+        }))
     }
 
     /// The event's body read once in this provider's payload format, with its type.
@@ -184,6 +208,7 @@ impl Providers {
     pub fn payment_id_of(&self, provider: &str, body: &[u8]) -> Option<String> {
         match self.get(provider)?.parse_event(body) {
             Parsed::Event(event) => Some(event.payment_id().to_owned()),
+            Parsed::Snapshot(snapshot) => Some(snapshot.payment_id.clone()),
             Parsed::Ignored(_) | Parsed::Rejected { .. } => None,
         }
     }

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::adyen::{self, AdyenScheme};
+use super::braintree::{BraintreeFormat, BraintreeScheme};
 use super::checkout::CheckoutScheme;
+use super::connector::Format;
+use super::gocardless::GocardlessScheme;
 use super::paddle::PaddleScheme;
 use super::razorpay::RazorpayScheme;
 use super::square::SquareScheme;
@@ -63,12 +66,11 @@ fn verifies(vector: &Value, body: &[u8]) -> bool {
                 .is_ok()
         }
         "paypal" => super::paypal::verifies_vector(vector, body),
-        // Not providers of the gateway, but their constructions are ones it implements:
-        // GoCardless signs the raw body hex (Checkout.com's and Razorpay's construction),
-        // Shopify base64 (Square's, with nothing before the body).
-        "gocardless" => CheckoutScheme::new(&[key])
-            .check(&header("Cko-Signature", expected), body)
+        "gocardless" => gocardless_scheme(key)
+            .check(&header("Webhook-Signature", expected), body)
             .is_ok(),
+        // Not a provider of the gateway, but its construction is one it implements: Shopify
+        // signs base64 (Square's, with nothing before the body).
         "shopify" => SquareScheme::new(&[key], "")
             .check(&header("x-square-hmacsha256-signature", expected), body)
             .is_ok(),
@@ -76,6 +78,67 @@ fn verifies(vector: &Value, body: &[u8]) -> bool {
             "vector {} is for provider {other}, which no scheme here checks: add it",
             vector["name"]
         ),
+    }
+}
+
+/// A GoCardless scheme keyed with `key` (no API: the vectors test the signature alone).
+fn gocardless_scheme(key: Secret) -> GocardlessScheme {
+    let text = format!(
+        "[[providers]]\nname = \"g\"\nscheme = \"gocardless\"\nmerchant_id = 1\nsecrets = [{:?}]\napi_key = \"k\"\n",
+        key.expose()
+    );
+    let settings = crate::config::Settings::from_toml(&text, &crate::config::ProcessEnv).unwrap();
+    GocardlessScheme::new(&settings.providers[0], None)
+}
+
+/// The form body Braintree posts for a vector's `bt_signature` and `bt_payload`.
+fn braintree_form(signature: &str, payload: &str) -> Vec<u8> {
+    url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("bt_signature", signature)
+        .append_pair("bt_payload", payload)
+        .finish()
+        .into_bytes()
+}
+
+#[test]
+fn braintrees_own_sample_notifications_verify_and_one_changed_byte_does_not() {
+    let all = vectors("braintree.json");
+    assert!(all.len() >= 2);
+    for vector in &all {
+        let name = &vector["name"];
+        let scheme = BraintreeScheme::for_vector(field(vector, "public_key"), field(vector, "key"));
+        let payload = field(vector, "bt_payload");
+        let body = braintree_form(field(vector, "bt_signature"), payload);
+        assert!(scheme.check(&body).is_ok(), "{name}");
+        assert_eq!(
+            BraintreeFormat.event_id(&body).unwrap(),
+            format!(
+                "{}:{}:{}",
+                field(vector, "kind"),
+                field(vector, "subject_id"),
+                field(vector, "timestamp")
+            ),
+            "{name}"
+        );
+        // Every payload byte changed once (to another base64 character) fails.
+        for i in (0..payload.len()).filter(|i| payload.as_bytes()[*i] != b'\n') {
+            let mut changed = payload.as_bytes().to_vec();
+            changed[i] = if changed[i] == b'A' { b'B' } else { b'A' };
+            let changed = String::from_utf8(changed).unwrap();
+            assert!(
+                scheme
+                    .check(&braintree_form(field(vector, "bt_signature"), &changed))
+                    .is_err(),
+                "{name}: byte {i} changed still verified"
+            );
+        }
+        let mut signature = field(vector, "bt_signature").to_owned();
+        let last = signature.pop().unwrap();
+        signature.push(if last == '0' { '1' } else { '0' });
+        assert!(
+            scheme.check(&braintree_form(&signature, payload)).is_err(),
+            "{name}"
+        );
     }
 }
 

@@ -75,7 +75,7 @@ pub async fn receive_callback(
     // Nothing is parsed or written before the signature over the raw bytes holds.
     let now = Utc::now();
     let verified = provider
-        .verify(request.headers(), &body, now)
+        .verify(request.headers(), request.query_string(), &body, now)
         .outcome()
         .instrument(tracing::info_span!(target: TRACE, "verify", provider = provider.name()))
         .await
@@ -134,7 +134,7 @@ async fn hold_transmission(
         provider: provider.name(),
         transmission_id: &transmission.id,
         event_id: &event.id,
-        body: event.body,
+        body: &event.body,
         valid_until: transmission.valid_until,
     };
     match transmission::bind(&mut conn, binding).await? {
@@ -157,7 +157,7 @@ async fn execute(
     trace_id: Option<&str>,
     replayed_by: Option<&audit::Context>,
 ) -> Result<Executed<CallbackOutcome>, ApiError> {
-    let idempotent = provider.idempotent_request(&event.id, event.body, now);
+    let idempotent = provider.idempotent_request(&event.id, &event.body, now);
     let work = ProcessCallback::new(
         Source {
             merchant_id: provider.merchant_id(),
@@ -166,10 +166,10 @@ async fn execute(
             // by API reaches it within a second): a lookup in memory, nothing on the database.
             notify: state.notifying.wants(provider.merchant_id()),
         },
-        provider.read_event(event.body),
+        provider.read_event(&event.body),
         &state.capture_batcher,
         &event.id,
-        event.body,
+        &event.body,
     )
     .traced(trace_id);
     let respond =
@@ -358,7 +358,7 @@ pub async fn replay_event(
     };
     let event = Event {
         id: event_id,
-        body: &body,
+        body: std::borrow::Cow::Borrowed(&body),
     };
     let executed = execute(
         &provider,

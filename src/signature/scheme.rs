@@ -44,10 +44,16 @@ pub enum Rejection {
     /// Not the provider's, and no retry changes that: 401 `invalid_signature`, nothing stored.
     #[error(transparent)]
     Refused(#[from] SignatureError),
-    /// The check could not be made now (a certificate that could not be fetched): 503, nothing
-    /// stored, the provider retries. Apart from `Refused` so that no `?` turns it into a 401.
+    /// The check could not be made now (a certificate that could not be fetched, a provider
+    /// API that timed out or answered 5xx or 429): 503, nothing stored, the provider retries.
+    /// Apart from `Refused` so that no `?` turns it into a 401.
     #[error("the signature could not be checked now: {0}")]
     Unavailable(String),
+    /// The provider's API refused the gateway's own key (401 or 403): 503, nothing stored, and
+    /// an alert, since no retry helps until an operator fixes `api_key`; never a rejection
+    /// stored forever for an event that may be genuine.
+    #[error("the provider's API refused our api_key: {0}")]
+    KeyRefused(String),
 }
 
 /// What a verified delivery tells beyond its body.
@@ -96,6 +102,20 @@ pub enum Naming {
     /// The delivery carries several events, each signed on its own (Adyen's notification
     /// items): where each one's body is in the request body, and its id.
     Items(Vec<NamedItem>),
+    /// The provider's API said what happened (fetch-verified schemes): each event with the
+    /// body the gateway made of the delivery and the API's answer, which is what it stores,
+    /// fingerprints and reads.
+    Fetched(Vec<FetchedEvent>),
+    /// The delivery names nothing the gateway can key or ask about (a Mollie id that is not a
+    /// payment's): a 400 with this detail, nothing stored.
+    Unusable(String),
+}
+
+/// One event a fetch-verified delivery names, as the provider's API described it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedEvent {
+    pub event_id: String,
+    pub body: Vec<u8>,
 }
 
 /// One event of a multi-event delivery, as its signature check found it.

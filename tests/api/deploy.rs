@@ -713,7 +713,9 @@ fn version_prints_the_package_version() {
 async fn every_metric_the_alert_rules_read_is_exported_by_the_gateway() {
     let rules =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/alerts.yml")).unwrap();
-    let app = crate::support::spawn_app().await;
+    // A fetch-verified provider (never asked here) exports its fetch series from startup.
+    let mollie = "\n[[providers]]\nname = \"mollie\"\nscheme = \"mollie\"\nmerchant_id = 42\napi_key = \"test_key\"\napi_base_url = \"https://localhost:9\"\n";
+    let app = crate::support::spawn_app_with(&crate::support::all_providers(mollie)).await;
     // One verified callback creates the labelled series (requests by route, provider skew).
     let (order_id, amount) = insert_orders(&app.db, 1).await[0];
     let event = Event::payment("evt_alert_names", order_id, amount);
@@ -746,6 +748,7 @@ async fn every_metric_the_alert_rules_read_is_exported_by_the_gateway() {
         r#"provider="acme",le="60""#,
         r#"state="waiting""#,
         r#"state="timed_out_total""#,
+        r#"provider="mollie",result="key_refused""#,
     ] {
         assert!(
             metrics.contains(series),

@@ -8,6 +8,7 @@
 mod support;
 
 mod access;
+mod asked_providers;
 mod balances;
 mod batching;
 mod callbacks;

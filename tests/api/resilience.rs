@@ -689,7 +689,7 @@ mod properties {
         let headers = headers.to_vec();
         let now = chrono::DateTime::from_timestamp(at, 0).unwrap();
         provider
-            .verify(&headers, body, now)
+            .verify(&headers, "", body, now)
             .outcome()
             .now_or_never()
             .expect("an HMAC scheme verifies without waiting")

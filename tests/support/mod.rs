@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod cluster;
+pub mod emulator;
 pub mod gateway;
 pub mod ha;
 pub mod otlp;
