@@ -8,6 +8,10 @@
 //! scripts/bench creates them), `replay` (the same events again: every answer is a replay),
 //! `storm` (`count` concurrent deliveries of one event). With `--count` these build and sign
 //! every request before the clock starts, so signing does not compete with the gateway for CPU.
+//! Another provider's event is its own capture sample (an Adyen AUTHORISATION, ...), except
+//! Mollie's: its webhook is a form naming the payment alone, `id=tr_{n}` for order n, and the
+//! gateway asks Mollie's API about it (scripts/bench runs an emulated one, bench/mollie_api.py,
+//! which answers payment `tr_{n}` as paid for order n).
 //!
 //! The scale benchmark (`scripts/bench --scale`) runs for a time instead (`--duration SECS`) and
 //! builds each request as it sends it:
@@ -164,6 +168,15 @@ impl Events {
 
     /// Event number `n`, which pays order `n`, in `provider`'s format.
     fn event_for(&self, provider: &Provider, n: i64) -> Event {
+        if provider.settings().payload == PayloadFormat::Mollie {
+            // What Mollie posts: the payment id and nothing else. The payment is named after
+            // its order, so the emulated API answers it from the id alone.
+            let id = format!("tr_{n}");
+            return Event {
+                body: format!("id={id}").into_bytes(),
+                id,
+            };
+        }
         if self.kind == BodyKind::Short && provider.settings().payload != PayloadFormat::Canonical {
             // Another provider's payment capture (an Adyen AUTHORISATION, ...): its own sample.
             let id = format!("{}_{n}", self.tag);
@@ -217,12 +230,18 @@ fn request(
     event: Event,
     now: i64,
 ) -> anyhow::Result<Call> {
-    let mut request = Request::post(path)
-        .header("host", authority)
-        .header("content-type", "application/json");
     let signed = provider
         .sign(&event.id, &event.body, now)
         .map_err(|e| anyhow::anyhow!("provider {}: {e}", provider.name()))?;
+    // As the provider posts it: Mercado Pago signs a query string, Mollie and Braintree post
+    // forms.
+    let path = match &signed.query {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut request = Request::post(path)
+        .header("host", authority)
+        .header("content-type", signed.content_type);
     for (name, value) in signed.headers {
         request = request.header(name, value);
     }

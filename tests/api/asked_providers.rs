@@ -15,15 +15,10 @@ use crate::support::emulator::{Emulator, Scripted};
 use crate::support::gateway::GatewayProcess;
 use crate::support::{ACME, MERCHANT, connect, metric_sample, sign};
 
-pub const MOLLIE: &str = "mollie";
-pub const GOCARDLESS: &str = "gocardless";
-pub const GOCARDLESS_SECRET: &str = "gocardless-webhook-endpoint-secret";
-pub const MERCADOPAGO: &str = "mercadopago";
-pub const MERCADOPAGO_SECRET: &str = "mercadopago-signature-secret";
-pub const BRAINTREE: &str = "braintree";
-/// The keys of the Braintree SDK's own sample notifications in tests/vectors/braintree.json.
-pub const BRAINTREE_PUBLIC: &str = "gateway_test_public_key";
-pub const BRAINTREE_PRIVATE: &str = "gateway-test-private-key-0001";
+use crate::support::{
+    BRAINTREE, BRAINTREE_PRIVATE, BRAINTREE_PUBLIC, GOCARDLESS, GOCARDLESS_SECRET, MERCADOPAGO,
+    MERCADOPAGO_SECRET, MOLLIE,
+};
 
 /// The four providers of issue 41, asking `emulator`, plus acme; `database` settings merged.
 pub fn asked_config(emulator: &Emulator, database: &str) -> String {
@@ -39,26 +34,9 @@ scheme = "standard-webhooks"
 payload = "canonical"
 merchant_id = {MERCHANT}
 secrets = ["{secret}"]
-{mollie}{gocardless}{mercadopago}
-[[providers]]
-name = "{BRAINTREE}"
-scheme = "braintree"
-merchant_id = {MERCHANT}
-public_key = "{BRAINTREE_PUBLIC}"
-secrets = ["{BRAINTREE_PRIVATE}"]
-"#,
+{asked}"#,
         secret = crate::support::ACME_SECRET,
-        mollie = emulator.provider_toml(MOLLIE, "mollie", ""),
-        gocardless = emulator.provider_toml(
-            GOCARDLESS,
-            "gocardless",
-            &format!("secrets = [\"{GOCARDLESS_SECRET}\"]")
-        ),
-        mercadopago = emulator.provider_toml(
-            MERCADOPAGO,
-            "mercadopago",
-            &format!("secrets = [\"{MERCADOPAGO_SECRET}\"]")
-        ),
+        asked = emulator.asked_providers_toml(),
     )
 }
 

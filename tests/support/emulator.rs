@@ -14,6 +14,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
 use super::paypal::TestCa;
+use super::{
+    BRAINTREE, BRAINTREE_PRIVATE, BRAINTREE_PUBLIC, GOCARDLESS, GOCARDLESS_SECRET, MERCADOPAGO,
+    MERCADOPAGO_SECRET, MOLLIE,
+};
 
 /// The API key every test provider is configured with; other keys get 401.
 pub const API_KEY: &str = "test_emulated_api_key";
@@ -161,6 +165,32 @@ impl Emulator {
             self.base_url(),
             self.ca_file
         )
+    }
+
+    /// The `[[providers]]` entries of issue 41's four providers (merchant 42): Mollie,
+    /// GoCardless and Mercado Pago asking this API, and Braintree.
+    pub fn asked_providers_toml(&self) -> String {
+        format!(
+            "{mollie}{gocardless}{mercadopago}\n[[providers]]\nname = \"{BRAINTREE}\"\n\
+             scheme = \"braintree\"\nmerchant_id = 42\npublic_key = \"{BRAINTREE_PUBLIC}\"\n\
+             secrets = [\"{BRAINTREE_PRIVATE}\"]\n",
+            mollie = self.provider_toml(MOLLIE, "mollie", ""),
+            gocardless = self.provider_toml(
+                GOCARDLESS,
+                "gocardless",
+                &format!("secrets = [\"{GOCARDLESS_SECRET}\"]")
+            ),
+            mercadopago = self.provider_toml(
+                MERCADOPAGO,
+                "mercadopago",
+                &format!("secrets = [\"{MERCADOPAGO_SECRET}\"]")
+            ),
+        )
+    }
+
+    /// Scripted answers not yet given.
+    pub fn scripted_left(&self) -> usize {
+        self.state.lock().unwrap().script.len()
     }
 }
 

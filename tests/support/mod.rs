@@ -58,6 +58,17 @@ pub const CHECKOUT_KEY: &str = "checkout-signature-key-tests";
 pub const PADDLE: &str = "paddle";
 pub const PADDLE_SECRET: &str = "pdl_ntfset_01test_secret_for_tests";
 pub const PAYPAL: &str = "paypal";
+/// Issue 41's providers (merchant 42): three that ask their API (an [`emulator::Emulator`] in
+/// the tests) and Braintree.
+pub const MOLLIE: &str = "mollie";
+pub const GOCARDLESS: &str = "gocardless";
+pub const GOCARDLESS_SECRET: &str = "gocardless-webhook-endpoint-secret";
+pub const MERCADOPAGO: &str = "mercadopago";
+pub const MERCADOPAGO_SECRET: &str = "mercadopago-signature-secret";
+pub const BRAINTREE: &str = "braintree";
+/// The keys of the Braintree SDK's own sample notifications in tests/vectors/braintree.json.
+pub const BRAINTREE_PUBLIC: &str = "gateway_test_public_key";
+pub const BRAINTREE_PRIVATE: &str = "gateway-test-private-key-0001";
 
 /// The configuration every test app starts from; tests may append to or replace parts.
 pub fn base_config(database_url: &str) -> String {

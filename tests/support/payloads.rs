@@ -2,7 +2,12 @@
 //! (docs/providers.md names each field): a capture, a refund, a failed payment and a type the
 //! gateway does not handle, with the event id the gateway keys them by.
 
-use super::{ACME, ADYEN, CHECKOUT, PADDLE, PAYPAL, PLAIN, RAZORPAY, SQUARE, STRIPE, THIRD};
+use base64::Engine;
+
+use super::{
+    ACME, ADYEN, BRAINTREE, CHECKOUT, GOCARDLESS, PADDLE, PAYPAL, PLAIN, RAZORPAY, SQUARE, STRIPE,
+    THIRD,
+};
 
 /// What a test event says.
 #[derive(Debug, Clone)]
@@ -168,8 +173,171 @@ pub fn payload(provider: &str, n: &str, payment: &str, kind: &Kind) -> Payload {
             Kind::Withdrawal { dispute_id, amount, currency, .. } => format!(r#"{{"id":"{id}","event_version":"1.0","create_time":"2026-12-20T10:00:00Z","resource_type":"refund","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.REVERSED","summary":"A payment was reversed","resource":{{"id":"{dispute_id}","status":"COMPLETED","note_to_payer":"Payment reversed","amount":{{"currency_code":"{currency}","value":"{}"}},"links":[{{"href":"https://api.paypal.com/v2/payments/refunds/{dispute_id}","rel":"self","method":"GET"}},{{"href":"https://api.paypal.com/v2/payments/captures/{payment}","rel":"up","method":"GET"}}]}}}}"#, decimal(*amount, currency)),
             Kind::Reinstatement { .. } => panic!("PayPal's reinstatement is not mapped"),
         },
+        // GoCardless's events name their resource only: what they move is in its API (see
+        // [`api_resources`]).
+        GOCARDLESS => {
+            let on_payment = format!(r#"{{"payment":"{payment}"}}"#);
+            let (resource_type, action, links) = match kind {
+                Kind::Capture { .. } => ("payments", "confirmed", on_payment),
+                // A refund is reported when it is created and again when it is paid.
+                Kind::Refund { refund_id, .. } => (
+                    "refunds",
+                    if n.ends_with("_again") { "paid" } else { "created" },
+                    format!(r#"{{"refund":"{refund_id}","mandate":"MD1"}}"#),
+                ),
+                Kind::Failed { .. } => ("payments", "failed", on_payment),
+                Kind::Unhandled => ("mandates", "created", format!(r#"{{"mandate":"MD_{n}"}}"#)),
+                Kind::Withdrawal { .. } => ("payments", "charged_back", on_payment),
+                Kind::Reinstatement { .. } => ("payments", "chargeback_cancelled", on_payment),
+            };
+            format!(r#"{{"events":[{{"id":"{id}","created_at":"2026-12-01T10:00:00.000Z","resource_type":"{resource_type}","action":"{action}","links":{links},"details":{{"origin":"gocardless","cause":"{action}","description":"simulated"}},"metadata":{{}}}}]}}"#)
+        }
+        BRAINTREE => {
+            // The event id holds the notification's timestamp: a credit reported again is
+            // another notification, an hour later.
+            let at = if n.ends_with("_again") { "2026-12-01T11:00:00Z" } else { "2026-12-01T10:00:00Z" };
+            let order_element = |order: &Option<i64>| order.map_or_else(String::new, |o| format!("<order-id>{o}</order-id>"));
+            let dispute = |id: &str, status: &str, kind: &str, amount: i64, currency: &str| format!("<dispute><id>{id}</id><kind>{kind}</kind><status>{status}</status><amount-disputed>{}</amount-disputed><currency-iso-code>{currency}</currency-iso-code><transaction><id>{payment}</id></transaction></dispute>", decimal(amount, currency));
+            let (notification, subject_id, subject) = match kind {
+                Kind::Capture { order, amount, currency } => ("transaction_settled", payment.to_owned(), format!("<transaction><id>{payment}</id><status>settled</status><type>sale</type><currency-iso-code>{currency}</currency-iso-code><amount>{}</amount>{}</transaction>", decimal(*amount, currency), order_element(order))),
+                Kind::Refund { amount, currency, refund_id } => ("transaction_settled", refund_id.clone(), format!("<transaction><id>{refund_id}</id><status>settled</status><type>credit</type><currency-iso-code>{currency}</currency-iso-code><amount>{}</amount><refunded-transaction-id>{payment}</refunded-transaction-id></transaction>", decimal(*amount, currency))),
+                Kind::Failed { order } => ("transaction_settlement_declined", payment.to_owned(), format!("<transaction><id>{payment}</id><status>settlement_declined</status><type>sale</type><currency-iso-code>USD</currency-iso-code><amount>1.00</amount>{}</transaction>", order_element(&Some(*order)))),
+                // A retrieval (a request for information) moves no money.
+                Kind::Unhandled => ("dispute_opened", format!("rt_{n}"), dispute(&format!("rt_{n}"), "open", "retrieval", 100, "USD")),
+                Kind::Withdrawal { dispute_id, amount, currency, .. } => ("dispute_opened", dispute_id.clone(), dispute(dispute_id, "open", "chargeback", *amount, currency)),
+                Kind::Reinstatement { dispute_id, amount, currency } => ("dispute_won", dispute_id.clone(), dispute(dispute_id, "won", "chargeback", *amount, currency)),
+            };
+            let xml = format!("<notification><timestamp type=\"datetime\">{at}</timestamp><kind>{notification}</kind><subject>{subject}</subject></notification>");
+            return Payload {
+                event_id: format!("{notification}:{subject_id}:{at}"),
+                // Unsigned: the signer adds `bt_signature` as Braintree's SDKs compute it.
+                body: url::form_urlencoded::Serializer::new(String::new())
+                    .append_pair("bt_payload", &mime_base64(xml.as_bytes()))
+                    .finish(),
+            };
+        }
         other => panic!("no test payloads for provider {other}"),
     };
     // Razorpay's bodies name no event id: its header carries `id` (the signer sets it).
     Payload { event_id: id, body }
+}
+
+/// Base64 in lines of 76 characters, each ending in a newline, as Braintree's SDKs write
+/// `bt_payload` (Python's `base64.encodebytes`).
+fn mime_base64(bytes: &[u8]) -> String {
+    let flat = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut out = String::new();
+    for chunk in flat.as_bytes().chunks(76) {
+        out.push_str(std::str::from_utf8(chunk).unwrap());
+        out.push('\n');
+    }
+    out
+}
+
+/// What `provider`'s API must answer before event `kind` about `payment` is sent (path, JSON),
+/// for the providers whose events carry no amounts (GoCardless: its payment, or its refund).
+pub fn api_resources(provider: &str, payment: &str, kind: &Kind) -> Vec<(String, String)> {
+    if provider != GOCARDLESS {
+        return Vec::new();
+    }
+    match kind {
+        Kind::Capture {
+            order,
+            amount,
+            currency,
+        } => {
+            let metadata =
+                order.map_or_else(|| "{}".to_owned(), |o| format!(r#"{{"order_id":"{o}"}}"#));
+            vec![(
+                format!("/payments/{payment}"),
+                format!(
+                    r#"{{"payments":{{"id":"{payment}","created_at":"2026-12-01T09:00:00.000Z","charge_date":"2026-12-03","amount":{amount},"description":null,"currency":"{currency}","status":"confirmed","reference":null,"metadata":{metadata},"amount_refunded":0,"links":{{"mandate":"MD1","creditor":"CR1"}}}}}}"#
+                ),
+            )]
+        }
+        Kind::Refund {
+            amount,
+            currency,
+            refund_id,
+        } => vec![(
+            format!("/refunds/{refund_id}"),
+            format!(
+                r#"{{"refunds":{{"id":"{refund_id}","created_at":"2026-12-01T10:00:00.000Z","amount":{amount},"currency":"{currency}","reference":null,"metadata":{{}},"links":{{"payment":"{payment}","mandate":"MD1"}}}}}}"#
+            ),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// A payment's whole state at a provider that must be asked and answers it whole (Mollie,
+/// Mercado Pago): the status in the provider's own words, and amounts in minor units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AskedState {
+    pub status: &'static str,
+    pub amount: i64,
+    pub currency: &'static str,
+    pub refunded: i64,
+    pub charged_back: i64,
+    pub order: Option<i64>,
+}
+
+/// Mollie's answer to `GET /v2/payments/{id}` in `state`, and the event id the gateway derives
+/// from it (`{id}:{status}:{amountRefunded}:{amountChargedBack}`, an absent amount `0`). As
+/// Mollie's API does, a payment shows `amountRefunded` once paid and `amountChargedBack` once
+/// charged back.
+pub fn mollie_payment(id: &str, state: &AskedState) -> (String, String) {
+    let c = state.currency;
+    let money = |minor: i64| serde_json::json!({"value": decimal(minor, c), "currency": c});
+    let mut payment = serde_json::json!({"resource": "payment", "id": id, "mode": "test",
+        "createdAt": "2026-12-01T10:00:00+00:00", "status": state.status,
+        "amount": money(state.amount), "description": "Simulated order", "method": "ideal",
+        "metadata": state.order.map(|o| serde_json::json!({"order_id": o.to_string()})),
+        "_links": {"self": {"href": format!("https://api.mollie.com/v2/payments/{id}")}}});
+    let (mut refunded, mut charged_back) = ("0".to_owned(), "0".to_owned());
+    if state.status == "paid" {
+        refunded = decimal(state.refunded, c);
+        payment["amountRefunded"] = money(state.refunded);
+        payment["amountRemaining"] = money(state.amount - state.refunded);
+        if state.charged_back > 0 {
+            charged_back = decimal(state.charged_back, c);
+            payment["amountChargedBack"] = money(state.charged_back);
+        }
+    }
+    let event_id = format!("{id}:{}:{refunded}:{charged_back}", state.status);
+    (payment.to_string(), event_id)
+}
+
+/// `minor` units of `currency` as a JSON number the way Mercado Pago's API writes amounts (no
+/// trailing zeros: 10050 BRL cents is `100.5`; CLP has no minor unit).
+fn mercadopago_number(minor: i64, currency: &str) -> String {
+    if currency == "CLP" {
+        return minor.to_string();
+    }
+    match (minor / 100, minor % 100) {
+        (whole, 0) => whole.to_string(),
+        (whole, cents) if cents % 10 == 0 => format!("{whole}.{}", cents / 10),
+        (whole, cents) => format!("{whole}.{cents:02}"),
+    }
+}
+
+/// Mercado Pago's answer to `GET /v1/payments/{id}` in `state` (its `charged_back` is the status;
+/// `state.charged_back` is not a field of it), and the event id the gateway derives from it:
+/// `{id}:{status}`, with the refunded total while a partly refunded payment keeps its status.
+pub fn mercadopago_payment(id: &str, state: &AskedState) -> (String, String) {
+    let refunded = mercadopago_number(state.refunded, state.currency);
+    let external_reference = state
+        .order
+        .map_or_else(|| "null".to_owned(), |o| format!(r#""{o}""#));
+    let answer = format!(
+        r#"{{"id":{id},"date_created":"2026-12-01T10:00:00.000-03:00","status":"{status}","status_detail":"simulated","currency_id":"{currency}","transaction_amount":{amount},"transaction_amount_refunded":{refunded},"external_reference":{external_reference},"payment_method_id":"visa","payment_type_id":"credit_card"}}"#,
+        status = state.status,
+        currency = state.currency,
+        amount = mercadopago_number(state.amount, state.currency),
+    );
+    let event_id = if state.refunded > 0 && state.status != "refunded" {
+        format!("{id}:{}:{refunded}", state.status)
+    } else {
+        format!("{id}:{}", state.status)
+    };
+    (answer, event_id)
 }

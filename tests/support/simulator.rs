@@ -5,13 +5,19 @@
 //! errors are retried; `Retry-After` is honoured but capped so tests stay fast. Any other
 //! answer (401, 422, ..) is a bug a retry cannot fix, and is reported as a failure at once.
 //! Every 2xx ack is recorded per event, so a test can compare them byte for byte.
+//!
+//! A provider that must be asked (Mollie, GoCardless, Mercado Pago) keeps its truth in its API:
+//! the simulator then also runs that API ([`Simulator::with_api`], an HTTPS [`Emulator`]) and
+//! delivers [`Step`]s, each putting what the API answers from then on before its webhook is
+//! sent, so the gateway's fetch sees the state the provider is in when it sends.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
+use super::emulator::{Emulator, Scripted};
 use super::{ACME, sign};
 
 /// One provider event: its provider, its id (the `webhook-id`), its canonical body and the
@@ -35,6 +41,26 @@ impl Event {
             id: id.to_owned(),
             body,
             amount_minor,
+        }
+    }
+}
+
+/// One thing a provider does: its API answers `api` (path, JSON) from now on, its next fetch
+/// of any delivery is answered 503 once when `api_unavailable_once`, then it sends `event`.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub api: Vec<(String, String)>,
+    pub api_unavailable_once: bool,
+    pub event: Event,
+}
+
+impl Step {
+    /// A delivery that needs nothing of the API beyond what it answers already.
+    pub fn event(event: Event) -> Self {
+        Self {
+            api: Vec::new(),
+            api_unavailable_once: false,
+            event,
         }
     }
 }
@@ -86,6 +112,8 @@ pub struct Simulator {
     failures: Mutex<Vec<String>>,
     tally: Mutex<Tally>,
     attempts: Mutex<Vec<Attempt>>,
+    /// The provider's API, for the steps of a provider that must be asked.
+    api: Option<Arc<Emulator>>,
 }
 
 impl Simulator {
@@ -103,7 +131,14 @@ impl Simulator {
             failures: Mutex::new(Vec::new()),
             tally: Mutex::new(Tally::default()),
             attempts: Mutex::new(Vec::new()),
+            api: None,
         }
+    }
+
+    /// The provider's API the gateways ask, which [`Step`]s update.
+    pub fn with_api(mut self, api: Arc<Emulator>) -> Self {
+        self.api = Some(api);
+        self
     }
 
     /// Every attempt so far, in the order they were answered.
@@ -133,16 +168,16 @@ impl Simulator {
         let mut backoff = Duration::from_millis(5);
         let mut last = String::new();
         while started.elapsed() < self.give_up_after {
-            let (headers, body) = sign::signed_now(event.provider, &event.id, &event.body);
+            let delivery = sign::delivery_now(event.provider, &event.id, &event.body);
             let to = targets[attempt % targets.len()];
-            let url = format!("{}/v1/callbacks/{}", self.targets[to], event.provider);
+            let url = format!("{}{}", self.targets[to], delivery.path(event.provider));
             attempt += 1;
             let mut request = self
                 .client
                 .post(&url)
-                .header("Content-Type", "application/json")
-                .body(body);
-            for (name, value) in &headers {
+                .header("Content-Type", delivery.content_type)
+                .body(delivery.body);
+            for (name, value) in &delivery.headers {
                 request = request.header(name, value);
             }
             self.count(|t| t.attempts += 1);
@@ -240,6 +275,35 @@ impl Simulator {
         futures_util::stream::iter(events.iter().enumerate())
             .for_each_concurrent(concurrency, |(i, event)| async move {
                 self.deliver_twice(event, i % n, (i + 1) % n).await;
+            })
+            .await;
+    }
+
+    /// Runs every sequence of steps, sequence `i`'s to targets `i` and `i + 1` (mod the number
+    /// of targets), at most `concurrency` sequences at a time. The steps of one sequence (one
+    /// payment's life at the provider) run in order: each puts its API state, then delivers its
+    /// event twice at once, and the next starts once both are acknowledged, as the provider
+    /// changes a payment only after it told about the change before (or, in a step that puts
+    /// two states, changes it twice in between).
+    pub async fn deliver_steps_twice(&self, sequences: &[Vec<Step>], concurrency: usize) {
+        let n = self.targets.len();
+        futures_util::stream::iter(sequences.iter().enumerate())
+            .for_each_concurrent(concurrency, |(i, steps)| async move {
+                for step in steps {
+                    if !step.api.is_empty() || step.api_unavailable_once {
+                        let api = self
+                            .api
+                            .as_ref()
+                            .expect("a step that changes the API needs Simulator::with_api");
+                        for (path, body) in &step.api {
+                            api.put(path, body);
+                        }
+                        if step.api_unavailable_once {
+                            api.script(&[Scripted::Status(503)]);
+                        }
+                    }
+                    self.deliver_twice(&step.event, i % n, (i + 1) % n).await;
+                }
             })
             .await;
     }
