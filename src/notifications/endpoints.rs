@@ -482,12 +482,13 @@ pub async fn rotate(
     overlap: std::time::Duration,
     context: &audit::Context,
 ) -> Result<WithSecret, EndpointError> {
-    let key = key.ok_or(EndpointError::NoKey)?;
     let secret = new_secret();
-    let sealed = key.seal(secret.as_bytes(), id.as_bytes());
     let until = Utc::now() + Duration::from_std(overlap).unwrap_or_else(|_| Duration::hours(24));
     conn.transaction(async |conn| {
+        // Whose it is first: another merchant's (or no) endpoint is 404 whatever the setup.
         let before = own(conn, merchant_id, id).await?;
+        let key = key.ok_or(EndpointError::NoKey)?;
+        let sealed = key.seal(secret.as_bytes(), id.as_bytes());
         let (previous, previous_until) = if overlap.is_zero() {
             (None, None)
         } else {
