@@ -68,6 +68,8 @@ class Api:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1] if lines[0].count(" ") >= 2 else ""
+                # The gateway asks with embed=chargebacks; the payment is the same resource.
+                path = path.split("?", 1)[0]
                 headers = {}
                 for line in lines[1:]:
                     name, sep, value = line.partition(":")

@@ -88,6 +88,49 @@ struct Payment<'a> {
     amount_charged_back: Option<Amount>,
     #[serde(default, borrow)]
     metadata: Option<&'a RawValue>,
+    /// The payment's chargebacks, asked for with `embed=chargebacks`.
+    #[serde(default, rename = "_embedded")]
+    embedded: Option<Embedded>,
+}
+
+#[derive(Deserialize)]
+struct Embedded {
+    #[serde(default)]
+    chargebacks: Option<Vec<Chargeback>>,
+}
+
+/// One of the payment's chargebacks: its amount, and when it was reversed (the bank gave the
+/// money back).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chargeback {
+    amount: Amount,
+    #[serde(default)]
+    reversed_at: Option<String>,
+}
+
+/// The chargebacks still standing, in minor units, and how many were reversed; `None` when the
+/// answer lists none reversed (the payment's own `amountChargedBack` then stands) or a listed
+/// amount cannot be read.
+fn after_reversals(chargebacks: &[Chargeback], currency: &str) -> Option<(i64, usize)> {
+    let reversed = chargebacks
+        .iter()
+        .filter(|c| c.reversed_at.is_some())
+        .count();
+    if reversed == 0 {
+        return None;
+    }
+    let currency = crate::money::Currency::parse(currency)?;
+    let mut standing: i64 = 0;
+    for chargeback in chargebacks.iter().filter(|c| c.reversed_at.is_none()) {
+        if chargeback.amount.currency != currency.code() {
+            return None;
+        }
+        let minor =
+            body::decimal_in_minor_units(&chargeback.amount.value, currency, "chargeback").ok()?;
+        standing = standing.checked_add(minor.get())?;
+    }
+    Some((standing, reversed))
 }
 
 /// What the gateway stores for a Mollie event: the payment's id and, as the API answered it,
@@ -108,6 +151,10 @@ struct StoredPayment<'a> {
     amount_charged_back: Option<Amount>,
     #[serde(borrow)]
     order_id: Option<&'a RawValue>,
+    /// How many of its chargebacks were reversed (absent when none): `amountChargedBack` is
+    /// then what still stands after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reversed_chargebacks: Option<usize>,
 }
 
 /// The event of the API's answer `answer` about payment `id`; `Err` for an answer that is
@@ -153,12 +200,33 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
             .as_ref()
             .map_or_else(|| "0".to_owned(), |a| a.value.clone())
     };
-    let event_id = format!(
+    // A reversed chargeback gives money back: the state is then what still stands, and the
+    // reversals are counted into the event id, so a payment that comes back to an amount a
+    // webhook already saw (0, then 5.00 charged back, then 0 again) is a new event that moves
+    // the money back, not a replay of the first.
+    let reversals = payment
+        .embedded
+        .as_ref()
+        .and_then(|e| e.chargebacks.as_deref())
+        .and_then(|list| after_reversals(list, &payment.amount.currency));
+    let mut amount_charged_back = payment.amount_charged_back;
+    if let Some((standing, _)) = reversals {
+        let standing = crate::money::major_units(i128::from(standing), &payment.amount.currency)
+            .ok_or_else(|| "Mollie's payment is in a currency without a minor unit".to_owned())?;
+        amount_charged_back = Some(Amount {
+            value: standing,
+            currency: payment.amount.currency.clone(),
+        });
+    }
+    let mut event_id = format!(
         "{id}:{}:{}:{}",
         payment.status,
         value(&payment.amount_refunded),
-        value(&payment.amount_charged_back)
+        value(&amount_charged_back)
     );
+    if let Some((_, reversed)) = reversals {
+        event_id.push_str(&format!(":r{reversed}"));
+    }
     check_event_id(&event_id).map_err(|e| e.0)?;
     let body = serde_json::to_vec(&Stored {
         id: Cow::Borrowed(id),
@@ -166,8 +234,9 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
             status: payment.status,
             amount: payment.amount,
             amount_refunded: payment.amount_refunded,
-            amount_charged_back: payment.amount_charged_back,
+            amount_charged_back,
             order_id,
+            reversed_chargebacks: reversals.map(|(_, reversed)| reversed),
         }),
     })
     .map_err(|e| e.to_string())?;
@@ -191,7 +260,10 @@ impl Connector for MollieScheme {
             return Verification::Done(Err(fetch::no_api()));
         };
         Verification::Pending(Box::pin(async move {
-            let answer = api.get(&format!("/v2/payments/{id}")).await?;
+            // The chargebacks embedded: a reversed one is visible only in them.
+            let answer = api
+                .get(&format!("/v2/payments/{id}?embed=chargebacks"))
+                .await?;
             let event = event_of(&id, &answer).map_err(Rejection::Unavailable)?;
             Ok(Verified::new(None, Naming::Fetched(vec![event])))
         }))
@@ -269,8 +341,11 @@ impl Format for MollieFormat {
             Some(p) => {
                 let value =
                     |a: &Option<Amount>| a.as_ref().map_or("0", |a| a.value.as_str()).to_owned();
+                let reversals = p
+                    .reversed_chargebacks
+                    .map_or_else(String::new, |reversed| format!(":r{reversed}"));
                 format!(
-                    "{}:{}:{}:{}",
+                    "{}:{}:{}:{}{reversals}",
                     stored.id,
                     p.status,
                     value(&p.amount_refunded),

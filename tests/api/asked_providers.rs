@@ -391,6 +391,78 @@ async fn mollie_a_refund_and_a_chargeback_post_by_the_difference() {
     assert_eq!(t.count("SELECT count(*) FROM ledger_transfers").await, 3);
 }
 
+/// Mollie's payment with its chargebacks embedded: each `(amount, reversed)`.
+fn mollie_with_chargebacks(
+    id: &str,
+    charged_back: &str,
+    chargebacks: &[(&str, bool)],
+    order: i64,
+) -> String {
+    let mut payment: serde_json::Value = serde_json::from_str(&mollie_payment(
+        id,
+        "paid",
+        "25.00",
+        "0.00",
+        charged_back,
+        order,
+    ))
+    .unwrap();
+    let list: Vec<serde_json::Value> = chargebacks
+        .iter()
+        .enumerate()
+        .map(|(i, (amount, reversed))| {
+            serde_json::json!({"resource": "chargeback", "id": format!("chb_{i}"),
+                "amount": {"value": amount, "currency": "EUR"},
+                "createdAt": "2026-12-03T11:00:00+00:00", "paymentId": id,
+                "reversedAt": if *reversed { serde_json::json!("2026-12-04T11:00:00+00:00") } else { serde_json::Value::Null }})
+        })
+        .collect();
+    payment["_embedded"] = serde_json::json!({"chargebacks": list});
+    payment.to_string()
+}
+
+#[tokio::test]
+async fn mollie_a_reversed_chargeback_gives_the_money_back_even_when_the_amounts_repeat() {
+    let t = Asked::start().await;
+    let order = t.order(2500, "EUR").await;
+    let path = "/v2/payments/tr_rev1";
+    t.emulator.put(
+        path,
+        &mollie_with_chargebacks("tr_rev1", "0.00", &[], order),
+    );
+    assert_eq!(t.mollie("tr_rev1").await.json()["outcome"], "applied");
+    t.emulator.put(
+        path,
+        &mollie_with_chargebacks("tr_rev1", "5.00", &[("5.00", false)], order),
+    );
+    let chargeback = t.mollie("tr_rev1").await;
+    assert_eq!(chargeback.json()["event_id"], "tr_rev1:paid:0.00:5.00");
+    assert_eq!(t.clearing(MOLLIE).await, 2000);
+    // The bank gave the 5.00 back: Mollie's total is back where the first webhook saw it.
+    t.emulator.put(
+        path,
+        &mollie_with_chargebacks("tr_rev1", "0.00", &[("5.00", true)], order),
+    );
+    let reversal = t.mollie("tr_rev1").await;
+    assert!(
+        !reversal.replayed,
+        "a new event, not the first one's replay: {reversal:?}"
+    );
+    assert_eq!(reversal.json()["event_id"], "tr_rev1:paid:0.00:0.00:r1");
+    assert_eq!(reversal.json()["outcome"], "applied", "{reversal:?}");
+    assert_eq!(t.clearing(MOLLIE).await, 2500, "the money came back");
+    // Mollie may keep the gross total after a reversal: the reversed chargeback is still
+    // subtracted, and it is the same event.
+    t.emulator.put(
+        path,
+        &mollie_with_chargebacks("tr_rev1", "5.00", &[("5.00", true)], order),
+    );
+    let again = t.mollie("tr_rev1").await;
+    assert!(again.replayed, "{again:?}");
+    assert_eq!(t.clearing(MOLLIE).await, 2500);
+    assert_eq!(t.emulator.requests(path), 4);
+}
+
 #[tokio::test]
 async fn mollie_an_id_the_api_does_not_know_is_a_stored_rejection_that_moves_nothing() {
     let t = Asked::start().await;

@@ -216,6 +216,11 @@ async fn serve<S>(
         .next()
         .and_then(|line| line.split(' ').nth(1))
         .unwrap_or("")
+        // Resources are kept and counted by path; a query (Mollie's embed=chargebacks) only
+        // asks for more of the same resource.
+        .split('?')
+        .next()
+        .unwrap_or("")
         .to_owned();
     let authorized = head
         .lines()
