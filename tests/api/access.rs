@@ -10,7 +10,8 @@ use fantoccini::Locator;
 use serde_json::{Value, json};
 
 use crate::console::{
-    Driver, Screenshots, click_id, no_redirects, settled_path, submit_token, texts,
+    Driver, Screenshots, click_id, no_redirects, settled_done, settled_path, submit_token, text_of,
+    texts,
 };
 use crate::notifications::capture;
 use crate::support::gateway::GatewayProcess;
@@ -1151,7 +1152,7 @@ async fn in_a_real_browser_a_viewer_sees_no_actions_and_an_operator_uses_them() 
             .await
             .unwrap();
         click_id(&browser, "replay").await;
-        settled_path(&browser, &format!("/console/events/{ACME}/{event_id}")).await;
+        settled_done(&browser, "replayed").await;
         browser
             .goto(&format!("{base}/console/notifications"))
             .await
@@ -1170,16 +1171,14 @@ async fn in_a_real_browser_a_viewer_sees_no_actions_and_an_operator_uses_them() 
             .click()
             .await
             .unwrap();
-        settled_path(&browser, "/console/notifications").await;
-        let notice = texts(&browser, "#notice").await;
-        assert!(
-            notice.iter().any(|n| n.starts_with("Redelivery queued")),
-            "{notice:?}"
-        );
+        settled_done(&browser, "redelivered").await;
+        let notice = text_of(&browser, "notice").await;
+        assert!(notice.starts_with("Redelivery queued"), "{notice:?}");
         click_id(&browser, "disable-42").await;
-        settled_path(&browser, "/console/notifications").await;
+        settled_done(&browser, "disabled").await;
         browser
-            .find(Locator::Id("enable-42"))
+            .wait()
+            .for_element(Locator::Id("enable-42"))
             .await
             .map_err(|e| format!("no enable after disable: {e}"))?;
         Ok(())

@@ -445,6 +445,13 @@ async fn settled(browser: &Client, reached: impl Fn(&str) -> bool) {
     }
 }
 
+/// Waits until the action just clicked has answered with its `?done=` page: its form posts
+/// to the page it was clicked on, so the path alone cannot tell the new page from the old.
+pub(crate) async fn settled_done(browser: &Client, done: &str) {
+    let marker = format!("done={done}");
+    settled(browser, |u| u.contains(&marker)).await;
+}
+
 /// The path once a navigation started by a click has reached `expected` (or whatever it
 /// reached after 10 seconds).
 pub(crate) async fn settled_path(browser: &Client, expected: &str) -> String {
