@@ -37,6 +37,72 @@ END
 $$;
 
 --
+-- Name: callback_deliveries_add_ahead(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_add_ahead(p_months integer) RETURNS SETOF text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_month timestamptz;
+    v_name text;
+BEGIN
+    FOR v_month IN
+        SELECT m FROM generate_series(callback_deliveries_month_start(now()),
+                                      callback_deliveries_month_start(now()) + make_interval(months => p_months),
+                                      interval '1 month') m
+        WHERE NOT EXISTS (
+            SELECT 1
+            FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid,
+                 LATERAL (SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)'))[1]::timestamptz AS lo,
+                                 (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz AS hi) b
+            WHERE i.inhparent = 'callback_deliveries'::regclass
+              AND (b.lo IS NULL OR b.lo <= m) AND b.hi > m)
+    LOOP
+        v_name := callback_deliveries_add_month(v_month);
+        IF v_name IS NOT NULL THEN
+            RETURN NEXT v_name;
+        END IF;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: callback_deliveries_add_month(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_add_month(p_month timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_from timestamptz := callback_deliveries_month_start(p_month);
+    v_to timestamptz := callback_deliveries_month_start(p_month) + interval '1 month';
+    v_name text := 'callback_deliveries_' || to_char(v_from AT TIME ZONE 'UTC', '"y"YYYY"m"MM');
+BEGIN
+    IF to_regclass(v_name) IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('CREATE TABLE %I (LIKE callback_deliveries INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', v_name);
+    EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I PRIMARY KEY (id), '
+                   'ADD CONSTRAINT %I UNIQUE (merchant_id, provider, event_id), '
+                   'ADD CONSTRAINT %I CHECK (received_at >= %L AND received_at < %L)',
+                   v_name, v_name || '_pkey', v_name || '_event_key', v_name || '_bound', v_from, v_to);
+    EXECUTE format('ALTER TABLE callback_deliveries ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                   v_name, v_from, v_to);
+    EXECUTE format('ALTER TABLE %I DROP CONSTRAINT %I', v_name, v_name || '_bound');
+    RETURN v_name;
+END
+$$;
+
+--
+-- Name: callback_deliveries_month_start(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_month_start(p_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    AS $$ SELECT date_trunc('month', p_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' $$;
+
+--
 -- Name: callback_first_delivery(text, text, text, timestamp with time zone, bytea, bigint, text, text, text, bigint, text, text, text, bigint, text, bigint, bigint, text, text, text, bigint, text, bigint, text, text, text, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -270,7 +336,7 @@ BEGIN
                          p_reason, p_ack_status, p_transfer_id,
                          -- unnest pads a shorter (or NULL) array with NULLs.
                          p_trace_id)
-    ON CONFLICT ON CONSTRAINT uq_callback_deliveries_event DO NOTHING;
+    ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
@@ -902,7 +968,8 @@ CREATE TABLE public.callback_deliveries (
     transfer_id bigint,
     trace_id text,
     CONSTRAINT callback_deliveries_outcome_check CHECK ((outcome = ANY (ARRAY['applied'::text, 'held'::text, 'ignored'::text, 'rejected'::text])))
-);
+)
+PARTITION BY RANGE (received_at);
 
 --
 -- Name: callback_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -1479,13 +1546,6 @@ ALTER TABLE ONLY public.audit_log
     ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id);
 
 --
--- Name: callback_deliveries callback_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.callback_deliveries
-    ADD CONSTRAINT callback_deliveries_pkey PRIMARY KEY (id);
-
---
 -- Name: callback_minute_counts callback_minute_counts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1612,13 +1672,6 @@ ALTER TABLE ONLY public.refund_requests
     ADD CONSTRAINT refund_requests_provider_idempotency_key_key UNIQUE (provider_idempotency_key);
 
 --
--- Name: callback_deliveries uq_callback_deliveries_event; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.callback_deliveries
-    ADD CONSTRAINT uq_callback_deliveries_event UNIQUE (merchant_id, provider, event_id);
-
---
 -- Name: ledger_transfers uq_ledger_transfers_event; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1682,37 +1735,37 @@ CREATE INDEX idx_audit_log_at ON public.audit_log USING btree (at, id);
 -- Name: idx_callback_deliveries_attention; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_attention ON public.callback_deliveries USING btree (outcome, received_at, id) WHERE (outcome <> 'applied'::text);
+CREATE INDEX idx_callback_deliveries_attention ON ONLY public.callback_deliveries USING btree (outcome, received_at, id) WHERE (outcome <> 'applied'::text);
 
 --
 -- Name: idx_callback_deliveries_event_id; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_event_id ON public.callback_deliveries USING btree (event_id);
+CREATE INDEX idx_callback_deliveries_event_id ON ONLY public.callback_deliveries USING btree (event_id);
 
 --
 -- Name: idx_callback_deliveries_export; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_export ON public.callback_deliveries USING btree (provider, received_at, id);
+CREATE INDEX idx_callback_deliveries_export ON ONLY public.callback_deliveries USING btree (provider, received_at, id);
 
 --
 -- Name: idx_callback_deliveries_merchant; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_merchant ON public.callback_deliveries USING btree (merchant_id, received_at, id);
+CREATE INDEX idx_callback_deliveries_merchant ON ONLY public.callback_deliveries USING btree (merchant_id, received_at, id);
 
 --
 -- Name: idx_callback_deliveries_received; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_received ON public.callback_deliveries USING btree (received_at, id);
+CREATE INDEX idx_callback_deliveries_received ON ONLY public.callback_deliveries USING btree (received_at, id);
 
 --
 -- Name: idx_callback_deliveries_type; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_callback_deliveries_type ON public.callback_deliveries USING btree (event_type, received_at, id);
+CREATE INDEX idx_callback_deliveries_type ON ONLY public.callback_deliveries USING btree (event_type, received_at, id);
 
 --
 -- Name: idx_idempotency_keys_expires_at; Type: INDEX; Schema: public; Owner: -

@@ -57,6 +57,12 @@ pub enum Command {
         #[command(subcommand)]
         command: SecretsCommand,
     },
+    /// The event log's months: list them, archive what is past `[history] keep_days`, verify
+    /// an archive (docs/history.md).
+    History {
+        #[command(subcommand)]
+        command: crate::history::command::HistoryCommand,
+    },
     /// Re-sign provider events from a JSONL file and deliver them to a gateway (finance replay).
     Replay(ReplayArgs),
     /// Write the stored verified callbacks of a provider as replayable JSONL to stdout.
@@ -192,6 +198,7 @@ impl Cli {
                 Ok(())
             }
             Command::Operator { command } => operator_command(&settings, command).await,
+            Command::History { command } => crate::history::command::run(&settings, command).await,
             Command::Secrets {
                 command: SecretsCommand::Rekey { old_key },
             } => {

@@ -95,6 +95,21 @@ pub async fn revert_all_migrations(url: &str) -> anyhow::Result<Vec<String>> {
     .await?
 }
 
+/// Reverts the newest applied migration (`diesel migration revert`; tests prove a down.sql on
+/// a database that holds rows).
+pub async fn revert_last_migration(url: &str) -> anyhow::Result<String> {
+    use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+    let conn = connect(url).await?;
+    tokio::task::spawn_blocking(move || -> anyhow::Result<String> {
+        let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
+        let reverted = conn
+            .revert_last_migration(MIGRATIONS)
+            .map_err(|e| anyhow::anyhow!("revert failed: {e}"))?;
+        Ok(reverted.to_string())
+    })
+    .await?
+}
+
 /// The version of the newest embedded migration; the schema is current when it is applied.
 pub fn latest_migration_version() -> String {
     use diesel::migration::MigrationSource;

@@ -12,6 +12,7 @@ pub mod db;
 pub mod deliveries;
 pub mod error;
 pub mod export;
+pub mod history;
 pub mod idempotency;
 pub mod ledger;
 pub mod metrics;

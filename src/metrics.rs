@@ -42,6 +42,49 @@ pub struct Metrics {
     webhook_endpoints_revision: IntGauge,
     notifications_pending_estimated: IntGauge,
     provider_fetches: IntCounterVec,
+    history: HistoryMetrics,
+}
+
+/// Retention of the event log (`history::pass`).
+#[derive(Clone)]
+struct HistoryMetrics {
+    months_dropped: IntCounter,
+    rows_dropped: IntCounter,
+    failures: IntCounter,
+    last_pass: IntGauge,
+}
+
+impl HistoryMetrics {
+    fn new(registry: &Registry) -> Self {
+        let counter = |name: &str, help: &str| {
+            register(
+                registry,
+                IntCounter::new(name, help).unwrap_or_else(|e| unreachable!("{e}")),
+            )
+        };
+        Self {
+            months_dropped: counter(
+                "gateway_history_months_dropped_total",
+                "Event-log partitions archived, verified and dropped",
+            ),
+            rows_dropped: counter(
+                "gateway_history_rows_dropped_total",
+                "Event-log rows dropped after their month was archived and verified",
+            ),
+            failures: counter(
+                "gateway_history_failures_total",
+                "History passes that failed (an archive not written or not verified, a detach refused): the month stays in the database",
+            ),
+            last_pass: register(
+                registry,
+                IntGauge::new(
+                    "gateway_history_last_pass_timestamp_seconds",
+                    "Unix time of this process's last completed history pass (0: none yet)",
+                )
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            ),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -289,7 +332,9 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let history = HistoryMetrics::new(&registry);
         Self {
+            history,
             webhook_endpoints,
             webhook_endpoints_revision,
             provider_fetches,
@@ -360,6 +405,22 @@ impl Metrics {
     pub fn capture_refused(&self) {
         self.capture_queue.dec();
         self.capture_refused.inc();
+    }
+
+    /// A history pass finished: what it dropped, and when.
+    pub fn record_history_pass(&self, report: &crate::history::pass::PassReport) {
+        self.history
+            .months_dropped
+            .inc_by(report.dropped.len() as u64);
+        self.history
+            .rows_dropped
+            .inc_by(report.dropped.iter().map(|m| m.rows).sum());
+        self.history.last_pass.set(chrono::Utc::now().timestamp());
+    }
+
+    /// A history pass failed: the months it would have dropped stay in the database.
+    pub fn record_history_failure(&self) {
+        self.history.failures.inc();
     }
 
     /// An expiry pass finished: its count, and when, so an alert can tell a stalled cleaner.

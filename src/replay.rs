@@ -18,7 +18,8 @@ use crate::secret::shown_url;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
-    /// JSONL file: one {"provider": .., "body": "<raw body>", "id": ..} per line.
+    /// JSONL file: one {"provider": .., "body": "<raw body>", "id": ..} per line (an
+    /// export, or a `history` archive, gzip-compressed).
     pub file: PathBuf,
     /// The gateway's base URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
@@ -373,13 +374,14 @@ async fn deliver(
 /// (`{"trailer":{"events":N,..}}`, see [`Trailer`]); each trailer must count exactly the event
 /// lines since the previous one (downloads may be concatenated), else the file lost or gained
 /// lines and nothing of it is sent. Files without a trailer (`export`, hand-made) are read as
-/// they are.
+/// they are. A `history` archive (`.jsonl.gz`, export lines with more columns) reads the same.
 fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
-    let file = std::fs::File::open(path)
+    // An archive of `history` is gzip-compressed; an export is not.
+    let file = crate::history::archive::open_maybe_gzip(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let mut lines = Vec::new();
     let mut since_trailer = 0u64;
-    for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
+    for (index, line) in file.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;

@@ -493,6 +493,7 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
     let recover_interval = settings.refunds.recover_interval;
     let checkpoint_interval = settings.ledger.checkpoint_interval;
     let notification_retention = retention::Keep::of(&settings.notifications);
+    let history_settings = settings.history.clone();
     let refunds_settings = settings.clone();
     let app = Application::build(settings).await?;
     let refunds = refunds_of(&refunds_settings, app.notifying())?;
@@ -519,8 +520,14 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
         batch_size,
         app.metrics(),
     ));
+    let history = tokio::spawn(crate::history::pass::run_periodically(
+        database_url.clone(),
+        history_settings,
+        app.metrics(),
+    ));
     tracing::info!(port = app.port(), tls, "callback-gateway listening");
     let result = app.run_until_stopped().await;
+    history.abort();
     cleaner.abort();
     recoverer.abort();
     checkpointer.abort();

@@ -4,13 +4,14 @@
 //! One file per section of the file, each with its settings, its raw form (as written, every
 //! field optional) and its validation and defaults: `server`, `database`, `idempotency`,
 //! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`,
-//! `telemetry`; `rules`
+//! `history`, `telemetry`; `rules`
 //! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
 //! document and assembles the sections.
 
 pub mod admin;
 pub mod console;
 pub mod database;
+pub mod history;
 pub mod idempotency;
 pub mod ledger;
 pub mod merchants;
@@ -30,6 +31,7 @@ pub use crate::secret::Secret;
 pub use admin::AdminSettings;
 pub use console::{ConsoleSettings, SecureCookie};
 pub use database::DatabaseSettings;
+pub use history::HistorySettings;
 pub use idempotency::IdempotencySettings;
 pub use ledger::LedgerSettings;
 pub use merchants::{MerchantSettings, NotifyEndpoint};
@@ -52,6 +54,8 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub idempotency: IdempotencySettings,
     pub ledger: LedgerSettings,
+    /// `[history]`: retention of the event log's raw bodies.
+    pub history: HistorySettings,
     pub admin: AdminSettings,
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
@@ -85,6 +89,8 @@ struct RawSettings {
     console: console::RawConsole,
     #[serde(default)]
     ledger: ledger::RawLedger,
+    #[serde(default)]
+    history: history::RawHistory,
     #[serde(default)]
     merchants: Vec<merchants::RawMerchant>,
     #[serde(default)]
@@ -154,6 +160,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let notifications = notifications::validate(raw.notifications)?;
     let refunds = refunds::validate(raw.refunds)?;
     let ledger = ledger::validate(raw.ledger)?;
+    let history = history::validate(raw.history)?;
     let console = console::validate(raw.console, server.tls.is_some());
     let telemetry = telemetry::validate(raw.telemetry)?;
     let secrets = secrets::validate(raw.secrets, env)?;
@@ -166,6 +173,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         refunds,
         console,
         ledger,
+        history,
         merchants,
         notifications,
         telemetry,

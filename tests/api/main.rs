@@ -24,6 +24,7 @@ mod endpoints;
 mod events;
 mod hardening;
 mod health;
+mod history;
 mod migrations;
 mod money;
 mod notification_bounds;

@@ -14,8 +14,12 @@ async fn tables(url: &str) -> Vec<String> {
     let client = connect(url).await;
     client
         .query(
+            // The event log's partitions are its months (data), not tables of the schema.
             "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' \
-             AND tablename <> '__diesel_schema_migrations' ORDER BY 1",
+             AND tablename <> '__diesel_schema_migrations' \
+             AND NOT (SELECT relispartition FROM pg_class \
+                      WHERE oid = (quote_ident(schemaname) || '.' || quote_ident(tablename))::regclass) \
+             ORDER BY 1",
             &[],
         )
         .await
@@ -262,4 +266,89 @@ async fn reverting_the_merchant_finished_index_migrations_restores_the_old_merch
         migrate_around(&url, "", Step::RevertLast).await;
     }
     assert_eq!(schema_snapshot(&url).await, before);
+}
+
+/// The event log's partitioning on a database that holds rows: every row, old and new, is
+/// read back after it, a redelivered event is still recorded once, and the way back (down.sql)
+/// returns every row to one table, those received into a monthly partition included.
+#[tokio::test]
+async fn partitioning_the_event_log_keeps_every_row_and_reverts_with_them() {
+    let url = empty_database().await;
+    db::run_migrations(&url).await.unwrap();
+    let reverted = db::revert_last_migration(&url).await.unwrap();
+    assert!(
+        reverted.contains("partition_callback_deliveries"),
+        "{reverted}"
+    );
+    let client = connect(&url).await;
+    client
+        .batch_execute(
+            "INSERT INTO callback_deliveries (merchant_id, provider, event_id, body, received_at) \
+             SELECT 42, 'acme', 'evt_' || g, convert_to('{}', 'UTF8'), \
+                    now() - g * interval '1 day' FROM generate_series(1, 1000) g",
+        )
+        .await
+        .unwrap();
+
+    db::run_migrations(&url).await.unwrap();
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM callback_deliveries").await,
+        1000
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM callback_deliveries_legacy").await,
+        1000,
+        "today's table became the legacy partition, no row copied"
+    );
+    // The writer's ON CONFLICT still finds an event already recorded in the legacy partition.
+    let recorded: bool = client
+        .query_one(
+            "SELECT callback_record_delivery(42, 'acme', 'evt_1', convert_to('{}', 'UTF8'), \
+                 NULL, NULL, NULL, 200, NULL)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!recorded);
+    client
+        .batch_execute(
+            "INSERT INTO callback_deliveries (merchant_id, provider, event_id, body, received_at) \
+             VALUES (42, 'acme', 'evt_next_month', '\\x7b7d', now() + interval '40 days')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM callback_deliveries WHERE tableoid <> 'callback_deliveries_legacy'::regclass"
+        )
+        .await,
+        1,
+        "a row of a later month goes to its monthly partition"
+    );
+
+    db::revert_last_migration(&url).await.unwrap();
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM callback_deliveries").await,
+        1001
+    );
+    let partitioned: bool = client
+        .query_one(
+            "SELECT relkind = 'p' FROM pg_class WHERE relname = 'callback_deliveries'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!partitioned, "down.sql gives back one plain table");
+    db::run_migrations(&url).await.unwrap();
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM callback_deliveries").await,
+        1001
+    );
+}
+
+async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
 }

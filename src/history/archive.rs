@@ -1,0 +1,423 @@
+//! One archived partition on disk: `{partition}.jsonl.gz`, the export format's lines
+//! (`provider`, `id`, `body`, which `replay` reads as they are) with the row's other columns,
+//! oldest first, ending in the export trailer; and `{partition}.manifest.json`, written last,
+//! with the row count and the SHA-256 of the compressed file. A month is dropped only after its
+//! file has been read back against its manifest and the table's own count.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bytea, Int4, Nullable, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::partitions::{Partition, quoted};
+use crate::export::Trailer;
+
+/// Rows read from the database at a time: memory stays bounded whatever the month holds.
+const BATCH_ROWS: i64 = 2_000;
+
+/// What the manifest says of its archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub partition: String,
+    /// The partition's bounds (none below for the legacy table).
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub rows: u64,
+    /// The archive file's name, beside the manifest.
+    pub file: String,
+    pub bytes: u64,
+    /// Hex SHA-256 of the compressed file as it lies on disk (`sha256sum` gives the same).
+    pub sha256: String,
+    pub archived_at: DateTime<Utc>,
+}
+
+/// One line of an archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveLine {
+    pub provider: String,
+    pub id: String,
+    /// The raw verified body when it is UTF-8 (as `export` writes it) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// ... else its bytes in base64, so no body is ever left out of an archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+    pub merchant_id: i64,
+    pub received_at: DateTime<Utc>,
+    pub event_type: Option<String>,
+    pub outcome: Option<String>,
+    pub reason: Option<String>,
+    pub ack_status: Option<i32>,
+    pub transfer_id: Option<i64>,
+    pub trace_id: Option<String>,
+    /// The row's id in the log, for the order of rows received in the same microsecond.
+    pub delivery_id: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("archive directory {dir}: {source}")]
+    Directory { dir: String, source: std::io::Error },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("reading {table}: {source}")]
+    Database {
+        table: String,
+        source: diesel::result::Error,
+    },
+    #[error("{0}")]
+    Verify(#[from] VerifyError),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: the manifest is not readable JSON: {detail}")]
+    Manifest { path: String, detail: String },
+    #[error("{path}: SHA-256 is {actual}, the manifest says {expected}")]
+    Digest {
+        path: String,
+        actual: String,
+        expected: String,
+    },
+    #[error("{path}: line {line} is not an archived event: {detail}")]
+    Line {
+        path: String,
+        line: usize,
+        detail: String,
+    },
+    #[error("{path}: holds {actual} event(s), {what} says {expected}")]
+    Count {
+        path: String,
+        actual: u64,
+        expected: u64,
+        what: &'static str,
+    },
+    #[error("{path}: no trailer line: the file is cut")]
+    NoTrailer { path: String },
+}
+
+/// `{dir}/{partition}.jsonl.gz`
+pub fn data_path(dir: &Path, partition: &str) -> PathBuf {
+    dir.join(format!("{partition}.jsonl.gz"))
+}
+
+/// The manifest beside an archive file: `X.jsonl.gz` -> `X.manifest.json`.
+pub fn manifest_path(data: &Path) -> PathBuf {
+    let name = data
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".jsonl.gz").unwrap_or(&name);
+    data.with_file_name(format!("{stem}.manifest.json"))
+}
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = BigInt)]
+    merchant_id: i64,
+    #[diesel(sql_type = Text)]
+    provider: String,
+    #[diesel(sql_type = Text)]
+    event_id: String,
+    #[diesel(sql_type = Bytea)]
+    body: Vec<u8>,
+    #[diesel(sql_type = Timestamptz)]
+    received_at: DateTime<Utc>,
+    #[diesel(sql_type = Nullable<Text>)]
+    event_type: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    outcome: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    reason: Option<String>,
+    #[diesel(sql_type = Nullable<Int4>)]
+    ack_status: Option<i32>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    transfer_id: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_id: Option<String>,
+}
+
+impl From<Row> for ArchiveLine {
+    fn from(row: Row) -> Self {
+        let (body, body_base64) = match String::from_utf8(row.body) {
+            Ok(text) => (Some(text), None),
+            Err(e) => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(e.into_bytes())),
+            ),
+        };
+        ArchiveLine {
+            provider: row.provider,
+            id: row.event_id,
+            body,
+            body_base64,
+            merchant_id: row.merchant_id,
+            received_at: row.received_at,
+            event_type: row.event_type,
+            outcome: row.outcome,
+            reason: row.reason,
+            ack_status: row.ack_status,
+            transfer_id: row.transfer_id,
+            trace_id: row.trace_id,
+            delivery_id: row.id,
+        }
+    }
+}
+
+/// A writer that hashes and counts what passes through it (the compressed bytes).
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+type Encoder = GzEncoder<Hashing<BufWriter<File>>>;
+
+/// Writes `partition`'s rows to its archive and manifest in `dir` (replacing a partial or
+/// stale one), each file written under a temporary name, synced, then renamed, so a crash
+/// leaves either nothing or a whole file. Returns the manifest.
+pub async fn write(
+    conn: &mut AsyncPgConnection,
+    dir: &Path,
+    partition: &Partition,
+) -> Result<Manifest, ArchiveError> {
+    let directory = |source| ArchiveError::Directory {
+        dir: dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(directory)?;
+    let data = data_path(dir, &partition.name);
+    let partial = data.with_extension("gz.partial");
+    let write_error = |source| ArchiveError::Write {
+        path: partial.display().to_string(),
+        source,
+    };
+    let file = File::create(&partial).map_err(write_error)?;
+    let mut encoder: Encoder = GzEncoder::new(
+        Hashing {
+            inner: BufWriter::new(file),
+            hasher: Sha256::new(),
+            bytes: 0,
+        },
+        Compression::default(),
+    );
+    let sql = format!(
+        "SELECT id, merchant_id, provider, event_id, body, received_at, event_type, outcome, \
+                reason, ack_status, transfer_id, trace_id \
+         FROM {} WHERE (received_at, id) > ($1, $2) ORDER BY received_at, id LIMIT $3",
+        quoted(&partition.name)
+    );
+    // Year 1: before any row, and within PostgreSQL's range (chrono's minimum is not).
+    let start = DateTime::<Utc>::from_timestamp(-62_135_596_800, 0).unwrap_or_default();
+    let mut after: (DateTime<Utc>, i64) = (start, i64::MIN);
+    let mut rows = 0u64;
+    loop {
+        let batch: Vec<Row> = diesel::sql_query(&sql)
+            .bind::<Timestamptz, _>(after.0)
+            .bind::<BigInt, _>(after.1)
+            .bind::<BigInt, _>(BATCH_ROWS)
+            .load(conn)
+            .await
+            .map_err(|source| ArchiveError::Database {
+                table: partition.name.clone(),
+                source,
+            })?;
+        let Some(last) = batch.last() else { break };
+        after = (last.received_at, last.id);
+        rows += batch.len() as u64;
+        let full = batch.len() as i64 == BATCH_ROWS;
+        // Compression and file writes off the async workers.
+        encoder = tokio::task::spawn_blocking(move || -> std::io::Result<Encoder> {
+            for row in batch {
+                serde_json::to_writer(&mut encoder, &ArchiveLine::from(row))?;
+                encoder.write_all(b"\n")?;
+            }
+            Ok(encoder)
+        })
+        .await
+        .map_err(|e| write_error(std::io::Error::other(e)))?
+        .map_err(write_error)?;
+        if !full {
+            break;
+        }
+    }
+    let trailer = Trailer {
+        events: rows,
+        skipped_non_utf8: 0,
+    };
+    let (sha256, bytes) = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
+        encoder.write_all(&trailer.to_line())?;
+        let mut hashing = encoder.finish()?;
+        hashing.flush()?;
+        let file = hashing.inner.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok((hex::encode(hashing.hasher.finalize()), hashing.bytes))
+    })
+    .await
+    .map_err(|e| write_error(std::io::Error::other(e)))?
+    .map_err(write_error)?;
+    std::fs::rename(&partial, &data).map_err(write_error)?;
+
+    let manifest = Manifest {
+        partition: partition.name.clone(),
+        from: partition.from,
+        to: partition.to,
+        rows,
+        file: data
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        bytes,
+        sha256,
+        archived_at: Utc::now(),
+    };
+    let manifest_file = manifest_path(&data);
+    let manifest_partial = manifest_file.with_extension("json.partial");
+    let manifest_error = |source| ArchiveError::Write {
+        path: manifest_partial.display().to_string(),
+        source,
+    };
+    let mut text = serde_json::to_vec_pretty(&manifest).map_err(|e| manifest_error(e.into()))?;
+    text.push(b'\n');
+    let mut file = File::create(&manifest_partial).map_err(manifest_error)?;
+    file.write_all(&text).map_err(manifest_error)?;
+    file.sync_all().map_err(manifest_error)?;
+    std::fs::rename(&manifest_partial, &manifest_file).map_err(manifest_error)?;
+    // The renames are durable once the directory is.
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(directory)?;
+    Ok(manifest)
+}
+
+/// Reads an archive back against its manifest: the file's SHA-256, every line an archived
+/// event, and the trailer's and the manifest's counts equal to the lines read. Returns the
+/// manifest.
+pub fn verify(data: &Path) -> Result<Manifest, VerifyError> {
+    let shown = data.display().to_string();
+    let manifest_file = manifest_path(data);
+    let text = std::fs::read(&manifest_file).map_err(|source| VerifyError::Unreadable {
+        path: manifest_file.display().to_string(),
+        source,
+    })?;
+    let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| VerifyError::Manifest {
+        path: manifest_file.display().to_string(),
+        detail: e.to_string(),
+    })?;
+    let unreadable = |source| VerifyError::Unreadable {
+        path: shown.clone(),
+        source,
+    };
+    let mut hasher = Sha256::new();
+    let mut file = File::open(data).map_err(unreadable)?;
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buffer).map_err(unreadable)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    let actual = hex::encode(hasher.finalize());
+    if actual != manifest.sha256 {
+        return Err(VerifyError::Digest {
+            path: shown,
+            actual,
+            expected: manifest.sha256,
+        });
+    }
+    let mut events = 0u64;
+    let mut trailer = None;
+    let reader = BufReader::new(MultiGzDecoder::new(File::open(data).map_err(unreadable)?));
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.map_err(unreadable)?;
+        if trailer.is_some() {
+            return Err(VerifyError::Line {
+                path: shown,
+                line: index + 1,
+                detail: "a line after the trailer".into(),
+            });
+        }
+        if let Some(found) = Trailer::parse(&line) {
+            trailer = Some(found);
+            continue;
+        }
+        let event: ArchiveLine = serde_json::from_str(&line).map_err(|e| VerifyError::Line {
+            path: shown.clone(),
+            line: index + 1,
+            detail: e.to_string(),
+        })?;
+        if event.body.is_none() == event.body_base64.is_none() {
+            return Err(VerifyError::Line {
+                path: shown,
+                line: index + 1,
+                detail: "neither body nor body_base64 (or both)".into(),
+            });
+        }
+        events += 1;
+    }
+    let trailer = trailer.ok_or_else(|| VerifyError::NoTrailer {
+        path: shown.clone(),
+    })?;
+    for (expected, what) in [
+        (trailer.events, "its trailer"),
+        (manifest.rows, "its manifest"),
+    ] {
+        if expected != events {
+            return Err(VerifyError::Count {
+                path: shown,
+                actual: events,
+                expected,
+                what,
+            });
+        }
+    }
+    Ok(manifest)
+}
+
+/// Opens a file that may be gzip-compressed (an archive) or plain (an export), by its first
+/// bytes, for `replay` and the readers of archives.
+pub fn open_maybe_gzip(path: &Path) -> std::io::Result<Box<dyn BufRead + Send>> {
+    let mut file = File::open(path)?;
+    let mut magic = [0u8; 2];
+    let gzip = file.read(&mut magic)? == 2 && magic == [0x1f, 0x8b];
+    let file = File::open(path)?;
+    Ok(if gzip {
+        Box::new(BufReader::new(MultiGzDecoder::new(file)))
+    } else {
+        Box::new(BufReader::new(file))
+    })
+}

@@ -1,0 +1,181 @@
+//! One pass of retention, as `serve` runs it every `[history] interval_secs` and
+//! `history archive` runs it once: partitions made ahead, then each month past `keep_days`
+//! archived, read back, detached and dropped. Every step can be cut short by a crash and the
+//! next pass takes the month up where it stands: a detached table or an interrupted detach is
+//! finished, an archive that does not verify (or counts other rows) is written again, and
+//! nothing is dropped without an archive read back against the table's own count.
+
+use std::path::Path;
+
+use diesel_async::AsyncPgConnection;
+
+use super::archive::{self, ArchiveError, Manifest};
+use super::partitions::{self, Partition};
+use crate::config::HistorySettings;
+
+/// Fault injection for the crash tests (docs/history.md): the process aborts right after the
+/// named step (`written`, `verified` or `detached`) of the first month it archives.
+pub const CRASH_AFTER_ENV: &str = "CALLBACK_GATEWAY_HISTORY_CRASH_AFTER";
+
+/// Arbitrary but fixed: the advisory lock that elects one gateway to run retention.
+pub const HISTORY_LOCK_KEY: i64 = 0x6367_775f_6873_7479; // "cgw_hsty"
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct PassReport {
+    /// Partitions made ahead.
+    pub added: Vec<String>,
+    /// Months archived and dropped, with their manifests.
+    pub dropped: Vec<Manifest>,
+    /// Why nothing is archived: retention is off.
+    pub retention_off: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error("database: {0}")]
+    Database(#[from] diesel::result::Error),
+    /// The month stays in the database.
+    #[error("{partition} not archived, kept in the database: {source}")]
+    Archive {
+        partition: String,
+        source: ArchiveError,
+    },
+    #[error("{partition} kept: its archive holds {archived} row(s), the table {table}")]
+    Mismatch {
+        partition: String,
+        archived: u64,
+        table: i64,
+    },
+}
+
+/// One pass on `conn`.
+pub async fn run(
+    conn: &mut AsyncPgConnection,
+    settings: &HistorySettings,
+) -> Result<PassReport, PassError> {
+    let mut report = PassReport {
+        added: partitions::add_ahead(conn, settings.months_ahead).await?,
+        ..Default::default()
+    };
+    let Some(dir) = &settings.archive_dir else {
+        report.retention_off = true;
+        return Ok(report);
+    };
+    let all = partitions::list(conn).await?;
+    let now = chrono::Utc::now();
+    // Leftovers of a cut pass first, then what is due, oldest first.
+    let mut work: Vec<&Partition> = all
+        .iter()
+        .filter(|p| !p.attached || p.detach_pending)
+        .collect();
+    work.extend(
+        partitions::due(&all, now, settings.keep_days)
+            .into_iter()
+            .filter(|p| !p.detach_pending),
+    );
+    let crash_after = std::env::var(CRASH_AFTER_ENV).ok();
+    for partition in work {
+        let manifest = archive_one(conn, dir, partition, crash_after.as_deref()).await?;
+        if partition.attached {
+            partitions::detach(conn, partition).await?;
+            crash_point(crash_after.as_deref(), "detached", &partition.name);
+        }
+        partitions::drop_detached(conn, &partition.name).await?;
+        tracing::info!(
+            partition = %partition.name,
+            rows = manifest.rows,
+            file = %manifest.file,
+            "history: month archived and dropped"
+        );
+        report.dropped.push(manifest);
+    }
+    Ok(report)
+}
+
+/// The verified archive of `partition`: the one on disk if it reads back whole and counts the
+/// table's rows, else a new one, read back.
+async fn archive_one(
+    conn: &mut AsyncPgConnection,
+    dir: &Path,
+    partition: &Partition,
+    crash_after: Option<&str>,
+) -> Result<Manifest, PassError> {
+    let rows = partitions::count_rows(conn, &partition.name).await?;
+    let data = archive::data_path(dir, &partition.name);
+    let verify = |data: std::path::PathBuf| async move {
+        tokio::task::spawn_blocking(move || archive::verify(&data))
+            .await
+            .map_err(|e| ArchiveError::Write {
+                path: String::new(),
+                source: std::io::Error::other(e),
+            })?
+            .map_err(ArchiveError::from)
+    };
+    let failed = |source| PassError::Archive {
+        partition: partition.name.clone(),
+        source,
+    };
+    let manifest = match verify(data.clone()).await {
+        Ok(manifest) if manifest.rows == rows as u64 => manifest,
+        _ => {
+            archive::write(conn, dir, partition).await.map_err(failed)?;
+            crash_point(crash_after, "written", &partition.name);
+            verify(data).await.map_err(failed)?
+        }
+    };
+    if manifest.rows != rows as u64 {
+        return Err(PassError::Mismatch {
+            partition: partition.name.clone(),
+            archived: manifest.rows,
+            table: rows,
+        });
+    }
+    crash_point(crash_after, "verified", &partition.name);
+    Ok(manifest)
+}
+
+fn crash_point(crash_after: Option<&str>, step: &str, partition: &str) {
+    if crash_after == Some(step) {
+        eprintln!("history: {CRASH_AFTER_ENV}={step}: aborting after {step} of {partition}");
+        std::process::abort();
+    }
+}
+
+/// The pass inside `serve`: at start (so the month ahead exists before traffic needs it),
+/// then every interval, by whichever gateway holds the lock.
+pub async fn run_periodically(
+    database_url: String,
+    settings: HistorySettings,
+    metrics: crate::metrics::Metrics,
+) {
+    let mut ticker = tokio::time::interval(settings.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let mut conn = match crate::db::connect_holding_lock(&database_url, HISTORY_LOCK_KEY).await
+        {
+            Ok(Some(conn)) => conn,
+            Ok(None) => {
+                tracing::debug!("another gateway holds the history lock");
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "history pass could not connect; will retry");
+                continue;
+            }
+        };
+        match run(&mut conn, &settings).await {
+            Ok(report) => {
+                metrics.record_history_pass(&report);
+                if !report.added.is_empty() {
+                    tracing::info!(added = ?report.added, "history: partitions made ahead");
+                }
+            }
+            Err(error) => {
+                metrics.record_history_failure();
+                tracing::error!(error = %error, "history pass failed; the months stay in the database");
+            }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! History that never fills the disk: months past keep_days archived, verified, detached and
+//! dropped through the real binary; a crash after each step; an archive directory that cannot
+//! be written; `replay` reading an archive.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::gateway::GatewayProcess;
+use crate::support::{ACME, TestApp, config_with, insert_orders, spawn_app};
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cg-history-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn history_config(app: &TestApp, archive_dir: &Path) -> String {
+    config_with(
+        &app.database_url,
+        &format!(
+            "[history]\nkeep_days = 120\narchive_dir = \"{}\"\n",
+            archive_dir.display()
+        ),
+    )
+}
+
+async fn gateway(config: &str, database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let dir = scratch();
+    let file = dir.join("gateway.toml");
+    std::fs::write(&file, config).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+        .arg("--config")
+        .arg(&file)
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn payment_body(event_id: &str, order_id: i64, amount: i64) -> String {
+    format!(
+        r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"pay_{event_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#
+    )
+}
+
+/// Three captures received "in January 2025" and one now, each acknowledged by the gateway.
+/// The log is given the shape of a database partitioned since 2025: the (empty) legacy
+/// partition's rows move into monthly partitions from January 2025 on, and the old events'
+/// receipt time is set back.
+async fn aged_log(app: &TestApp) {
+    let orders = insert_orders(&app.db, 4).await;
+    for (i, (order, amount)) in orders.iter().enumerate() {
+        let id = if i < 3 {
+            format!("old_{i}")
+        } else {
+            "new_0".to_owned()
+        };
+        let response = app
+            .deliver(ACME, &id, &payment_body(&id, *order, *amount))
+            .await;
+        assert_eq!(response.status(), 200);
+    }
+    app.db
+        .batch_execute(
+            "ALTER TABLE callback_deliveries DETACH PARTITION callback_deliveries_legacy; \
+             SELECT callback_deliveries_add_month(m) FROM generate_series( \
+                 timestamptz '2025-01-01', now() + interval '1 month', interval '1 month') m; \
+             INSERT INTO callback_deliveries SELECT * FROM callback_deliveries_legacy; \
+             DROP TABLE callback_deliveries_legacy; \
+             UPDATE callback_deliveries SET received_at = timestamptz '2025-01-10' + id * interval '1 minute' \
+             WHERE event_id LIKE 'old_%';",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries_y2025m01")
+            .await,
+        3
+    );
+}
+
+async fn exists(app: &TestApp, table: &str) -> bool {
+    app.db
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+const JANUARY: &str = "callback_deliveries_y2025m01";
+
+#[tokio::test]
+async fn a_month_past_keep_days_is_archived_verified_and_dropped_and_replay_reads_its_archive() {
+    let app = spawn_app().await;
+    aged_log(&app).await;
+    let dir = scratch();
+    let archive_dir = dir.join("archive");
+    let config = history_config(&app, &archive_dir);
+
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
+    assert!(
+        pass.stdout
+            .contains(&format!("archived {JANUARY}.jsonl.gz (3 rows")),
+        "{}",
+        pass.stdout
+    );
+    assert!(!exists(&app, JANUARY).await, "the month is dropped");
+    // The current month stays; the books are never dropped.
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries").await,
+        1
+    );
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 4);
+
+    let archive = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    let archive_text = archive.to_str().unwrap();
+    let verify = gateway(
+        &config,
+        &app.database_url,
+        &["history", "verify", archive_text],
+        &[],
+    )
+    .await;
+    assert_eq!(verify.code, Some(0), "{}", verify.stderr);
+    assert!(verify.stdout.contains("3 event(s)"), "{}", verify.stdout);
+    let list = gateway(&config, &app.database_url, &["history", "list"], &[]).await;
+    assert_eq!(list.code, Some(0), "{}", list.stderr);
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{JANUARY}.jsonl.gz")))
+        .unwrap_or_else(|| panic!("{}", list.stdout));
+    assert!(line.contains(" 3 rows"), "{line}");
+    assert!(
+        !list
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(&format!("{JANUARY} "))),
+        "no partition of January left:\n{}",
+        list.stdout
+    );
+
+    // Finance replays the archived month: every event is answered from its stored record.
+    let replay = gateway(
+        &config,
+        &app.database_url,
+        &["replay", archive_text, "--url", &app.address],
+        &[],
+    )
+    .await;
+    assert_eq!(replay.code, Some(0), "{}\n{}", replay.stdout, replay.stderr);
+    let replayed = replay
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("replayed"))
+        .map(|n| n.trim().to_owned());
+    assert_eq!(replayed.as_deref(), Some("3"), "{}", replay.stdout);
+    assert_eq!(app.count("SELECT count(*) FROM ledger_transfers").await, 4);
+
+    // One byte changed in a copy: verify refuses it.
+    let copy = dir.join("copy.jsonl.gz");
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&copy, bytes).unwrap();
+    std::fs::copy(
+        archive_dir.join(format!("{JANUARY}.manifest.json")),
+        dir.join("copy.manifest.json"),
+    )
+    .unwrap();
+    let refused = gateway(
+        &config,
+        &app.database_url,
+        &["history", "verify", copy.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(refused.code, Some(1), "{}", refused.stdout);
+    assert!(refused.stderr.contains("SHA-256"), "{}", refused.stderr);
+
+    let again = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert!(
+        again.stdout.contains("nothing past keep_days"),
+        "{}",
+        again.stdout
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_crash_after_each_step_loses_nothing_and_the_next_pass_finishes_the_month() {
+    for step in ["written", "verified", "detached"] {
+        let app = spawn_app().await;
+        aged_log(&app).await;
+        let dir = scratch();
+        let archive_dir = dir.join("archive");
+        let config = history_config(&app, &archive_dir);
+        let crashed = gateway(
+            &config,
+            &app.database_url,
+            &["history", "archive"],
+            &[("CALLBACK_GATEWAY_HISTORY_CRASH_AFTER", step)],
+        )
+        .await;
+        assert_ne!(crashed.code, Some(0), "{step}: the pass was cut short");
+        assert!(
+            crashed.stderr.contains("aborting after"),
+            "{}",
+            crashed.stderr
+        );
+        // Every row is still in the database, attached or (after the detach) in its own table.
+        assert_eq!(
+            app.count(&format!("SELECT count(*) FROM {JANUARY}")).await,
+            3,
+            "{step}"
+        );
+        let attached = app
+            .count("SELECT count(*) FROM callback_deliveries WHERE event_id LIKE 'old_%'")
+            .await;
+        assert_eq!(attached, if step == "detached" { 0 } else { 3 }, "{step}");
+
+        let resumed = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+        assert_eq!(resumed.code, Some(0), "{step}: {}", resumed.stderr);
+        assert!(
+            !exists(&app, JANUARY).await,
+            "{step}: the next pass drops it"
+        );
+        let archive = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+        let verify = gateway(
+            &config,
+            &app.database_url,
+            &["history", "verify", archive.to_str().unwrap()],
+            &[],
+        )
+        .await;
+        assert!(
+            verify.code == Some(0) && verify.stdout.contains("3 event(s)"),
+            "{step}: {}{}",
+            verify.stdout,
+            verify.stderr
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test]
+async fn an_archive_directory_that_cannot_be_written_keeps_the_month_and_serve_counts_the_failure()
+{
+    let app = spawn_app().await;
+    aged_log(&app).await;
+    let dir = scratch();
+    // A directory under a regular file cannot be made, whoever runs the test (root included).
+    let blocker = dir.join("not-a-directory");
+    std::fs::write(&blocker, b"").unwrap();
+    let config = history_config(&app, &blocker.join("archive"));
+
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(1), "{}", pass.stdout);
+    assert!(
+        pass.stderr.contains("kept in the database"),
+        "{}",
+        pass.stderr
+    );
+    assert_eq!(
+        app.count(&format!("SELECT count(*) FROM {JANUARY}")).await,
+        3
+    );
+
+    // serve runs the same pass at start: it counts the failure for the alert, keeps the month,
+    // and has made the months ahead.
+    let config = config_with(
+        &app.database_url,
+        &format!(
+            "[history]\nkeep_days = 120\nmonths_ahead = 6\narchive_dir = \"{}\"\n",
+            blocker.join("archive").display()
+        ),
+    );
+    let served = GatewayProcess::spawn_on(&app.database_url, &config).await;
+    let client = reqwest::Client::new();
+    let mut failures = 0.0;
+    for _ in 0..200 {
+        let text = client
+            .get(format!("{}/metrics", served.address()))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        failures = text
+            .lines()
+            .find_map(|l| l.strip_prefix("gateway_history_failures_total "))
+            .map(|v| v.trim().parse::<f64>().unwrap())
+            .unwrap_or(0.0);
+        if failures >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(failures >= 1.0, "the failed pass is counted");
+    assert_eq!(
+        app.count(&format!("SELECT count(*) FROM {JANUARY}")).await,
+        3
+    );
+    let ahead: bool = app
+        .db
+        .query_one(
+            "SELECT to_regclass('callback_deliveries_' || \
+                 to_char(now() AT TIME ZONE 'UTC' + interval '6 months', '\"y\"YYYY\"m\"MM')) IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ahead, "serve made the partition six months ahead");
+    let _ = std::fs::remove_dir_all(&dir);
+}
