@@ -3,10 +3,12 @@
 //! connections a failover left unusable), the pool (`pool` holds its type, this file builds
 //! it), what a confirmed commit is (`commit`, and `unconfirmed` for why an answer cannot be given
 //! as done), the barrier a replay waits for
-//! (`replication`), and the embedded migrations (the same `migrations/` that diesel CLI
+//! (`replication`), the errors that say the database cannot write at all (`cannot_write`: a
+//! full disk), and the embedded migrations (the same `migrations/` that diesel CLI
 //! runs). Code that only holds a pool or a connection imports the submodule it needs, not
 //! this file, so the pool's users do not depend on how connections are opened.
 
+pub mod cannot_write;
 pub mod commit;
 pub mod connection;
 pub mod pool;

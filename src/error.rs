@@ -1,7 +1,8 @@
 //! `ApiError`: every error a request can end in, each with a stable snake_case `error` code,
 //! and the one table from the domain's errors and refusals to HTTP. Database and pool errors
 //! are a transient 503 `unavailable` whose transaction rolled back, so a retry runs as the
-//! first time.
+//! first time; a database that cannot write at all (a full disk) is a 503
+//! `database_cannot_write`, as transient and stored as little.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
@@ -9,6 +10,7 @@ use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
 use crate::access::role::Role;
+use crate::db::cannot_write::CannotWrite;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
 use crate::notifications::endpoints::{EndpointError, InvalidEndpoint};
@@ -24,6 +26,9 @@ pub const OUT_OF_ORDER_RETRY_AFTER_SECS: u32 = 30;
 /// Seconds a provider should wait while its API refuses the gateway's key: an operator has to
 /// act first.
 pub const PROVIDER_KEY_RETRY_AFTER_SECS: u32 = 60;
+/// Seconds a client should wait while the database cannot write (a full disk): space comes
+/// back when an operator acts, not within a second.
+pub const CANNOT_WRITE_RETRY_AFTER_SECS: u32 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -75,6 +80,14 @@ pub enum ApiError {
     OutOfOrder(&'static str),
     #[error("the database is unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// The database answers but cannot write (its disk is full, its file system read-only):
+    /// the transaction rolled back and nothing was stored, so a retry helps once space returns.
+    #[error("the database cannot write ({})", reason.as_str())]
+    CannotWrite {
+        reason: CannotWrite,
+        #[source]
+        source: anyhow::Error,
+    },
     /// The provider's API refused the gateway's `api_key` (401 or 403) during a fetch: no
     /// retry helps until an operator fixes the key, so it is a 503 (the provider keeps the
     /// event and retries) with an alert, never a stored rejection.
@@ -140,6 +153,7 @@ impl ApiError {
             | ApiError::Saturated(_)
             | ApiError::RefundBackingOff { .. }
             | ApiError::ProviderKeyRefused(_) => "unavailable",
+            ApiError::CannotWrite { .. } => "database_cannot_write",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -164,6 +178,9 @@ impl ApiError {
         match self {
             ApiError::Unavailable(_) | ApiError::Saturated(_) | ApiError::ProviderKeyRefused(_) => {
                 "the service is temporarily unavailable; retry".into()
+            }
+            ApiError::CannotWrite { .. } => {
+                "the database cannot store anything now; nothing was stored, retry later".into()
             }
             ApiError::RefundBackingOff { retry_after_secs } => format!(
                 "the payment provider did not confirm the refund; retry with the same key after {retry_after_secs} s"
@@ -220,6 +237,7 @@ impl ResponseError for ApiError {
             }
             ApiError::NotFound { .. } | ApiError::UnknownProvider => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_)
+            | ApiError::CannotWrite { .. }
             | ApiError::Saturated(_)
             | ApiError::RefundBackingOff { .. }
             | ApiError::ProviderKeyRefused(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -250,6 +268,9 @@ impl ResponseError for ApiError {
             }
             ApiError::ProviderKeyRefused(_) => {
                 response.insert_header((RETRY_AFTER, PROVIDER_KEY_RETRY_AFTER_SECS.to_string()));
+            }
+            ApiError::CannotWrite { .. } => {
+                response.insert_header((RETRY_AFTER, CANNOT_WRITE_RETRY_AFTER_SECS.to_string()));
             }
             _ => {}
         }
@@ -285,6 +306,12 @@ fn anyhow_chain(error: &ApiError) -> Vec<String> {
 impl From<diesel::result::Error> for ApiError {
     fn from(error: diesel::result::Error) -> Self {
         use diesel::result::Error as E;
+        if let Some(reason) = CannotWrite::of(&error) {
+            return ApiError::CannotWrite {
+                reason,
+                source: error.into(),
+            };
+        }
         match error {
             // Anything the server said or failed to say: the transaction is gone, retry.
             E::DatabaseError(..)

@@ -1,8 +1,9 @@
 //! Prometheus metrics, one registry per application (no global state, so parallel test apps
 //! stay apart): requests by route, status and outcome, latency per route, pool state, cleanup
-//! counts, each provider's timestamp skew and the size of capture batches.
+//! counts, each provider's timestamp skew, the size of capture batches, and the writes the
+//! database refused for lack of disk (with the [`WriteHealth`] `/readyz` reads).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::{
@@ -10,12 +11,18 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use crate::db::cannot_write::{CannotWrite, WriteHealth};
 use crate::db::pool::PgPool;
 
 /// How a request ended, for the `outcome` label. Handlers attach it to their response;
 /// errors derive it from their code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutcomeLabel(pub &'static str);
+
+/// Marks a response whose write committed now (a first answer, not a replay): proof that the
+/// database writes again after a cannot-write failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteCommitted;
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -43,6 +50,9 @@ pub struct Metrics {
     notifications_pending_estimated: IntGauge,
     provider_fetches: IntCounterVec,
     history: HistoryMetrics,
+    database_write_failures: IntCounterVec,
+    database_cannot_write_last: IntGauge,
+    write_health: Arc<WriteHealth>,
 }
 
 /// Retention of the event log (`history::pass`).
@@ -333,8 +343,34 @@ impl Metrics {
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
         let history = HistoryMetrics::new(&registry);
+        let database_write_failures = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "gateway_database_write_failures_total",
+                    "Requests refused 503 database_cannot_write because the database could not write, by reason: disk_full (SQLSTATE 53100, a quota), read_only_file_system, io_error (58030)",
+                ),
+                &["reason"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        // Every reason from the start, so the alert's increase() sees the first failure.
+        for reason in CannotWrite::ALL {
+            database_write_failures.with_label_values(&[reason.as_str()]);
+        }
+        let database_cannot_write_last = register(
+            &registry,
+            IntGauge::new(
+                "gateway_database_cannot_write_last_timestamp_seconds",
+                "Unix time of the newest request the database could not write (0: none since start)",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
             history,
+            database_write_failures,
+            database_cannot_write_last,
+            write_health: Arc::default(),
             webhook_endpoints,
             webhook_endpoints_revision,
             provider_fetches,
@@ -368,6 +404,26 @@ impl Metrics {
         self.latency
             .with_label_values(&[route])
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// A request was refused because the database could not write.
+    pub fn record_cannot_write(&self, reason: CannotWrite) {
+        self.database_write_failures
+            .with_label_values(&[reason.as_str()])
+            .inc();
+        self.database_cannot_write_last
+            .set(chrono::Utc::now().timestamp());
+        self.write_health.failed(reason);
+    }
+
+    /// A request's write committed (its first answer).
+    pub fn record_write_committed(&self) {
+        self.write_health.committed();
+    }
+
+    /// The newest cannot-write failure against the newest committed write, for `/readyz`.
+    pub fn write_health(&self) -> &WriteHealth {
+        &self.write_health
     }
 
     /// The counter fetch-verified providers count their API's answers in.

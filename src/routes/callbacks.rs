@@ -15,7 +15,7 @@ use crate::idempotency::audited::Audited;
 use crate::idempotency::record::Completion;
 use crate::idempotency::transmission::{self, Binding, Bound};
 use crate::idempotency::{self, Executed, REPLAYED_HEADER};
-use crate::metrics::{Metrics, OutcomeLabel};
+use crate::metrics::{Metrics, OutcomeLabel, WriteCommitted};
 use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
 use crate::payments::callback::ProcessCallback;
 use crate::payments::effect::Source;
@@ -250,6 +250,9 @@ async fn answer_all(
     };
     let mut response = response.body(body);
     response.extensions_mut().insert(OutcomeLabel(label));
+    if first.is_some() {
+        response.extensions_mut().insert(WriteCommitted);
+    }
     Ok(response)
 }
 

@@ -1,5 +1,6 @@
 //! The per-request observation: one log line (inside the request span, so it carries the
-//! request id, provider and event id) and the request metrics.
+//! request id, provider and event id), the request metrics, and whether the database wrote
+//! (a committed first answer) or could not (a full disk).
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use actix_web::middleware::Next;
 use actix_web::{Error, web};
 
 use crate::error::ApiError;
-use crate::metrics::{Metrics, OutcomeLabel};
+use crate::metrics::{Metrics, OutcomeLabel, WriteCommitted};
 
 pub async fn observe(
     request: ServiceRequest,
@@ -24,18 +25,16 @@ pub async fn observe(
         .match_pattern()
         .unwrap_or_else(|| "unmatched".to_owned());
     let status = response.status().as_u16();
+    let error = response
+        .response()
+        .error()
+        .and_then(|e| e.as_error::<ApiError>());
     let outcome = response
         .response()
         .extensions()
         .get::<OutcomeLabel>()
         .map(|o| o.0)
-        .or_else(|| {
-            response
-                .response()
-                .error()
-                .and_then(|e| e.as_error::<ApiError>())
-                .map(ApiError::outcome_label)
-        })
+        .or_else(|| error.map(ApiError::outcome_label))
         .unwrap_or(if status < 400 { "ok" } else { "error" });
     tracing::info!(
         route,
@@ -46,6 +45,15 @@ pub async fn observe(
     );
     if let Some(metrics) = metrics {
         metrics.observe_request(&route, status, outcome, elapsed);
+        if let Some(ApiError::CannotWrite { reason, .. }) = error {
+            metrics.record_cannot_write(*reason);
+        } else if response
+            .response()
+            .extensions()
+            .contains::<WriteCommitted>()
+        {
+            metrics.record_write_committed();
+        }
     }
     Ok(response)
 }

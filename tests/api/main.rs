@@ -22,6 +22,7 @@ mod dispute_orders;
 mod disputes;
 mod endpoints;
 mod events;
+mod full_disk;
 mod hardening;
 mod health;
 mod history;

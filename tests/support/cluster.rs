@@ -223,7 +223,8 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn is_root() -> bool {
+/// Whether the tests run as root (they may mount file systems and act as `postgres`).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
