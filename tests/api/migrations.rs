@@ -276,10 +276,8 @@ async fn partitioning_the_event_log_keeps_every_row_and_reverts_with_them() {
     let url = empty_database().await;
     db::run_migrations(&url).await.unwrap();
     let reverted = db::revert_last_migration(&url).await.unwrap();
-    assert!(
-        reverted.contains("partition_callback_deliveries"),
-        "{reverted}"
-    );
+    // The partitioning is the newest migration (a later one must be reverted first here).
+    assert_eq!(reverted, "20261203000054");
     let client = connect(&url).await;
     client
         .batch_execute(
