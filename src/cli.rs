@@ -350,6 +350,9 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
         .write_summary(&mut out)
         .and_then(|()| std::io::Write::flush(&mut out))
         .map_err(anyhow::Error::from)?;
+    if !args.events.is_empty() {
+        received_events(settings, args, &reconciliation, &mut out)?;
+    }
     if reconciliation.is_clean() {
         Ok(())
     } else {
@@ -360,4 +363,44 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
         )
         .into())
     }
+}
+
+/// `reconcile --events`: each `missing_in_ledger` payment as the event files know it.
+fn received_events(
+    settings: &Settings,
+    args: &ReconcileArgs,
+    reconciliation: &reconcile::Reconciliation,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CommandError> {
+    let missing = reconciliation.missing_ids();
+    let providers = crate::providers::configure_all(&settings.providers);
+    let found = reconcile::events::find(&args.events, &args.provider, &providers, &missing)?;
+    let mut ids: Vec<&String> = missing.iter().collect();
+    ids.sort();
+    let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "\nmissing_in_ledger payments in the event files ({} of {} received):",
+            found.len(),
+            missing.len()
+        )?;
+        for id in ids {
+            match found.get(id) {
+                Some(events) => {
+                    let described: Vec<String> = events.iter().map(|e| e.describe()).collect();
+                    writeln!(out, "received      {id}  {}", described.join("; "))?;
+                }
+                None => writeln!(out, "not received  {id}")?,
+            }
+        }
+        out.flush()
+    };
+    write(out).map_err(anyhow::Error::from)?;
+    if let Some(path) = &args.emit_replay {
+        let file = std::fs::File::create(path)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        reconcile::events::write_replay(&found, &mut std::io::BufWriter::new(file))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 //! docs/reconciliation.md: about 190 bytes per item, 220 with `--report`).
 
 pub mod classify;
+pub mod events;
 pub mod ledger;
 pub mod report;
 
@@ -43,6 +44,13 @@ pub struct ReconcileArgs {
     /// Write the payment ids of `missing_in_ledger` items, one a line.
     #[arg(long, value_name = "FILE")]
     pub emit_ids: Option<PathBuf>,
+    /// Event-log archives or exports (`history` archives, `export` output; repeatable) to look
+    /// the `missing_in_ledger` payments up in: received (with the stored outcome) or not.
+    #[arg(long, value_name = "FILE")]
+    pub events: Vec<PathBuf>,
+    /// With --events: write the events found for `missing_in_ledger` payments as a replay file.
+    #[arg(long, value_name = "FILE", requires = "events")]
+    pub emit_replay: Option<PathBuf>,
 }
 
 /// Why a reconciliation could not run: the caller's mistake (exit 2) or the system's (exit 1).
@@ -328,6 +336,15 @@ impl Reconciliation {
         out.write_all(b"\n]}\n")?;
         out.flush()?;
         Ok(())
+    }
+
+    /// The payment ids of `missing_in_ledger` items.
+    pub fn missing_ids(&self) -> std::collections::HashSet<String> {
+        self.items
+            .sorted(|i| i.class() == Class::MissingInLedger)
+            .into_iter()
+            .map(|(payment_id, _, _)| payment_id.to_owned())
+            .collect()
     }
 
     /// The payment ids of `missing_in_ledger` items, one a line, each once.

@@ -330,3 +330,104 @@ async fn an_archive_directory_that_cannot_be_written_keeps_the_month_and_serve_c
     assert!(ahead, "serve made the partition six months ahead");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Finance's question after the months are archived: the provider moved money the ledger never
+/// posted; did the gateway ever receive it? `reconcile --events ARCHIVE` answers from the
+/// archive, with the stored outcome, and writes what it found as a replay file.
+#[tokio::test]
+async fn reconcile_reads_an_archive_to_say_which_missing_payments_were_received_and_how_they_ended()
+{
+    let app = spawn_app().await;
+    let order = app
+        .create_order(crate::support::MERCHANT, 5000, "USD")
+        .await;
+    let capture = format!(
+        r#"{{"id":"e1","type":"payment.succeeded","data":{{"payment_id":"pay_1","order_id":{order},"amount_minor":5000,"currency":"USD"}}}}"#
+    );
+    let refund = r#"{"id":"e2","type":"refund.succeeded","data":{"payment_id":"pay_1","amount_minor":6000,"currency":"USD"}}"#;
+    assert_eq!(app.deliver(ACME, "e1", &capture).await.status(), 200);
+    let refused: serde_json::Value = app.deliver(ACME, "e2", refund).await.json().await.unwrap();
+    assert_eq!(refused["reason"], "refund_exceeds_captured");
+    app.db
+        .batch_execute(
+            "ALTER TABLE callback_deliveries DETACH PARTITION callback_deliveries_legacy; \
+             SELECT callback_deliveries_add_month(m) FROM generate_series( \
+                 timestamptz '2025-01-01', now() + interval '1 month', interval '1 month') m; \
+             INSERT INTO callback_deliveries SELECT * FROM callback_deliveries_legacy; \
+             DROP TABLE callback_deliveries_legacy; \
+             UPDATE callback_deliveries SET received_at = timestamptz '2025-01-10' + id * interval '1 minute';",
+        )
+        .await
+        .unwrap();
+    let dir = scratch();
+    let archive_dir = dir.join("archive");
+    let config = history_config(&app, &archive_dir);
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(0), "{}", pass.stderr);
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries").await,
+        0
+    );
+
+    let report = dir.join("report.jsonl");
+    std::fs::write(
+        &report,
+        [
+            r#"{"payment_id":"pay_1","kind":"payment","amount_minor":5000,"currency":"USD","at":"2025-01-10T00:00:00Z"}"#,
+            r#"{"payment_id":"pay_1","kind":"refund","amount_minor":6000,"currency":"USD","at":"2025-01-11T00:00:00Z"}"#,
+            r#"{"payment_id":"pay_9","kind":"payment","amount_minor":700,"currency":"USD","at":"2025-01-12T00:00:00Z"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let archive = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    let replay_file = dir.join("replay.jsonl");
+    let run = gateway(
+        &config,
+        &app.database_url,
+        &[
+            "reconcile",
+            "--provider",
+            ACME,
+            report.to_str().unwrap(),
+            "--events",
+            archive.to_str().unwrap(),
+            "--emit-replay",
+            replay_file.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        run.code,
+        Some(1),
+        "two items differ\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(run.stdout.contains("(1 of 2 received)"), "{}", run.stdout);
+    let received = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("received      pay_1"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        received.contains("e2 at 2025-01-10T")
+            && received.contains(": rejected refund_exceeds_captured"),
+        "{received}"
+    );
+    assert!(
+        run.stdout.lines().any(|l| l == "not received  pay_9"),
+        "{}",
+        run.stdout
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&replay_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["e1", "e2"], "pay_1's events, as a replay file");
+    assert_eq!(lines[1]["body"], refund, "the raw body, byte for byte");
+    let _ = std::fs::remove_dir_all(&dir);
+}

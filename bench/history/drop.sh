@@ -1,0 +1,129 @@
+# scripts/bench --history [--rows N], and the end of scripts/bench --scale at its largest point:
+# what retention costs (issue 40). Sourced by scripts/bench, which has built the binaries and
+# defined server, bin, log, field, gateway_config, start_gateway and CLIENTS.
+#
+# On a database of its own (cg_history_<pid>, dropped at the end), one month (January 2025) of
+# HISTORY_ROWS events (default --rows) with the load generator's realistic bodies, then:
+#   history_delete_ms     DELETE of the month's rows, row by row, on a copy of its partition
+#                         (what retention would cost without partitions), and
+#                         history_delete_vacuum_ms, the VACUUM that makes that space reusable;
+#   history_drop_ms       `callback-gateway history archive` for the month: archive (gzip JSONL),
+#                         read back and verified, detached concurrently, dropped;
+#   history_pass_p99_ms   the p99 of first deliveries (CLIENTS at once) over HISTORY_LOAD_SECONDS
+#                         (default 60) whose third second starts the pass, and
+#                         history_pass_rps their rate;
+#   bytes_per_event_kept  the event log's bytes (partition, indexes, TOAST) per event while a
+#                         month is kept; archive_bytes_per_event, the archive's once dropped.
+# Prints `BENCH {json}` and writes target/bench-history.json.
+
+HISTORY_ROWS=${HISTORY_ROWS:-$ROWS}
+HISTORY_LOAD_SECONDS=${HISTORY_LOAD_SECONDS:-60}  # first deliveries measured; the pass starts 2 s in
+hdb="cg_history_$$"
+hurl="$server/$hdb"
+harchive=$(mktemp -d "${TMPDIR:-/tmp}/bench-history.XXXXXX")
+hgateway=
+history_cleanup() {
+    [ -z "$hgateway" ] || { kill "$hgateway" 2>/dev/null || true; wait "$hgateway" 2>/dev/null || true; }
+    rm -rf "$harchive"
+    psql "$server/postgres" -qc "DROP DATABASE IF EXISTS $hdb WITH (FORCE)" >/dev/null 2>&1 || true
+}
+trap history_cleanup EXIT
+hq() { psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -c "$1"; }
+ms_since() { python3 -c 'import sys, time; print(round((time.time() - float(sys.argv[1])) * 1000))' "$1"; }
+
+psql "$server/postgres" -qc "CREATE DATABASE $hdb" >/dev/null
+hport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# serve without an archive directory (its own pass must not take the month first); the pass
+# measured is the command line's, with one.
+hserve=target/bench-history-serve.toml
+hpass=target/bench-history-pass.toml
+gateway_config "$hserve" "$hport" "$hurl" 3600 "" "[admin]
+token = \"bench-history-admin-token-0123456789\""
+gateway_config "$hpass" "$hport" "$hurl" 3600 "" "[admin]
+token = \"bench-history-admin-token-0123456789\"
+[history]
+keep_days = 120
+archive_dir = \"$harchive\""
+DATABASE_URL="$hurl" "$bin" --config "$hserve" migrate >/dev/null
+hfunctions=target/bench-history-functions.sql
+target/release/loadgen --config "$hserve" --provider acme --emit-sql > "$hfunctions"
+
+# The log as a database partitioned since 2025 has it: monthly partitions from January 2025.
+hq "ALTER TABLE callback_deliveries DETACH PARTITION callback_deliveries_legacy;
+    DROP TABLE callback_deliveries_legacy;
+    SELECT count(*) FROM (SELECT callback_deliveries_add_month(m) FROM generate_series(
+        timestamptz '2025-01-01', now() + interval '1 month', interval '1 month') m) t" >/dev/null
+january_end=$(date -d 2025-01-31T00:00:00Z +%s)
+t=$EPOCHREALTIME
+for ((c0 = 1; c0 <= HISTORY_ROWS; c0 += 1000000)); do
+    c1=$(( c0 + 999999 < HISTORY_ROWS ? c0 + 999999 : HISTORY_ROWS ))
+    psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -f "$hfunctions" -v a=1 -v b="$HISTORY_ROWS" \
+        -v c0="$c0" -v c1="$c1" -v epoch="$january_end" -v span_secs=$((29 * 86400)) -v tid0=1 \
+        -f bench/scale/history_deliveries.sql >/dev/null
+done
+hq "VACUUM ANALYZE callback_deliveries" >/dev/null
+psql "$server/postgres" -qc "CHECKPOINT"
+log "history: $HISTORY_ROWS events of January 2025 loaded in $(( $(ms_since "${t/,/.}") / 1000 )) s"
+month=callback_deliveries_y2025m01
+[ "$(hq "SELECT count(*) FROM $month")" = "$HISTORY_ROWS" ] || { log "history: the month does not hold $HISTORY_ROWS rows"; exit 1; }
+month_bytes=$(hq "SELECT pg_total_relation_size('$month')")
+
+# Without partitions: the same rows deleted from a copy of the month (its indexes and TOAST).
+hq "CREATE TABLE delete_copy (LIKE $month INCLUDING ALL); INSERT INTO delete_copy SELECT * FROM $month;
+    VACUUM ANALYZE delete_copy" >/dev/null
+psql "$server/postgres" -qc "CHECKPOINT"
+t=$EPOCHREALTIME; hq "DELETE FROM delete_copy" >/dev/null; delete_ms=$(ms_since "${t/,/.}")
+t=$EPOCHREALTIME; hq "VACUUM delete_copy" >/dev/null; vacuum_ms=$(ms_since "${t/,/.}")
+hq "DROP TABLE delete_copy"
+psql "$server/postgres" -qc "CHECKPOINT"
+log "history: DELETE of $HISTORY_ROWS rows in $delete_ms ms, its VACUUM in $vacuum_ms ms"
+
+# The pass, under first deliveries.
+first_order=$((HISTORY_ROWS + 1))
+orders=200000
+psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -f "$hfunctions" -f - >/dev/null <<SQL
+INSERT INTO orders (id, user_id, amount_minor, currency, reference, status, created_at)
+SELECT n, :merchant_id, pg_temp.scale_amount(n, hb), pg_temp.scale_currency(n, hb),
+       pg_temp.scale_reference(n, hb), :'order_pending', now()
+FROM generate_series($first_order::bigint, $((first_order + orders - 1))::bigint) AS n,
+     LATERAL (SELECT pg_temp.scale_hb_head(n) AS hb OFFSET 0) AS h;
+ANALYZE orders;
+SQL
+RUST_LOG=warn DATABASE_URL="$hurl" "$bin" --config "$hserve" serve >target/bench-history-gateway.log 2>&1 &
+hgateway=$!
+until curl -fs "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1; do
+    kill -0 "$hgateway" 2>/dev/null || { log "history: the gateway exited; see target/bench-history-gateway.log"; exit 1; }
+    sleep 0.1
+done
+loadout=$(mktemp)
+target/release/loadgen --config "$hserve" --provider acme --url "http://127.0.0.1:$hport" \
+    --concurrency "$CLIENTS" --mode first --body realistic --first-order "$first_order" \
+    --orders "$orders" --duration "$HISTORY_LOAD_SECONDS" >"$loadout" &
+load_job=$!
+sleep 2
+t=$EPOCHREALTIME
+pass_out=$(DATABASE_URL="$hurl" "$bin" --config "$hpass" history archive 2>/dev/null)
+drop_ms=$(ms_since "${t/,/.}")
+wait "$load_job"
+[ "$drop_ms" -lt $(( (HISTORY_LOAD_SECONDS - 2) * 1000 )) ] ||
+    log "history: the pass outlasted the first deliveries measured (HISTORY_LOAD_SECONDS=$HISTORY_LOAD_SECONDS): their p99 covers only its start"
+echo "$pass_out" | grep -q "archived $month.jsonl.gz ($HISTORY_ROWS rows" || { log "history: the pass did not archive the month: $pass_out"; exit 1; }
+[ "$(hq "SELECT to_regclass('$month') IS NULL")" = t ] || { log "history: the month is still there"; exit 1; }
+archive_bytes=$(stat -c %s "$harchive/$month.jsonl.gz")
+load_json=$(grep '^{' "$loadout" | tail -1)
+rm -f "$loadout"
+log "history: the pass archived and dropped the month in $drop_ms ms; first deliveries meanwhile: $load_json"
+python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$load_json" <<'PY'
+import json, sys
+rows, delete_ms, vacuum_ms, drop_ms, month_bytes, archive_bytes = (int(x) for x in sys.argv[1:7])
+load = json.loads(sys.argv[7]) if sys.argv[7] else {}
+r = {
+    "history_rows": rows, "history_delete_ms": delete_ms, "history_delete_vacuum_ms": vacuum_ms,
+    "history_drop_ms": drop_ms,
+    "history_drop_vs_delete": round(delete_ms / drop_ms, 2) if drop_ms else None,
+    "history_pass_p99_ms": load.get("p99_ms"), "history_pass_rps": load.get("rps"),
+    "bytes_per_event_kept": round(month_bytes / rows), "archive_bytes_per_event": round(archive_bytes / rows),
+}
+json.dump(r, open("target/bench-history.json", "w"), indent=2)
+print("BENCH " + json.dumps(r))
+PY
