@@ -478,8 +478,14 @@ print(json.dumps({
 PY
 done
 
+# Retention at the largest point (bench/history/drop.sh: archive-and-drop of a month of ROWS
+# events against their row-by-row delete), on a database of its own.
+stop_gateway
+rm -f target/bench-history.json
+DATABASE_URL="$DATABASE_URL" scripts/bench --history --rows "$ROWS" >&2
+
 python3 - "$points" "$ROWS" "$load_total" "$loaded_rows" "$DURATION" "$CLIENTS" "$fsync" "$shared_buffers" <<'PY'
-import json, sys
+import json, os, sys
 points_file, rows, load_total, loaded_rows, duration, clients, fsync, shared_buffers = sys.argv[1:]
 curve = [json.loads(line) for line in open(points_file)]
 zero, top = curve[0], curve[-1]
@@ -514,6 +520,8 @@ r = {
                                   "read_p99_ms", "balances_p50_ms", "export_eps", "reconcile_lps")}
               for p in curve],
 }
+if os.path.exists("target/bench-history.json"):
+    r.update(json.load(open("target/bench-history.json")))
 with open("target/bench-scale.json", "w") as out:
     json.dump({**r, "points": curve}, out, indent=2)
 print("NOTE: the load generator, the gateway and PostgreSQL share this machine's cores.")

@@ -1127,12 +1127,10 @@ async fn in_a_real_browser_a_viewer_sees_no_actions_and_an_operator_uses_them() 
             .goto(&format!("{base}/console/audit"))
             .await
             .unwrap();
-        assert!(
-            browser
-                .source()
-                .await
-                .unwrap()
-                .contains("id=\"required-role\">admin<")
+        assert_eq!(
+            text_of(&browser, "required-role").await,
+            "admin",
+            "the audit page names the role it needs"
         );
         browser
             .goto(&format!("{base}/console/events"))
