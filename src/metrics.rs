@@ -470,7 +470,7 @@ impl Metrics {
             .inc_by(report.dropped.len() as u64);
         self.history
             .rows_dropped
-            .inc_by(report.dropped.iter().map(|m| m.rows).sum());
+            .inc_by(report.dropped.iter().map(|m| m.manifest.rows).sum());
         self.history.last_pass.set(chrono::Utc::now().timestamp());
     }
 

@@ -232,23 +232,24 @@ pub async fn write(
             hasher: Sha256::new(),
             bytes: 0,
         },
+        // Level 6: an archive is kept for years. At 200,000 events level 1 wrote in half the
+        // time (15 s against 31 s) a file 1.8 times larger (998 B an event against 544).
         Compression::default(),
     );
+    // Walked by the partition's primary key with the batch size in the text: the first walk,
+    // on (received_at, id) with a bound LIMIT, took 0.5 ms a row at 200,000 rows (docs/history.md,
+    // "Measured"). Ids follow the order of receipt (one sequence): still oldest first.
     let sql = format!(
         "SELECT id, merchant_id, provider, event_id, body, received_at, event_type, outcome, \
                 reason, ack_status, transfer_id, trace_id \
-         FROM {} WHERE (received_at, id) > ($1, $2) ORDER BY received_at, id LIMIT $3",
+         FROM {} WHERE id > $1 ORDER BY id LIMIT {BATCH_ROWS}",
         quoted(&partition.name)
     );
-    // Year 1: before any row, and within PostgreSQL's range (chrono's minimum is not).
-    let start = DateTime::<Utc>::from_timestamp(-62_135_596_800, 0).unwrap_or_default();
-    let mut after: (DateTime<Utc>, i64) = (start, i64::MIN);
+    let mut after = i64::MIN;
     let mut rows = 0u64;
     loop {
         let batch: Vec<Row> = diesel::sql_query(&sql)
-            .bind::<Timestamptz, _>(after.0)
-            .bind::<BigInt, _>(after.1)
-            .bind::<BigInt, _>(BATCH_ROWS)
+            .bind::<BigInt, _>(after)
             .load(conn)
             .await
             .map_err(|source| ArchiveError::Database {
@@ -256,14 +257,19 @@ pub async fn write(
                 source,
             })?;
         let Some(last) = batch.last() else { break };
-        after = (last.received_at, last.id);
+        after = last.id;
         rows += batch.len() as u64;
         let full = batch.len() as i64 == BATCH_ROWS;
         // Compression and file writes off the async workers.
         encoder = tokio::task::spawn_blocking(move || -> std::io::Result<Encoder> {
+            // Each line whole into a buffer, then one write: serde's many small writes straight
+            // into the compressor ran at 8 MB/s.
+            let mut line = Vec::with_capacity(8 * 1024);
             for row in batch {
-                serde_json::to_writer(&mut encoder, &ArchiveLine::from(row))?;
-                encoder.write_all(b"\n")?;
+                line.clear();
+                serde_json::to_writer(&mut line, &ArchiveLine::from(row))?;
+                line.push(b'\n');
+                encoder.write_all(&line)?;
             }
             Ok(encoder)
         })

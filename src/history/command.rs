@@ -45,11 +45,17 @@ pub async fn run(settings: &Settings, command: HistoryCommand) -> Result<(), Com
             for name in &report.added {
                 let _ = writeln!(out, "added {name}");
             }
-            for manifest in &report.dropped {
+            for month in &report.dropped {
+                let manifest = &month.manifest;
                 let _ = writeln!(
                     out,
-                    "archived {} ({} rows, {} bytes, sha256 {}) and dropped it",
-                    manifest.file, manifest.rows, manifest.bytes, manifest.sha256
+                    "archived {} ({} rows, {} bytes, sha256 {}) and dropped it (archive and read-back {} ms, detach and drop {} ms)",
+                    manifest.file,
+                    manifest.rows,
+                    manifest.bytes,
+                    manifest.sha256,
+                    month.archive.as_millis(),
+                    month.detach_and_drop.as_millis()
                 );
             }
             if report.retention_off {

@@ -6,6 +6,7 @@
 //! nothing is dropped without an archive read back against the table's own count.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use diesel_async::AsyncPgConnection;
 
@@ -26,9 +27,20 @@ pub struct PassReport {
     /// Partitions made ahead.
     pub added: Vec<String>,
     /// Months archived and dropped, with their manifests.
-    pub dropped: Vec<Manifest>,
+    pub dropped: Vec<Dropped>,
     /// Why nothing is archived: retention is off.
     pub retention_off: bool,
+}
+
+/// One month archived and dropped, and how long each part took.
+#[derive(Debug)]
+pub struct Dropped {
+    pub manifest: Manifest,
+    /// Counting the table's rows, writing the archive (unless a whole one was there) and
+    /// reading it back.
+    pub archive: Duration,
+    /// Detaching and dropping: what replaces a row-by-row delete.
+    pub detach_and_drop: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,19 +88,29 @@ pub async fn run(
     );
     let crash_after = std::env::var(CRASH_AFTER_ENV).ok();
     for partition in work {
+        let started = Instant::now();
         let manifest = archive_one(conn, dir, partition, crash_after.as_deref()).await?;
+        let archive = started.elapsed();
+        let started = Instant::now();
         if partition.attached {
             partitions::detach(conn, partition).await?;
             crash_point(crash_after.as_deref(), "detached", &partition.name);
         }
         partitions::drop_detached(conn, &partition.name).await?;
+        let detach_and_drop = started.elapsed();
         tracing::info!(
             partition = %partition.name,
             rows = manifest.rows,
             file = %manifest.file,
+            archive_ms = archive.as_millis() as u64,
+            detach_and_drop_ms = detach_and_drop.as_millis() as u64,
             "history: month archived and dropped"
         );
-        report.dropped.push(manifest);
+        report.dropped.push(Dropped {
+            manifest,
+            archive,
+            detach_and_drop,
+        });
     }
     Ok(report)
 }
