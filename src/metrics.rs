@@ -463,14 +463,10 @@ impl Metrics {
         self.capture_refused.inc();
     }
 
-    /// A history pass finished: what it dropped, and when.
-    pub fn record_history_pass(&self, report: &crate::history::pass::PassReport) {
-        self.history
-            .months_dropped
-            .inc_by(report.dropped.len() as u64);
-        self.history
-            .rows_dropped
-            .inc_by(report.dropped.iter().map(|m| m.manifest.rows).sum());
+    /// A history pass finished: the months and rows it dropped, and when.
+    pub fn record_history_pass(&self, months: u64, rows: u64) {
+        self.history.months_dropped.inc_by(months);
+        self.history.rows_dropped.inc_by(rows);
         self.history.last_pass.set(chrono::Utc::now().timestamp());
     }
 

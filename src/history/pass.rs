@@ -189,7 +189,10 @@ pub async fn run_periodically(
         };
         match run(&mut conn, &settings).await {
             Ok(report) => {
-                metrics.record_history_pass(&report);
+                metrics.record_history_pass(
+                    report.dropped.len() as u64,
+                    report.dropped.iter().map(|m| m.manifest.rows).sum(),
+                );
                 if !report.added.is_empty() {
                     tracing::info!(added = ?report.added, "history: partitions made ahead");
                 }
