@@ -73,23 +73,30 @@ async fn aged_log(app: &TestApp) {
             .await;
         assert_eq!(response.status(), 200);
     }
+    received_in_january_2025(app, "event_id LIKE 'old_%'").await;
+    assert_eq!(
+        app.count("SELECT count(*) FROM callback_deliveries_y2025m01")
+            .await,
+        3
+    );
+}
+
+/// Gives the log the shape of a database partitioned since 2025 (the legacy partition's rows
+/// move into monthly partitions from January 2025 on) and sets back the receipt of the events
+/// that match `which` (an SQL condition) to January 2025.
+async fn received_in_january_2025(app: &TestApp, which: &str) {
     app.db
-        .batch_execute(
+        .batch_execute(&format!(
             "ALTER TABLE callback_deliveries DETACH PARTITION callback_deliveries_legacy; \
              SELECT callback_deliveries_add_month(m) FROM generate_series( \
                  timestamptz '2025-01-01', now() + interval '1 month', interval '1 month') m; \
              INSERT INTO callback_deliveries SELECT * FROM callback_deliveries_legacy; \
              DROP TABLE callback_deliveries_legacy; \
              UPDATE callback_deliveries SET received_at = timestamptz '2025-01-10' + id * interval '1 minute' \
-             WHERE event_id LIKE 'old_%';",
-        )
+             WHERE {which};"
+        ))
         .await
         .unwrap();
-    assert_eq!(
-        app.count("SELECT count(*) FROM callback_deliveries_y2025m01")
-            .await,
-        3
-    );
 }
 
 async fn exists(app: &TestApp, table: &str) -> bool {
@@ -348,17 +355,7 @@ async fn reconcile_reads_an_archive_to_say_which_missing_payments_were_received_
     assert_eq!(app.deliver(ACME, "e1", &capture).await.status(), 200);
     let refused: serde_json::Value = app.deliver(ACME, "e2", refund).await.json().await.unwrap();
     assert_eq!(refused["reason"], "refund_exceeds_captured");
-    app.db
-        .batch_execute(
-            "ALTER TABLE callback_deliveries DETACH PARTITION callback_deliveries_legacy; \
-             SELECT callback_deliveries_add_month(m) FROM generate_series( \
-                 timestamptz '2025-01-01', now() + interval '1 month', interval '1 month') m; \
-             INSERT INTO callback_deliveries SELECT * FROM callback_deliveries_legacy; \
-             DROP TABLE callback_deliveries_legacy; \
-             UPDATE callback_deliveries SET received_at = timestamptz '2025-01-10' + id * interval '1 minute';",
-        )
-        .await
-        .unwrap();
+    received_in_january_2025(&app, "true").await;
     let dir = scratch();
     let archive_dir = dir.join("archive");
     let config = history_config(&app, &archive_dir);
