@@ -10,6 +10,7 @@
 
 pub mod counter;
 pub mod export;
+mod open_close;
 pub mod propagation;
 pub mod sampling;
 
@@ -82,7 +83,7 @@ pub fn init() {
         .with_context_activation(false)
         .with_filter(sampling::Sampled);
     let _ = tracing_subscriber::registry()
-        .with(traces)
+        .with(open_close::OpenClose(traces))
         .with(logs)
         .try_init();
 }
