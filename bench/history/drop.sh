@@ -14,13 +14,16 @@
 #                         history_detach_drop_vs_delete, their ratio to history_delete_ms;
 #   history_pass_p99_ms   the p99 of first deliveries (CLIENTS at once) over HISTORY_LOAD_SECONDS
 #                         (default 60) whose third second starts the pass, and
-#                         history_pass_rps their rate;
+#                         history_pass_rps their rate; history_baseline_p99_ms and
+#                         history_baseline_rps, the same load just before, without a pass, for
+#                         HISTORY_BASELINE_SECONDS (default 20);
 #   bytes_per_event_kept  the event log's bytes (partition, indexes, TOAST) per event while a
 #                         month is kept; archive_bytes_per_event, the archive's once dropped.
 # Prints `BENCH {json}` and writes target/bench-history.json.
 
 HISTORY_ROWS=${HISTORY_ROWS:-$ROWS}
 HISTORY_LOAD_SECONDS=${HISTORY_LOAD_SECONDS:-60}  # first deliveries measured; the pass starts 2 s in
+HISTORY_BASELINE_SECONDS=${HISTORY_BASELINE_SECONDS:-20}  # the same load before the pass, for its p99
 hdb="cg_history_$$"
 hurl="$server/$hdb"
 harchive=$(mktemp -d "${TMPDIR:-/tmp}/bench-history.XXXXXX")
@@ -83,7 +86,7 @@ log "history: DELETE of $HISTORY_ROWS rows in $delete_ms ms, its VACUUM in $vacu
 
 # The pass, under first deliveries.
 first_order=$((HISTORY_ROWS + 1))
-orders=200000
+orders=600000  # the first third for the baseline, the rest for the load during the pass
 psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -f "$hfunctions" -f - >/dev/null <<SQL
 INSERT INTO orders (id, user_id, amount_minor, currency, reference, status, created_at)
 SELECT n, :merchant_id, pg_temp.scale_amount(n, hb), pg_temp.scale_currency(n, hb),
@@ -98,10 +101,14 @@ until curl -fs "http://127.0.0.1:$hport/readyz" >/dev/null 2>&1; do
     kill -0 "$hgateway" 2>/dev/null || { log "history: the gateway exited; see target/bench-history-gateway.log"; exit 1; }
     sleep 0.1
 done
+# The same load without a pass first: the p99 the pass is measured against.
+baseline_json=$(target/release/loadgen --config "$hserve" --provider acme --url "http://127.0.0.1:$hport" \
+    --concurrency "$CLIENTS" --mode first --body realistic --first-order "$first_order" \
+    --orders $((orders / 3)) --duration "$HISTORY_BASELINE_SECONDS" | grep '^{' | tail -1)
 loadout=$(mktemp)
 target/release/loadgen --config "$hserve" --provider acme --url "http://127.0.0.1:$hport" \
-    --concurrency "$CLIENTS" --mode first --body realistic --first-order "$first_order" \
-    --orders "$orders" --duration "$HISTORY_LOAD_SECONDS" >"$loadout" &
+    --concurrency "$CLIENTS" --mode first --body realistic --first-order $((first_order + orders / 3)) \
+    --orders $((orders - orders / 3)) --duration "$HISTORY_LOAD_SECONDS" >"$loadout" &
 load_job=$!
 sleep 2
 t=$EPOCHREALTIME
@@ -118,10 +125,11 @@ archive_ms=$(echo "$pass_out" | sed -n "s/^archived $month.jsonl.gz .*archive an
 load_json=$(grep '^{' "$loadout" | tail -1)
 rm -f "$loadout"
 log "history: the pass archived and dropped the month in $drop_ms ms; first deliveries meanwhile: $load_json"
-python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" <<'PY'
+python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" "$baseline_json" <<'PY'
 import json, sys
 rows, delete_ms, vacuum_ms, drop_ms, month_bytes, archive_bytes, archive_ms, detach_drop_ms = (int(x) for x in sys.argv[1:9])
 load = json.loads(sys.argv[9]) if sys.argv[9] else {}
+baseline = json.loads(sys.argv[10]) if sys.argv[10] else {}
 r = {
     "history_rows": rows, "history_delete_ms": delete_ms, "history_delete_vacuum_ms": vacuum_ms,
     "history_drop_ms": drop_ms,
@@ -129,6 +137,7 @@ r = {
     # The part that replaces the row-by-row delete (the archive is work the delete skips).
     "history_detach_drop_vs_delete": round(delete_ms / max(detach_drop_ms, 1), 1),
     "history_pass_p99_ms": load.get("p99_ms"), "history_pass_rps": load.get("rps"),
+    "history_baseline_p99_ms": baseline.get("p99_ms"), "history_baseline_rps": baseline.get("rps"),
     "bytes_per_event_kept": round(month_bytes / rows), "archive_bytes_per_event": round(archive_bytes / rows),
 }
 json.dump(r, open("target/bench-history.json", "w"), indent=2)

@@ -19,6 +19,7 @@ use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::idle_cpu;
 use super::partitions::{Partition, quoted};
 use crate::export::Trailer;
 
@@ -260,8 +261,8 @@ pub async fn write(
         after = last.id;
         rows += batch.len() as u64;
         let full = batch.len() as i64 == BATCH_ROWS;
-        // Compression and file writes off the async workers.
-        encoder = tokio::task::spawn_blocking(move || -> std::io::Result<Encoder> {
+        // Compression and file writes off the async workers, on idle CPU.
+        encoder = idle_cpu::run(move || -> std::io::Result<Encoder> {
             // Each line whole into a buffer, then one write: serde's many small writes straight
             // into the compressor ran at 8 MB/s.
             let mut line = Vec::with_capacity(8 * 1024);
@@ -274,7 +275,7 @@ pub async fn write(
             Ok(encoder)
         })
         .await
-        .map_err(|e| write_error(std::io::Error::other(e)))?
+        .map_err(write_error)?
         .map_err(write_error)?;
         if !full {
             break;
@@ -284,7 +285,7 @@ pub async fn write(
         events: rows,
         skipped_non_utf8: 0,
     };
-    let (sha256, bytes) = tokio::task::spawn_blocking(move || -> std::io::Result<(String, u64)> {
+    let (sha256, bytes) = idle_cpu::run(move || -> std::io::Result<(String, u64)> {
         encoder.write_all(&trailer.to_line())?;
         let mut hashing = encoder.finish()?;
         hashing.flush()?;
@@ -293,7 +294,7 @@ pub async fn write(
         Ok((hex::encode(hashing.hasher.finalize()), hashing.bytes))
     })
     .await
-    .map_err(|e| write_error(std::io::Error::other(e)))?
+    .map_err(write_error)?
     .map_err(write_error)?;
     std::fs::rename(&partial, &data).map_err(write_error)?;
 

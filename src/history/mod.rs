@@ -4,5 +4,6 @@
 
 pub mod archive;
 pub mod command;
+pub mod idle_cpu;
 pub mod partitions;
 pub mod pass;

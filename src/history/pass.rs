@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use diesel_async::AsyncPgConnection;
 
 use super::archive::{self, ArchiveError, Manifest};
+use super::idle_cpu;
 use super::partitions::{self, Partition};
 use crate::config::HistorySettings;
 
@@ -126,11 +127,11 @@ async fn archive_one(
     let rows = partitions::count_rows(conn, &partition.name).await?;
     let data = archive::data_path(dir, &partition.name);
     let verify = |data: std::path::PathBuf| async move {
-        tokio::task::spawn_blocking(move || archive::verify(&data))
+        idle_cpu::run(move || archive::verify(&data))
             .await
-            .map_err(|e| ArchiveError::Write {
+            .map_err(|source| ArchiveError::Write {
                 path: String::new(),
-                source: std::io::Error::other(e),
+                source,
             })?
             .map_err(ArchiveError::from)
     };
