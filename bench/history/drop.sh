@@ -19,6 +19,8 @@
 #                         HISTORY_BASELINE_SECONDS (default 20);
 #   bytes_per_event_kept  the event log's bytes (partition, indexes, TOAST) per event while a
 #                         month is kept; archive_bytes_per_event, the archive's once dropped.
+# HISTORY_TABLESPACE_DIR=DIR puts that database in a tablespace at DIR (an empty directory the
+# server's user owns, on the file system to measure); history_fs says which file system held it.
 # Prints `BENCH {json}` and writes target/bench-history.json.
 
 HISTORY_ROWS=${HISTORY_ROWS:-$ROWS}
@@ -32,12 +34,21 @@ history_cleanup() {
     [ -z "$hgateway" ] || { kill "$hgateway" 2>/dev/null || true; wait "$hgateway" 2>/dev/null || true; }
     rm -rf "$harchive"
     psql "$server/postgres" -qc "DROP DATABASE IF EXISTS $hdb WITH (FORCE)" >/dev/null 2>&1 || true
+    [ -z "${HISTORY_TABLESPACE_DIR:-}" ] || psql "$server/postgres" -qc "DROP TABLESPACE IF EXISTS $hdb" >/dev/null 2>&1 || true
 }
 trap history_cleanup EXIT
 hq() { psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -c "$1"; }
 ms_since() { python3 -c 'import sys, time; print(round((time.time() - float(sys.argv[1])) * 1000))' "$1"; }
 
-psql "$server/postgres" -qc "CREATE DATABASE $hdb" >/dev/null
+if [ -n "${HISTORY_TABLESPACE_DIR:-}" ]; then
+    # The drop's cost is the file system's (docs/history.md): a directory on another one, owned
+    # by the server's user, measures it there (the WAL stays where the cluster has it).
+    psql "$server/postgres" -qc "CREATE TABLESPACE $hdb LOCATION '$HISTORY_TABLESPACE_DIR'" >/dev/null
+    psql "$server/postgres" -qc "CREATE DATABASE $hdb TABLESPACE $hdb" >/dev/null
+    log "history: database on $HISTORY_TABLESPACE_DIR ($(findmnt -no FSTYPE,OPTIONS -T "$HISTORY_TABLESPACE_DIR" 2>/dev/null))"
+else
+    psql "$server/postgres" -qc "CREATE DATABASE $hdb" >/dev/null
+fi
 hport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # serve without an archive directory (its own pass must not take the month first); the pass
 # measured is the command line's, with one.
@@ -73,6 +84,8 @@ log "history: $HISTORY_ROWS events of January 2025 loaded in $(( $(ms_since "${t
 month=callback_deliveries_y2025m01
 [ "$(hq "SELECT count(*) FROM $month")" = "$HISTORY_ROWS" ] || { log "history: the month does not hold $HISTORY_ROWS rows"; exit 1; }
 month_bytes=$(hq "SELECT pg_total_relation_size('$month')")
+month_file="$(hq "SHOW data_directory")/$(hq "SELECT pg_relation_filepath('$month')")"
+history_fs=$(findmnt -no FSTYPE,OPTIONS -T "$(dirname "$month_file")" 2>/dev/null || echo unknown)
 
 # Without partitions: the same rows deleted from a copy of the month (its indexes and TOAST).
 hq "CREATE TABLE delete_copy (LIKE $month INCLUDING ALL); INSERT INTO delete_copy SELECT * FROM $month" >/dev/null
@@ -125,7 +138,7 @@ archive_ms=$(echo "$pass_out" | sed -n "s/^archived $month.jsonl.gz .*archive an
 load_json=$(grep '^{' "$loadout" | tail -1)
 rm -f "$loadout"
 log "history: the pass archived and dropped the month in $drop_ms ms; first deliveries meanwhile: $load_json"
-python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" "$baseline_json" <<'PY'
+python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" "$baseline_json" "$history_fs" <<'PY'
 import json, sys
 rows, delete_ms, vacuum_ms, drop_ms, month_bytes, archive_bytes, archive_ms, detach_drop_ms = (int(x) for x in sys.argv[1:9])
 load = json.loads(sys.argv[9]) if sys.argv[9] else {}
@@ -138,6 +151,7 @@ r = {
     "history_detach_drop_vs_delete": round(delete_ms / max(detach_drop_ms, 1), 1),
     "history_pass_p99_ms": load.get("p99_ms"), "history_pass_rps": load.get("rps"),
     "history_baseline_p99_ms": baseline.get("p99_ms"), "history_baseline_rps": baseline.get("rps"),
+    "history_fs": sys.argv[11],
     "bytes_per_event_kept": round(month_bytes / rows), "archive_bytes_per_event": round(archive_bytes / rows),
 }
 json.dump(r, open("target/bench-history.json", "w"), indent=2)
