@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::partitions::{Partition, quoted};
 use crate::export::Trailer;
+use crate::lines::{BoundedLines, LineError};
 
 /// Rows read from the database at a time: memory stays bounded whatever the month holds.
 const BATCH_ROWS: i64 = 2_000;
@@ -103,6 +104,9 @@ pub enum VerifyError {
         line: usize,
         detail: String,
     },
+    /// A line past the bound of any line the gateway writes (a damaged file, or a gzip bomb).
+    #[error("{path}: {source}")]
+    LineTooLong { path: String, source: LineError },
     #[error("{path}: holds {actual} event(s), {what} says {expected}")]
     Count {
         path: String,
@@ -367,29 +371,41 @@ pub fn verify(data: &Path) -> Result<Manifest, VerifyError> {
     }
     let mut events = 0u64;
     let mut trailer = None;
-    let reader = BufReader::new(MultiGzDecoder::new(File::open(data).map_err(unreadable)?));
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(unreadable)?;
+    let mut lines = BoundedLines::new(BufReader::new(MultiGzDecoder::new(
+        File::open(data).map_err(unreadable)?,
+    )));
+    loop {
+        let (number, line) = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(LineError::Read(source)) => return Err(unreadable(source)),
+            Err(source @ LineError::TooLong { .. }) => {
+                return Err(VerifyError::LineTooLong {
+                    path: shown,
+                    source,
+                });
+            }
+        };
         if trailer.is_some() {
             return Err(VerifyError::Line {
                 path: shown,
-                line: index + 1,
+                line: number,
                 detail: "a line after the trailer".into(),
             });
         }
-        if let Some(found) = Trailer::parse(&line) {
+        if let Some(found) = Trailer::parse(line) {
             trailer = Some(found);
             continue;
         }
-        let event: ArchiveLine = serde_json::from_str(&line).map_err(|e| VerifyError::Line {
+        let event: ArchiveLine = serde_json::from_str(line).map_err(|e| VerifyError::Line {
             path: shown.clone(),
-            line: index + 1,
+            line: number,
             detail: e.to_string(),
         })?;
         if event.body.is_none() == event.body_base64.is_none() {
             return Err(VerifyError::Line {
                 path: shown,
-                line: index + 1,
+                line: number,
                 detail: "neither body nor body_base64 (or both)".into(),
             });
         }

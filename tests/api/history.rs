@@ -2,7 +2,14 @@
 //! dropped through the real binary; a crash after each step; an archive directory that cannot
 //! be written; `replay` reading an archive.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use callback_gateway::history::archive::{self, Manifest};
+use callback_gateway::lines::MAX_LINE_BYTES;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use sha2::{Digest, Sha256};
 
 use crate::support::gateway::GatewayProcess;
 use crate::support::{ACME, TestApp, config_with, insert_orders, spawn_app};
@@ -206,6 +213,73 @@ async fn a_month_past_keep_days_is_archived_verified_and_dropped_and_replay_read
         "{}",
         again.stdout
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file whose first line decompresses to more than any line the gateway writes: a gzip bomb,
+/// small on disk. `history verify` and `replay` refuse it naming the file and the line, having
+/// held no more of it than one line's bound.
+#[tokio::test]
+async fn a_line_longer_than_any_the_gateway_writes_is_refused_by_verify_and_replay() {
+    let dir = scratch();
+    let bomb = dir.join(format!("{JANUARY}.jsonl.gz"));
+    // gzip members concatenate into one stream: one member of 1 MiB of spaces, written until the
+    // stream is one line longer than the bound.
+    let mut member = GzEncoder::new(Vec::new(), Compression::default());
+    member.write_all(&vec![b' '; 1 << 20]).unwrap();
+    let member = member.finish().unwrap();
+    let copies = MAX_LINE_BYTES / (1 << 20) + 1;
+    let bytes = member.repeat(copies);
+    assert!(copies << 20 > MAX_LINE_BYTES && bytes.len() < 1 << 20);
+    std::fs::write(&bomb, &bytes).unwrap();
+    // Its manifest matches it, so verify gets past the digest to the lines.
+    let manifest = Manifest {
+        partition: JANUARY.into(),
+        from: None,
+        to: None,
+        rows: 1,
+        file: format!("{JANUARY}.jsonl.gz"),
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        archived_at: chrono::Utc::now(),
+    };
+    std::fs::write(
+        archive::manifest_path(&bomb),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    // Reading a file needs no database.
+    let unused_url = "postgres://postgres@127.0.0.1:1/none";
+    let config = config_with(unused_url, "");
+    let too_long = format!(
+        "{}: line 1 is longer than {MAX_LINE_BYTES} bytes",
+        bomb.display()
+    );
+
+    let verify = gateway(
+        &config,
+        unused_url,
+        &["history", "verify", bomb.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(verify.stderr.contains(&too_long), "{}", verify.stderr);
+
+    let replay = gateway(
+        &config,
+        unused_url,
+        &[
+            "replay",
+            bomb.to_str().unwrap(),
+            "--url",
+            "http://127.0.0.1:1",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(replay.code, Some(1), "{}", replay.stdout);
+    assert!(replay.stderr.contains(&too_long), "{}", replay.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
