@@ -15,6 +15,7 @@ pub mod export;
 pub mod history;
 pub mod idempotency;
 pub mod ledger;
+pub mod lines;
 pub mod metrics;
 pub mod money;
 pub mod notifications;

@@ -1,7 +1,7 @@
 //! The finance replay client: re-signs provider events with the provider's first secret and a
 //! fresh timestamp, posts them to a gateway, and classifies every answer.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Settings;
 use crate::export::Trailer;
 use crate::idempotency::REPLAYED_HEADER;
+use crate::lines::BoundedLines;
 use crate::providers::{self, Provider, Providers, Signed};
 use crate::secret::shown_url;
 
@@ -379,28 +380,29 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
     // An archive of `history` is gzip-compressed; an export is not.
     let file = crate::history::archive::open_maybe_gzip(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let mut file = BoundedLines::new(file);
     let mut lines = Vec::new();
     let mut since_trailer = 0u64;
-    for (index, line) in file.lines().enumerate() {
-        let line = line?;
+    while let Some((number, line)) = file
+        .next_line()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    {
         if line.trim().is_empty() {
             continue;
         }
-        match Trailer::parse(&line) {
+        match Trailer::parse(line) {
             Some(trailer) => {
                 if trailer.events != since_trailer {
                     anyhow::bail!(
-                        "{}: the trailer on line {} counts {} event(s) but {since_trailer} event line(s) precede it: \
+                        "{}: the trailer on line {number} counts {} event(s) but {since_trailer} event line(s) precede it: \
                          the file is cut or was edited; nothing was sent",
                         path.display(),
-                        index + 1,
                         trailer.events
                     );
                 }
                 if trailer.skipped_non_utf8 > 0 {
                     eprintln!(
-                        "note: the export before line {} left out {} event(s) whose body is not UTF-8",
-                        index + 1,
+                        "note: the export before line {number} left out {} event(s) whose body is not UTF-8",
                         trailer.skipped_non_utf8
                     );
                 }
@@ -408,7 +410,7 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
             }
             None => {
                 since_trailer += 1;
-                lines.push((index + 1, line));
+                lines.push((number, line.to_owned()));
             }
         }
     }

@@ -1,7 +1,8 @@
-//! The audit log: one row per state-changing admin or console action and per console sign-in,
-//! written with the action's own connection inside its transaction, so there is no action
-//! without its row and no row for an action that rolled back. The table is append-only for
-//! everyone who connects (migration 000052's triggers); rows name the actor, never a secret.
+//! The audit log: one row per state-changing admin or console action, per console sign-in and
+//! per month of history dropped, written with the action's own connection inside its
+//! transaction, so there is no action without its row and no row for an action that rolled
+//! back. The table is append-only for everyone who connects (migration 000052's triggers); rows
+//! name the actor, never a secret.
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -38,10 +39,13 @@ pub enum Action {
     EndpointTest,
     /// Every endpoint secret re-sealed under a new `[secrets] key`.
     SecretsRekey,
+    /// A month of the event log dropped after its archive was read back (`history archive`, or
+    /// the pass inside `serve`).
+    HistoryDropPartition,
 }
 
 impl Action {
-    pub const ALL: [Action; 15] = [
+    pub const ALL: [Action; 16] = [
         Action::SignIn,
         Action::EventReplay,
         Action::RefundRequestResolve,
@@ -57,6 +61,7 @@ impl Action {
         Action::EndpointRotateSecret,
         Action::EndpointTest,
         Action::SecretsRekey,
+        Action::HistoryDropPartition,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Action {
             Action::EndpointRotateSecret => "webhook_endpoint.rotate_secret",
             Action::EndpointTest => "webhook_endpoint.test",
             Action::SecretsRekey => "secrets.rekey",
+            Action::HistoryDropPartition => "history.drop_partition",
         }
     }
 
@@ -87,7 +93,8 @@ impl Action {
 /// Who acts, and in which request: what every row of an action carries.
 #[derive(Debug, Clone)]
 pub struct Context {
-    /// An operator's name, `bootstrap`, `cli:<login>` or `merchant:<id>`.
+    /// An operator's name, `bootstrap`, `cli:<login>`, `merchant:<id>`, or `system:<job>` for
+    /// the gateway's own scheduled work.
     pub actor: String,
     /// The operator's role, or `merchant` for a merchant acting with its API token.
     pub role: &'static str,
@@ -108,6 +115,20 @@ impl Context {
 
 /// The role column of a merchant's own actions.
 pub const MERCHANT_ROLE: &str = "merchant";
+
+/// The role column of the gateway's own scheduled work: no person and no key acts.
+pub const SYSTEM_ROLE: &str = "system";
+
+impl Context {
+    /// The gateway's own scheduled `job` inside `serve` (`system:history`).
+    pub fn system(job: &str) -> Self {
+        Self {
+            actor: format!("system:{job}"),
+            role: SYSTEM_ROLE,
+            request_id: None,
+        }
+    }
+}
 
 /// One row, before it is written.
 #[derive(Debug, Clone)]

@@ -14,6 +14,11 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// The most `body_limit_bytes` may be. The gateway holds a body whole in memory, and the files
+/// it writes bodies into are read back with a line bound derived from this
+/// ([`crate::lines::MAX_LINE_BYTES`]); providers' callbacks are a few KiB.
+pub const MAX_BODY_LIMIT_BYTES: usize = 8 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub bind: String,
@@ -49,8 +54,13 @@ pub(super) fn validate(
         .var("GATEWAY_BIND")
         .or(raw.bind)
         .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
-    let body_limit_bytes = raw.body_limit_bytes.unwrap_or(1024 * 1024);
-    positive("server.body_limit_bytes", body_limit_bytes as u64)?;
+    let body_limit_bytes = bounded(
+        "server.body_limit_bytes",
+        raw.body_limit_bytes.map(|b| b as u64),
+        1024 * 1024,
+        1,
+        MAX_BODY_LIMIT_BYTES as u64,
+    )? as usize;
     let acquire_timeout_ms = bounded(
         "server.acquire_timeout_ms",
         raw.acquire_timeout_ms,

@@ -95,6 +95,15 @@ fn an_unset_env_secret_is_refused() {
 }
 
 #[test]
+fn a_body_limit_above_8_mib_is_refused() {
+    let err = error_of("[server]\nbody_limit_bytes = 8388609\n");
+    assert!(
+        err.contains("server.body_limit_bytes must be between 1 and 8388608"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unknown_field_is_refused() {
     assert!(error_of("[server]\nbnid = \"x\"\n").contains("bnid"));
 }

@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use super::idle_cpu;
 use super::partitions::{Partition, quoted};
 use crate::export::Trailer;
+use crate::lines::{BoundedLines, LineError};
 
 /// Rows read from the database at a time: memory stays bounded whatever the month holds.
 const BATCH_ROWS: i64 = 2_000;
@@ -104,6 +105,9 @@ pub enum VerifyError {
         line: usize,
         detail: String,
     },
+    /// A line past the bound of any line the gateway writes (a damaged file, or a gzip bomb).
+    #[error("{path}: {source}")]
+    LineTooLong { path: String, source: LineError },
     #[error("{path}: holds {actual} event(s), {what} says {expected}")]
     Count {
         path: String,
@@ -330,6 +334,21 @@ pub async fn write(
     Ok(manifest)
 }
 
+/// A reader that hashes what passes through it (the compressed bytes, on their way to the
+/// decompressor): the archive is read once, for its digest and its lines together.
+struct HashingReader<R> {
+    inner: R,
+    hasher: Sha256,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
 /// Reads an archive back against its manifest: the file's SHA-256, every line an archived
 /// event, and the trailer's and the manifest's counts equal to the lines read. Returns the
 /// manifest.
@@ -348,17 +367,18 @@ pub fn verify(data: &Path) -> Result<Manifest, VerifyError> {
         path: shown.clone(),
         source,
     };
-    let mut hasher = Sha256::new();
-    let mut file = File::open(data).map_err(unreadable)?;
-    let mut buffer = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buffer).map_err(unreadable)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    let actual = hex::encode(hasher.finalize());
+    let file = File::open(data).map_err(unreadable)?;
+    let mut lines = BoundedLines::new(BufReader::new(MultiGzDecoder::new(HashingReader {
+        inner: file,
+        hasher: Sha256::new(),
+    })));
+    let read = read_events(&mut lines, &shown);
+    // The digest covers the whole file: what the lines left unread (after an error, or bytes
+    // past the last gzip member) is hashed too. A file that differs from the one written is
+    // reported as such before whatever its lines say, as when the digest was read first.
+    let mut hashing = lines.into_inner().into_inner().into_inner();
+    std::io::copy(&mut hashing, &mut std::io::sink()).map_err(unreadable)?;
+    let actual = hex::encode(hashing.hasher.finalize());
     if actual != manifest.sha256 {
         return Err(VerifyError::Digest {
             path: shown,
@@ -366,36 +386,7 @@ pub fn verify(data: &Path) -> Result<Manifest, VerifyError> {
             expected: manifest.sha256,
         });
     }
-    let mut events = 0u64;
-    let mut trailer = None;
-    let reader = BufReader::new(MultiGzDecoder::new(File::open(data).map_err(unreadable)?));
-    for (index, line) in reader.lines().enumerate() {
-        let line = line.map_err(unreadable)?;
-        if trailer.is_some() {
-            return Err(VerifyError::Line {
-                path: shown,
-                line: index + 1,
-                detail: "a line after the trailer".into(),
-            });
-        }
-        if let Some(found) = Trailer::parse(&line) {
-            trailer = Some(found);
-            continue;
-        }
-        let event: ArchiveLine = serde_json::from_str(&line).map_err(|e| VerifyError::Line {
-            path: shown.clone(),
-            line: index + 1,
-            detail: e.to_string(),
-        })?;
-        if event.body.is_none() == event.body_base64.is_none() {
-            return Err(VerifyError::Line {
-                path: shown,
-                line: index + 1,
-                detail: "neither body nor body_base64 (or both)".into(),
-            });
-        }
-        events += 1;
-    }
+    let (events, trailer) = read?;
     let trailer = trailer.ok_or_else(|| VerifyError::NoTrailer {
         path: shown.clone(),
     })?;
@@ -415,6 +406,50 @@ pub fn verify(data: &Path) -> Result<Manifest, VerifyError> {
     Ok(manifest)
 }
 
+/// The archived events of `lines` (checked one by one, never held) and its trailer, if any.
+fn read_events(
+    lines: &mut BoundedLines<impl BufRead>,
+    shown: &str,
+) -> Result<(u64, Option<Trailer>), VerifyError> {
+    let mut events = 0u64;
+    let mut trailer = None;
+    loop {
+        let (number, line) = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok((events, trailer)),
+            Err(LineError::Read(source)) => {
+                return Err(VerifyError::Unreadable {
+                    path: shown.to_owned(),
+                    source,
+                });
+            }
+            Err(source @ LineError::TooLong { .. }) => {
+                return Err(VerifyError::LineTooLong {
+                    path: shown.to_owned(),
+                    source,
+                });
+            }
+        };
+        let bad_line = |detail: String| VerifyError::Line {
+            path: shown.to_owned(),
+            line: number,
+            detail,
+        };
+        if trailer.is_some() {
+            return Err(bad_line("a line after the trailer".into()));
+        }
+        if let Some(found) = Trailer::parse(line) {
+            trailer = Some(found);
+            continue;
+        }
+        let event: ArchiveLine = serde_json::from_str(line).map_err(|e| bad_line(e.to_string()))?;
+        if event.body.is_none() == event.body_base64.is_none() {
+            return Err(bad_line("neither body nor body_base64 (or both)".into()));
+        }
+        events += 1;
+    }
+}
+
 /// Opens a file that may be gzip-compressed (an archive) or plain (an export), by its first
 /// bytes, for `replay` and the readers of archives.
 pub fn open_maybe_gzip(path: &Path) -> std::io::Result<Box<dyn BufRead + Send>> {
@@ -427,4 +462,106 @@ pub fn open_maybe_gzip(path: &Path) -> std::io::Result<Box<dyn BufRead + Send>> 
     } else {
         Box::new(BufReader::new(file))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A whole archive of one event, and its manifest.
+    fn archive_of_one_event() -> (Vec<u8>, Manifest) {
+        let line = ArchiveLine {
+            provider: "acme".into(),
+            id: "evt_1".into(),
+            body: Some(r#"{"id":"evt_1"}"#.into()),
+            body_base64: None,
+            merchant_id: 42,
+            received_at: Utc::now(),
+            event_type: None,
+            outcome: Some("applied".into()),
+            reason: None,
+            ack_status: Some(200),
+            transfer_id: None,
+            trace_id: None,
+            delivery_id: 1,
+        };
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+        let mut text = serde_json::to_vec(&line).unwrap();
+        text.push(b'\n');
+        encoder.write_all(&text).unwrap();
+        let trailer = Trailer {
+            events: 1,
+            skipped_non_utf8: 0,
+        };
+        encoder.write_all(&trailer.to_line()).unwrap();
+        let bytes = encoder.finish().unwrap();
+        let manifest = Manifest {
+            partition: "callback_deliveries_y2025m01".into(),
+            from: None,
+            to: None,
+            rows: 1,
+            file: "callback_deliveries_y2025m01.jsonl.gz".into(),
+            bytes: bytes.len() as u64,
+            sha256: hex::encode(Sha256::digest(&bytes)),
+            archived_at: Utc::now(),
+        };
+        (bytes, manifest)
+    }
+
+    fn scratch() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cg-archive-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write_manifest(data: &Path, manifest: &Manifest) {
+        std::fs::write(manifest_path(data), serde_json::to_vec(manifest).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn an_archive_is_verified_in_one_read_of_its_file() {
+        let (bytes, manifest) = archive_of_one_event();
+        let dir = scratch();
+        let data = dir.join(&manifest.file);
+        write_manifest(&data, &manifest);
+        // A pipe can be read once: a verify that opened the file a second time would wait for a
+        // writer that never comes.
+        let made = std::process::Command::new("mkfifo")
+            .arg(&data)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let writer = {
+            let data = data.clone();
+            std::thread::spawn(move || std::fs::write(data, bytes).unwrap())
+        };
+        let (done, verified) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(verify(&data).map(|m| m.rows).map_err(|e| e.to_string()));
+        });
+        let verified = verified
+            .recv_timeout(Duration::from_secs(60))
+            .expect("verify read the pipe once and ended");
+        assert_eq!(verified, Ok(1));
+        writer.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bytes_after_the_last_gzip_member_fail_the_digest() {
+        let (mut bytes, manifest) = archive_of_one_event();
+        let dir = scratch();
+        let data = dir.join(&manifest.file);
+        write_manifest(&data, &manifest);
+        std::fs::write(&data, &bytes).unwrap();
+        assert!(verify(&data).is_ok());
+        bytes.extend_from_slice(b"\0\0\0\0");
+        std::fs::write(&data, &bytes).unwrap();
+        let error = verify(&data).unwrap_err().to_string();
+        assert!(error.contains("SHA-256 is"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

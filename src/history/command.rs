@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use crate::access;
 use crate::command::CommandError;
 use crate::config::Settings;
 use crate::db;
@@ -38,7 +39,7 @@ pub async fn run(settings: &Settings, command: HistoryCommand) -> Result<(), Com
         HistoryCommand::List => list(settings).await,
         HistoryCommand::Archive => {
             let mut conn = db::connect(settings.database_url()?).await?;
-            let report = pass::run(&mut conn, &settings.history)
+            let report = pass::run(&mut conn, &settings.history, &access::command_line())
                 .await
                 .map_err(|e| CommandError::Runtime(e.into()))?;
             let mut out = std::io::stdout().lock();

@@ -8,11 +8,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use serde_json::json;
 
 use super::archive::{self, ArchiveError, Manifest};
 use super::idle_cpu;
 use super::partitions::{self, Partition};
+use crate::access::audit::{self, Action, Entry};
 use crate::config::HistorySettings;
 
 /// Fault injection for the crash tests (docs/history.md): the process aborts right after the
@@ -62,10 +64,11 @@ pub enum PassError {
     },
 }
 
-/// One pass on `conn`.
+/// One pass on `conn`; each month dropped writes an audit row naming `actor`.
 pub async fn run(
     conn: &mut AsyncPgConnection,
     settings: &HistorySettings,
+    actor: &audit::Context,
 ) -> Result<PassReport, PassError> {
     let mut report = PassReport {
         added: partitions::add_ahead(conn, settings.months_ahead).await?,
@@ -97,7 +100,15 @@ pub async fn run(
             partitions::detach(conn, partition).await?;
             crash_point(crash_after.as_deref(), "detached", &partition.name);
         }
-        partitions::drop_detached(conn, &partition.name).await?;
+        // The DETACH .. CONCURRENTLY above cannot run in a transaction, but the DROP can: the
+        // audit row commits with it, so no month is gone without its row. A pass cut between
+        // the two leaves a detached table, which the next pass drops, writing the row then.
+        let entry = dropped_entry(partition, &manifest);
+        conn.transaction(async |conn| {
+            partitions::drop_detached(conn, &partition.name).await?;
+            audit::record(conn, actor, entry).await
+        })
+        .await?;
         let detach_and_drop = started.elapsed();
         tracing::info!(
             partition = %partition.name,
@@ -114,6 +125,24 @@ pub async fn run(
         });
     }
     Ok(report)
+}
+
+/// The audit row of a dropped month: where its rows went, and how to check them.
+fn dropped_entry(partition: &Partition, manifest: &Manifest) -> Entry {
+    Entry::new(
+        Action::HistoryDropPartition,
+        Some(format!("partition:{}", partition.name)),
+        "dropped",
+    )
+    .with_changes(json!({
+        "partition": partition.name,
+        "from": manifest.from,
+        "to": manifest.to,
+        "file": manifest.file,
+        "sha256": manifest.sha256,
+        "rows": manifest.rows,
+        "bytes": manifest.bytes,
+    }))
 }
 
 /// The verified archive of `partition`: the one on disk if it reads back whole and counts the
@@ -188,7 +217,7 @@ pub async fn run_periodically(
                 continue;
             }
         };
-        match run(&mut conn, &settings).await {
+        match run(&mut conn, &settings, &audit::Context::system("history")).await {
             Ok(report) => {
                 metrics.record_history_pass(
                     report.dropped.len() as u64,

@@ -6,12 +6,13 @@
 //! about are kept.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::export::Trailer;
+use crate::lines::BoundedLines;
 use crate::providers::Providers;
 
 /// One event line of an export or an archive; the archive's columns are optional.
@@ -60,18 +61,17 @@ pub fn find(
     for path in files {
         let reader = crate::history::archive::open_maybe_gzip(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        for (index, line) in reader.lines().enumerate() {
-            let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            if line.trim().is_empty() || Trailer::parse(&line).is_some() {
+        let mut reader = BoundedLines::new(reader);
+        while let Some((number, line)) = reader
+            .next_line()
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?
+        {
+            if line.trim().is_empty() || Trailer::parse(line).is_some() {
                 continue;
             }
             // A body kept as base64 (not UTF-8) names no payment of a supported provider.
-            let Ok(event) = serde_json::from_str::<Received>(&line) else {
-                eprintln!(
-                    "{}: line {} is not an event; skipped",
-                    path.display(),
-                    index + 1
-                );
+            let Ok(event) = serde_json::from_str::<Received>(line) else {
+                eprintln!("{}: line {number} is not an event; skipped", path.display());
                 continue;
             };
             if event.provider != provider {

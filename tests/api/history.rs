@@ -2,7 +2,14 @@
 //! dropped through the real binary; a crash after each step; an archive directory that cannot
 //! be written; `replay` reading an archive.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use callback_gateway::history::archive::{self, Manifest};
+use callback_gateway::lines::MAX_LINE_BYTES;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use sha2::{Digest, Sha256};
 
 use crate::support::gateway::GatewayProcess;
 use crate::support::{ACME, TestApp, config_with, insert_orders, spawn_app};
@@ -209,6 +216,165 @@ async fn a_month_past_keep_days_is_archived_verified_and_dropped_and_replay_read
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The audit rows of the dropped month `partition`: (actor, role, changes).
+async fn drop_rows(app: &TestApp, partition: &str) -> Vec<(String, String, serde_json::Value)> {
+    app.db
+        .query(
+            "SELECT actor, role, changes::text FROM audit_log \
+             WHERE action = 'history.drop_partition' AND target = 'partition:' || $1 ORDER BY id",
+            &[&partition],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let changes: String = r.get(2);
+            (r.get(0), r.get(1), serde_json::from_str(&changes).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn history_archive_writes_one_audit_row_for_the_month_it_drops_naming_the_cli_user() {
+    let app = spawn_app().await;
+    aged_log(&app).await;
+    let dir = scratch();
+    let archive_dir = dir.join("archive");
+    let config = history_config(&app, &archive_dir);
+
+    let pass = gateway(
+        &config,
+        &app.database_url,
+        &["history", "archive"],
+        &[("USER", "ops-anna")],
+    )
+    .await;
+    assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
+    assert!(!exists(&app, JANUARY).await, "the month is dropped");
+    let rows = drop_rows(&app, JANUARY).await;
+    assert_eq!(rows.len(), 1, "one row for the month dropped: {rows:?}");
+    let (actor, role, changes) = &rows[0];
+    assert_eq!((actor.as_str(), role.as_str()), ("cli:ops-anna", "admin"));
+    // The log's empty months since 2025 are past keep_days too: one row for each month dropped.
+    let dropped = pass
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("archived "))
+        .count() as i64;
+    assert_eq!(
+        app.count("SELECT count(*) FROM audit_log WHERE action = 'history.drop_partition'")
+            .await,
+        dropped,
+        "{}",
+        pass.stdout
+    );
+    let manifest: Manifest = serde_json::from_slice(
+        &std::fs::read(archive_dir.join(format!("{JANUARY}.manifest.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(changes["partition"], JANUARY);
+    assert_eq!(changes["file"], manifest.file.as_str());
+    assert_eq!(changes["sha256"], manifest.sha256.as_str());
+    assert_eq!(changes["rows"], 3);
+
+    // A pass with nothing due drops nothing and writes nothing.
+    let again = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(drop_rows(&app, JANUARY).await.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_pass_inside_serve_writes_its_audit_row_as_system_history() {
+    let app = spawn_app().await;
+    aged_log(&app).await;
+    let dir = scratch();
+    let config = history_config(&app, &dir.join("archive"));
+    let _served = GatewayProcess::spawn_on(&app.database_url, &config).await;
+    // serve runs a pass at start; wait for it to have dropped January.
+    for _ in 0..200 {
+        if !exists(&app, JANUARY).await {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!exists(&app, JANUARY).await, "serve's pass drops the month");
+    let rows = drop_rows(&app, JANUARY).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].0.as_str(), rows[0].1.as_str()),
+        ("system:history", "system")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file whose first line decompresses to more than any line the gateway writes: a gzip bomb,
+/// small on disk. `history verify` and `replay` refuse it naming the file and the line, having
+/// held no more of it than one line's bound.
+#[tokio::test]
+async fn a_line_longer_than_any_the_gateway_writes_is_refused_by_verify_and_replay() {
+    let dir = scratch();
+    let bomb = dir.join(format!("{JANUARY}.jsonl.gz"));
+    // gzip members concatenate into one stream: one member of 1 MiB of spaces, written until the
+    // stream is one line longer than the bound.
+    let mut member = GzEncoder::new(Vec::new(), Compression::default());
+    member.write_all(&vec![b' '; 1 << 20]).unwrap();
+    let member = member.finish().unwrap();
+    let copies = MAX_LINE_BYTES / (1 << 20) + 1;
+    let bytes = member.repeat(copies);
+    assert!(copies << 20 > MAX_LINE_BYTES && bytes.len() < 1 << 20);
+    std::fs::write(&bomb, &bytes).unwrap();
+    // Its manifest matches it, so verify gets past the digest to the lines.
+    let manifest = Manifest {
+        partition: JANUARY.into(),
+        from: None,
+        to: None,
+        rows: 1,
+        file: format!("{JANUARY}.jsonl.gz"),
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        archived_at: chrono::Utc::now(),
+    };
+    std::fs::write(
+        archive::manifest_path(&bomb),
+        serde_json::to_vec(&manifest).unwrap(),
+    )
+    .unwrap();
+    // Reading a file needs no database.
+    let unused_url = "postgres://postgres@127.0.0.1:1/none";
+    let config = config_with(unused_url, "");
+    let too_long = format!(
+        "{}: line 1 is longer than {MAX_LINE_BYTES} bytes",
+        bomb.display()
+    );
+
+    let verify = gateway(
+        &config,
+        unused_url,
+        &["history", "verify", bomb.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(verify.code, Some(1), "{}", verify.stdout);
+    assert!(verify.stderr.contains(&too_long), "{}", verify.stderr);
+
+    let replay = gateway(
+        &config,
+        unused_url,
+        &[
+            "replay",
+            bomb.to_str().unwrap(),
+            "--url",
+            "http://127.0.0.1:1",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(replay.code, Some(1), "{}", replay.stdout);
+    assert!(replay.stderr.contains(&too_long), "{}", replay.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn a_crash_after_each_step_loses_nothing_and_the_next_pass_finishes_the_month() {
     for step in ["written", "verified", "detached"] {
@@ -246,6 +412,11 @@ async fn a_crash_after_each_step_loses_nothing_and_the_next_pass_finishes_the_mo
         assert!(
             !exists(&app, JANUARY).await,
             "{step}: the next pass drops it"
+        );
+        assert_eq!(
+            drop_rows(&app, JANUARY).await.len(),
+            1,
+            "{step}: the pass that drops the month writes its audit row"
         );
         let archive = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
         let verify = gateway(
