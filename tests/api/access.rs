@@ -15,7 +15,7 @@ use crate::console::{
 };
 use crate::notifications::capture;
 use crate::support::gateway::GatewayProcess;
-use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, PLAIN, connect, sign};
+use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, PLAIN, audit_rows, connect, sign};
 
 /// The contract's role table ("People, roles and the audit log"): every `/admin` route and
 /// console page with the least role it needs. The OpenAPI document must name exactly these, so
@@ -444,31 +444,6 @@ async fn every_admin_route_and_console_page_answers_each_role_as_the_contract_sa
         rows,
         [("console.sign_in".to_owned(), "succeeded".to_owned(), 7)]
     );
-}
-
-/// The audit rows of `action`: (actor, role, target, outcome, changes).
-async fn audit_rows(
-    db: &tokio_postgres::Client,
-    action: &str,
-) -> Vec<(String, String, Option<String>, String, Value)> {
-    db.query(
-        "SELECT actor, role, target, outcome, changes::text FROM audit_log WHERE action = $1 ORDER BY id",
-        &[&action],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| {
-        let changes: String = r.get(4);
-        (
-            r.get(0),
-            r.get(1),
-            r.get(2),
-            r.get(3),
-            serde_json::from_str(&changes).unwrap(),
-        )
-    })
-    .collect()
 }
 
 /// Merchant 42 with a notification endpoint nobody listens on: notifications are staged and

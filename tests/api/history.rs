@@ -12,7 +12,7 @@ use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 
 use crate::support::gateway::GatewayProcess;
-use crate::support::{ACME, TestApp, config_with, insert_orders, spawn_app};
+use crate::support::{ACME, TestApp, audit_rows, config_with, insert_orders, spawn_app, until};
 
 struct Run {
     code: Option<i32>,
@@ -61,6 +61,17 @@ fn payment_body(event_id: &str, order_id: i64, amount: i64) -> String {
     format!(
         r#"{{"id":"{event_id}","type":"payment.succeeded","data":{{"payment_id":"pay_{event_id}","order_id":{order_id},"amount_minor":{amount},"currency":"USD"}}}}"#
     )
+}
+
+/// A gateway whose log is aged (see [`aged_log`]), a scratch folder, its `archive` folder
+/// and the history config that archives there.
+async fn aged_app() -> (TestApp, PathBuf, PathBuf, String) {
+    let app = spawn_app().await;
+    aged_log(&app).await;
+    let dir = scratch();
+    let archive_dir = dir.join("archive");
+    let config = history_config(&app, &archive_dir);
+    (app, dir, archive_dir, config)
 }
 
 /// Three captures received "in January 2025" and one now, each acknowledged by the gateway.
@@ -118,11 +129,7 @@ const JANUARY: &str = "callback_deliveries_y2025m01";
 
 #[tokio::test]
 async fn a_month_past_keep_days_is_archived_verified_and_dropped_and_replay_reads_its_archive() {
-    let app = spawn_app().await;
-    aged_log(&app).await;
-    let dir = scratch();
-    let archive_dir = dir.join("archive");
-    let config = history_config(&app, &archive_dir);
+    let (app, dir, archive_dir, config) = aged_app().await;
 
     let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
     assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
@@ -218,29 +225,18 @@ async fn a_month_past_keep_days_is_archived_verified_and_dropped_and_replay_read
 
 /// The audit rows of the dropped month `partition`: (actor, role, changes).
 async fn drop_rows(app: &TestApp, partition: &str) -> Vec<(String, String, serde_json::Value)> {
-    app.db
-        .query(
-            "SELECT actor, role, changes::text FROM audit_log \
-             WHERE action = 'history.drop_partition' AND target = 'partition:' || $1 ORDER BY id",
-            &[&partition],
-        )
+    let target = format!("partition:{partition}");
+    audit_rows(&app.db, "history.drop_partition")
         .await
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let changes: String = r.get(2);
-            (r.get(0), r.get(1), serde_json::from_str(&changes).unwrap())
-        })
+        .into_iter()
+        .filter(|(_, _, row_target, _, _)| row_target.as_deref() == Some(target.as_str()))
+        .map(|(actor, role, _, _, changes)| (actor, role, changes))
         .collect()
 }
 
 #[tokio::test]
 async fn history_archive_writes_one_audit_row_for_the_month_it_drops_naming_the_cli_user() {
-    let app = spawn_app().await;
-    aged_log(&app).await;
-    let dir = scratch();
-    let archive_dir = dir.join("archive");
-    let config = history_config(&app, &archive_dir);
+    let (app, dir, archive_dir, config) = aged_app().await;
 
     let pass = gateway(
         &config,
@@ -286,18 +282,13 @@ async fn history_archive_writes_one_audit_row_for_the_month_it_drops_naming_the_
 
 #[tokio::test]
 async fn the_pass_inside_serve_writes_its_audit_row_as_system_history() {
-    let app = spawn_app().await;
-    aged_log(&app).await;
-    let dir = scratch();
-    let config = history_config(&app, &dir.join("archive"));
+    let (app, dir, _, config) = aged_app().await;
     let _served = GatewayProcess::spawn_on(&app.database_url, &config).await;
     // serve runs a pass at start; wait for it to have dropped January.
-    for _ in 0..200 {
-        if !exists(&app, JANUARY).await {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    until("serve's pass to drop January", async || {
+        !exists(&app, JANUARY).await
+    })
+    .await;
     assert!(!exists(&app, JANUARY).await, "serve's pass drops the month");
     let rows = drop_rows(&app, JANUARY).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -378,11 +369,7 @@ async fn a_line_longer_than_any_the_gateway_writes_is_refused_by_verify_and_repl
 #[tokio::test]
 async fn a_crash_after_each_step_loses_nothing_and_the_next_pass_finishes_the_month() {
     for step in ["written", "verified", "detached"] {
-        let app = spawn_app().await;
-        aged_log(&app).await;
-        let dir = scratch();
-        let archive_dir = dir.join("archive");
-        let config = history_config(&app, &archive_dir);
+        let (app, dir, archive_dir, config) = aged_app().await;
         let crashed = gateway(
             &config,
             &app.database_url,

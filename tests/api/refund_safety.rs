@@ -17,7 +17,7 @@ use crate::refunds::{
     paid_order, post_refund, refund_app, refund_body, refund_status,
 };
 use crate::support::provider::{Behavior, FakeProvider};
-use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, connect, sign, until};
+use crate::support::{ACME, ADMIN_TOKEN, TestApp, answer, audit_rows, connect, sign, until};
 
 /// One recoverer pass of `app`'s settings, as `serve` runs it every interval: the requests it
 /// finished and those waiting for a person after it.
@@ -248,24 +248,15 @@ async fn a_refund_past_its_retry_age_is_never_sent_again_and_a_person_resolves_i
     assert_eq!(json(&body)["error"], "refund_not_resolvable");
     // The trail: the one resolution that happened, by the bootstrap token, with what the person
     // found; the refused second one wrote nothing.
-    let rows = app
-        .db
-        .query(
-            "SELECT actor, role, target, outcome, changes::text FROM audit_log \
-             WHERE action = 'refund_request.resolve'",
-            &[],
-        )
-        .await
-        .unwrap();
+    let rows = audit_rows(&app.db, "refund_request.resolve").await;
     assert_eq!(rows.len(), 1);
-    let target: String = rows[0].get(2);
+    let (actor, role, target, outcome, changes) = &rows[0];
+    assert_eq!((actor.as_str(), role.as_str()), ("bootstrap", "admin"));
     assert_eq!(
-        (rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)),
-        ("bootstrap".to_owned(), "admin".to_owned())
+        target.as_deref(),
+        Some(format!("refund_request:{request_id}").as_str())
     );
-    assert_eq!(target, format!("refund_request:{request_id}"));
-    assert_eq!(rows[0].get::<_, String>(3), "pending");
-    let changes = json(rows[0].get(4));
+    assert_eq!(outcome, "pending");
     assert_eq!(changes["resolution"], "accepted");
     assert_eq!(changes["provider_refund_id"], "re_manual");
 }

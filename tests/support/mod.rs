@@ -671,3 +671,28 @@ pub fn sequential_scans_of_data(plan: &str) -> Vec<&str> {
         })
         .collect()
 }
+
+/// The audit rows of `action`: (actor, role, target, outcome, changes).
+pub async fn audit_rows(
+    db: &tokio_postgres::Client,
+    action: &str,
+) -> Vec<(String, String, Option<String>, String, serde_json::Value)> {
+    db.query(
+        "SELECT actor, role, target, outcome, changes::text FROM audit_log WHERE action = $1 ORDER BY id",
+        &[&action],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| {
+        let changes: String = r.get(4);
+        (
+            r.get(0),
+            r.get(1),
+            r.get(2),
+            r.get(3),
+            serde_json::from_str(&changes).unwrap(),
+        )
+    })
+    .collect()
+}
