@@ -21,6 +21,10 @@
 #                         month is kept; archive_bytes_per_event, the archive's once dropped.
 # HISTORY_TABLESPACE_DIR=DIR puts that database in a tablespace at DIR (an empty directory the
 # server's user owns, on the file system to measure); history_fs says which file system held it.
+# The month retention removes is keep_days old: on a serving host its pages left the page cache
+# long ago. As root, the bench evicts the page cache (drop_caches) before the delete and before
+# the pass's orders are made, so both read the month as the host would find it (history_cold: true);
+# HISTORY_COLD=0, or not root, measures it just written and still cached (history_cold: false).
 # Prints `BENCH {json}` and writes target/bench-history.json.
 
 HISTORY_ROWS=${HISTORY_ROWS:-$ROWS}
@@ -38,6 +42,13 @@ history_cleanup() {
 }
 trap history_cleanup EXIT
 hq() { psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -c "$1"; }
+history_cold=false
+[ "${HISTORY_COLD:-1}" = 0 ] || [ ! -w /proc/sys/vm/drop_caches ] || history_cold=true
+# What the host's page cache holds of the month decides what its DROP costs: pages written 8 KB
+# at a time stay small in the cache and the kernel frees each one when the file is truncated
+# (about 150 ms per cached GB); read back by the archive's sequential reads they come in large
+# folios, freed at once (docs/history.md, "Measured").
+evict_page_cache() { ! $history_cold || { sync; echo 3 >/proc/sys/vm/drop_caches; }; }
 ms_since() { python3 -c 'import sys, time; print(round((time.time() - float(sys.argv[1])) * 1000))' "$1"; }
 
 if [ -n "${HISTORY_TABLESPACE_DIR:-}" ]; then
@@ -91,6 +102,7 @@ history_fs=$(findmnt -no FSTYPE,OPTIONS -T "$(dirname "$month_file")" 2>/dev/nul
 hq "CREATE TABLE delete_copy (LIKE $month INCLUDING ALL); INSERT INTO delete_copy SELECT * FROM $month" >/dev/null
 hq "VACUUM ANALYZE delete_copy" >/dev/null
 psql "$server/postgres" -qc "CHECKPOINT"
+evict_page_cache
 t=$EPOCHREALTIME; hq "DELETE FROM delete_copy" >/dev/null; delete_ms=$(ms_since "${t/,/.}")
 t=$EPOCHREALTIME; hq "VACUUM delete_copy" >/dev/null; vacuum_ms=$(ms_since "${t/,/.}")
 hq "DROP TABLE delete_copy"
@@ -99,7 +111,14 @@ log "history: DELETE of $HISTORY_ROWS rows in $delete_ms ms, its VACUUM in $vacu
 
 # The pass, under first deliveries.
 first_order=$((HISTORY_ROWS + 1))
-orders=600000  # the first third for the baseline, the rest for the load during the pass
+# The month leaves the page cache before the orders are made: what first deliveries read stays
+# warm, as it is on a serving host.
+psql "$server/postgres" -qc "CHECKPOINT"
+evict_page_cache
+# Enough pending orders for either load at up to 6,000 first deliveries a second (a run that
+# runs out of orders ends early): the baseline's first, then the pass's.
+baseline_orders=$((HISTORY_BASELINE_SECONDS * 6000))
+orders=$((baseline_orders + HISTORY_LOAD_SECONDS * 6000))
 psql "$hurl" -X -Atq -v ON_ERROR_STOP=1 -f "$hfunctions" -f - >/dev/null <<SQL
 INSERT INTO orders (id, user_id, amount_minor, currency, reference, status, created_at)
 SELECT n, :merchant_id, pg_temp.scale_amount(n, hb), pg_temp.scale_currency(n, hb),
@@ -117,11 +136,11 @@ done
 # The same load without a pass first: the p99 the pass is measured against.
 baseline_json=$(target/release/loadgen --config "$hserve" --provider acme --url "http://127.0.0.1:$hport" \
     --concurrency "$CLIENTS" --mode first --body realistic --first-order "$first_order" \
-    --orders $((orders / 3)) --duration "$HISTORY_BASELINE_SECONDS" | grep '^{' | tail -1)
+    --orders "$baseline_orders" --duration "$HISTORY_BASELINE_SECONDS" | grep '^{' | tail -1)
 loadout=$(mktemp)
 target/release/loadgen --config "$hserve" --provider acme --url "http://127.0.0.1:$hport" \
-    --concurrency "$CLIENTS" --mode first --body realistic --first-order $((first_order + orders / 3)) \
-    --orders $((orders - orders / 3)) --duration "$HISTORY_LOAD_SECONDS" >"$loadout" &
+    --concurrency "$CLIENTS" --mode first --body realistic --first-order $((first_order + baseline_orders)) \
+    --orders $((orders - baseline_orders)) --duration "$HISTORY_LOAD_SECONDS" >"$loadout" &
 load_job=$!
 sleep 2
 t=$EPOCHREALTIME
@@ -138,7 +157,7 @@ archive_ms=$(echo "$pass_out" | sed -n "s/^archived $month.jsonl.gz .*archive an
 load_json=$(grep '^{' "$loadout" | tail -1)
 rm -f "$loadout"
 log "history: the pass archived and dropped the month in $drop_ms ms; first deliveries meanwhile: $load_json"
-python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" "$baseline_json" "$history_fs" <<'PY'
+python3 - "$HISTORY_ROWS" "$delete_ms" "$vacuum_ms" "$drop_ms" "$month_bytes" "$archive_bytes" "$archive_ms" "$detach_drop_ms" "$load_json" "$baseline_json" "$history_fs" "$history_cold" <<'PY'
 import json, sys
 rows, delete_ms, vacuum_ms, drop_ms, month_bytes, archive_bytes, archive_ms, detach_drop_ms = (int(x) for x in sys.argv[1:9])
 load = json.loads(sys.argv[9]) if sys.argv[9] else {}
@@ -151,7 +170,7 @@ r = {
     "history_detach_drop_vs_delete": round(delete_ms / max(detach_drop_ms, 1), 1),
     "history_pass_p99_ms": load.get("p99_ms"), "history_pass_rps": load.get("rps"),
     "history_baseline_p99_ms": baseline.get("p99_ms"), "history_baseline_rps": baseline.get("rps"),
-    "history_fs": sys.argv[11],
+    "history_fs": sys.argv[11], "history_cold": sys.argv[12] == "true",
     "bytes_per_event_kept": round(month_bytes / rows), "archive_bytes_per_event": round(archive_bytes / rows),
 }
 json.dump(r, open("target/bench-history.json", "w"), indent=2)
