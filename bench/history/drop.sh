@@ -23,8 +23,9 @@
 # server's user owns, on the file system to measure); history_fs says which file system held it.
 # The month retention removes is keep_days old: on a serving host its pages left the page cache
 # long ago. As root, the bench evicts the page cache (drop_caches) before the delete and before
-# the pass's orders are made, so both read the month as the host would find it (history_cold: true);
-# HISTORY_COLD=0, or not root, measures it just written and still cached (history_cold: false).
+# the pass's orders are made, so both read the month as the host would find it
+# (history_cold: true); HISTORY_COLD=0, or not root, measures it just written and still cached
+# (history_cold: false).
 # Prints `BENCH {json}` and writes target/bench-history.json.
 
 HISTORY_ROWS=${HISTORY_ROWS:-$ROWS}
@@ -111,9 +112,8 @@ log "history: DELETE of $HISTORY_ROWS rows in $delete_ms ms, its VACUUM in $vacu
 
 # The pass, under first deliveries.
 first_order=$((HISTORY_ROWS + 1))
-# The month leaves the page cache before the orders are made: what first deliveries read stays
-# warm, as it is on a serving host.
-psql "$server/postgres" -qc "CHECKPOINT"
+# The month leaves the page cache (checkpointed just above) before the orders are made: what
+# first deliveries read stays warm, as it is on a serving host.
 evict_page_cache
 # Enough pending orders for either load at up to 6,000 first deliveries a second (a run that
 # runs out of orders ends early): the baseline's first, then the pass's.
