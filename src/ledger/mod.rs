@@ -2,7 +2,7 @@
 //! (merchant, provider, event id) forever, and per-merchant balances.
 
 use diesel::QueryResult;
-use diesel::sql_types::{BigInt, Bool, Bytea, Nullable, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
@@ -30,6 +30,9 @@ pub enum TransferKind {
     Chargeback,
     /// A dispute's reinstatement: the provider gave the amount back.
     ChargebackReversal,
+    /// A refund the provider gave back after it was booked (it failed, was cancelled or came
+    /// back from the bank): the refund's exact inverse, the money in clearing again.
+    RefundReversal,
 }
 
 impl TransferKind {
@@ -39,6 +42,7 @@ impl TransferKind {
             TransferKind::Refund => "refund",
             TransferKind::Chargeback => "chargeback",
             TransferKind::ChargebackReversal => "chargeback_reversal",
+            TransferKind::RefundReversal => "refund_reversal",
         }
     }
 
@@ -46,7 +50,7 @@ impl TransferKind {
     fn moves_money_in(self) -> bool {
         matches!(
             self,
-            TransferKind::Payment | TransferKind::ChargebackReversal
+            TransferKind::Payment | TransferKind::ChargebackReversal | TransferKind::RefundReversal
         )
     }
 }
@@ -156,53 +160,103 @@ pub struct Balance {
     pub balance_minor: i128,
 }
 
-/// What the ledger holds for an event id, seen by a delivery with some body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventPosting {
-    /// No transfer carries the event id (a conflict was on a refund id instead).
-    NotPosted,
-    /// The delivery that posted it had this very body: a late redelivery.
-    SameBody,
-    /// It was posted by another body (or by a delivery the event log does not have): the
-    /// provider reused the event id for another event.
-    AnotherBody,
+/// What the ledger holds for one refund id: the refund transfer's amount (`None`: no refund
+/// transfer carries the id), and whether its reversal is posted (a refund the provider gave
+/// back).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BookedRefund {
+    pub refunded_minor: Option<i64>,
+    pub reversed: bool,
+    /// The refund was posted against unapplied funds (a held payment's, or one held for
+    /// exceeding the capture).
+    pub held: bool,
 }
 
 #[derive(diesel::QueryableByName)]
-struct EventPostingRow {
+struct RefundTransfer {
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = BigInt)]
+    clearing_minor: i64,
     #[diesel(sql_type = Bool)]
-    posted: bool,
-    #[diesel(sql_type = Nullable<Bool>)]
-    same_body: Option<bool>,
+    held: bool,
 }
 
-/// Whether `event_id` posted a transfer, and with which body (the event log keeps the body of
-/// every first delivery, in the same transaction as its transfer). Two unique-index lookups;
-/// only asked after a posting conflicted, never on a first delivery.
-pub async fn event_posting(
+/// What the books hold for refund `refund_id` of `merchant_id` at `provider` (the unique index
+/// on the refund id and kind).
+pub async fn booked_refund(
+    mut conn: &AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    refund_id: &str,
+) -> QueryResult<BookedRefund> {
+    let rows: Vec<RefundTransfer> = diesel::sql_query(
+        "SELECT t.kind, e.amount_minor AS clearing_minor, \
+                EXISTS (SELECT 1 FROM ledger_entries u WHERE u.transfer_id = t.id \
+                        AND u.account = 'unapplied_funds') AS held \
+         FROM ledger_transfers t JOIN ledger_entries e ON e.transfer_id = t.id AND e.account = $4 \
+         WHERE t.merchant_id = $1 AND t.provider = $2 AND t.refund_id = $3 \
+           AND t.kind IN ('refund', 'refund_reversal')",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(refund_id)
+    .bind::<Text, _>(psp_clearing(provider))
+    .load(&mut conn)
+    .await?;
+    let refund = rows
+        .iter()
+        .find(|r| r.kind == TransferKind::Refund.as_str());
+    Ok(BookedRefund {
+        refunded_minor: refund.map(|r| -r.clearing_minor),
+        held: refund.is_some_and(|r| r.held),
+        reversed: rows
+            .iter()
+            .any(|r| r.kind == TransferKind::RefundReversal.as_str()),
+    })
+}
+
+/// The transfer an event id posted, as far as it tells one event from another: what it did
+/// to which payment, under which refund id, and how much it moved through clearing.
+/// Asked only after a posting conflicted, never on a first delivery: a late redelivery posts
+/// the same transfer again, another event under a reused id another one. The ledger is never
+/// dropped, so the answer does not depend on which months of the event log are still there.
+#[derive(Debug, Clone, PartialEq, Eq, diesel::QueryableByName)]
+pub struct PostedTransfer {
+    #[diesel(sql_type = Text)]
+    pub kind: String,
+    #[diesel(sql_type = Text)]
+    pub payment_id: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub refund_id: Option<String>,
+    /// The clearing account's entry (0 for a transfer that has none).
+    #[diesel(sql_type = BigInt)]
+    pub clearing_minor: i64,
+}
+
+/// The transfer `event_id` posted, if any (the unique index on the event id, then the
+/// transfer's entries by their index).
+pub async fn posted_transfer(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     provider: &str,
     event_id: &str,
-    body: &[u8],
-) -> QueryResult<EventPosting> {
-    let row: EventPostingRow = diesel::sql_query(
-        "SELECT EXISTS (SELECT 1 FROM ledger_transfers \
-                        WHERE merchant_id = $1 AND provider = $2 AND event_id = $3) AS posted, \
-                (SELECT body = $4 FROM callback_deliveries \
-                 WHERE merchant_id = $1 AND provider = $2 AND event_id = $3) AS same_body",
+) -> QueryResult<Option<PostedTransfer>> {
+    use diesel::OptionalExtension;
+    diesel::sql_query(
+        "SELECT t.kind, t.payment_id, t.refund_id, \
+                coalesce((SELECT sum(e.amount_minor) FROM ledger_entries e \
+                          WHERE e.transfer_id = t.id AND e.account = $4), 0)::bigint AS clearing_minor \
+         FROM ledger_transfers t \
+         WHERE t.merchant_id = $1 AND t.provider = $2 AND t.event_id = $3",
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<Text, _>(provider)
     .bind::<Text, _>(event_id)
-    .bind::<Bytea, _>(body)
+    .bind::<Text, _>(psp_clearing(provider))
     .get_result(conn)
-    .await?;
-    Ok(match (row.posted, row.same_body) {
-        (false, _) => EventPosting::NotPosted,
-        (true, Some(true)) => EventPosting::SameBody,
-        (true, _) => EventPosting::AnotherBody,
-    })
+    .await
+    .optional()
 }
 
 #[cfg(test)]
@@ -216,6 +270,7 @@ mod tests {
             TransferKind::Refund,
             TransferKind::Chargeback,
             TransferKind::ChargebackReversal,
+            TransferKind::RefundReversal,
         ] {
             for merchant in [MerchantAccount::Payable, MerchantAccount::Unapplied] {
                 let e = Entries::of(kind, "acme", merchant, 1999);
@@ -285,6 +340,26 @@ mod tests {
             (refund.account_a.as_str(), refund.amount_a),
             (MERCHANT_PAYABLE, 1999)
         );
+    }
+
+    #[test]
+    fn a_refund_given_back_is_the_refunds_exact_inverse() {
+        for merchant in [MerchantAccount::Payable, MerchantAccount::Unapplied] {
+            let refund = Entries::of(TransferKind::Refund, "acme", merchant, 700);
+            let back = Entries::of(TransferKind::RefundReversal, "acme", merchant, 700);
+            assert_eq!(
+                (back.account_a.as_str(), back.amount_a),
+                ("psp_clearing:acme", 700)
+            );
+            assert_eq!(
+                (back.account_b.as_str(), back.amount_b),
+                (merchant.name(), -700)
+            );
+            assert_eq!(
+                (refund.account_b.as_str(), refund.amount_b),
+                (back.account_a.as_str(), -back.amount_a)
+            );
+        }
     }
 
     #[test]

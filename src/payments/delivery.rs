@@ -1,13 +1,15 @@
 //! The event log's write: each first delivery's raw verified body with what the gateway did
 //! with it (type, outcome, reason, ack status, transfer) goes into `callback_deliveries`
 //! through `callback_record_delivery` (migration 000010), which the one-statement capture
-//! calls too. The log's reads are [`crate::deliveries`].
+//! calls too; and the stored body that a person's replay runs again ([`stored_body`]). The
+//! log's other reads are [`crate::deliveries`].
 
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Bytea, Int4, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::ack::CallbackOutcome;
+use crate::schema_partitioned::callback_deliveries;
 
 diesel::define_sql_function! {
     #[allow(clippy::too_many_arguments)]
@@ -61,4 +63,23 @@ pub async fn record_delivery(
     .execute(conn)
     .await
     .map(|_| ())
+}
+
+/// The verified body stored for `provider`'s event `event_id`, with the merchant whose books
+/// it moved (the newest delivery, should a provider's name have served two merchants), for a
+/// person's replay of it.
+pub async fn stored_body(
+    conn: &mut AsyncPgConnection,
+    provider: &str,
+    event_id: &str,
+) -> QueryResult<Option<(i64, Vec<u8>)>> {
+    use callback_deliveries as d;
+    d::table
+        .filter(d::provider.eq(provider))
+        .filter(d::event_id.eq(event_id))
+        .order(d::id.desc())
+        .select((d::merchant_id, d::body))
+        .first(conn)
+        .await
+        .optional()
 }

@@ -219,6 +219,25 @@ impl Dispute {
     }
 }
 
+impl Dispute {
+    /// Every dispute of a payment, oldest first (`idx_payment_disputes_payment`).
+    pub async fn of_payment(
+        mut conn: &AsyncPgConnection,
+        merchant_id: i64,
+        provider: &str,
+        payment_id: &str,
+    ) -> QueryResult<Vec<Dispute>> {
+        payment_disputes::table
+            .filter(payment_disputes::merchant_id.eq(merchant_id))
+            .filter(payment_disputes::provider.eq(provider))
+            .filter(payment_disputes::payment_id.eq(payment_id))
+            .order(payment_disputes::id.asc())
+            .select(Dispute::as_select())
+            .load(&mut conn)
+            .await
+    }
+}
+
 /// A dispute as the event log and the console show it.
 #[derive(Debug, Clone, serde::Serialize, Queryable, Selectable, utoipa::ToSchema)]
 #[diesel(table_name = payment_disputes)]

@@ -49,6 +49,18 @@ pub enum PaymentEvent {
         refund: RefundAmount,
         currency: Currency,
     },
+    /// A refund the provider reported, given back: it failed after it was booked, was
+    /// cancelled, or its money came back from the bank. Named by its refund id; what it gives
+    /// back is what the books hold for that refund.
+    RefundReturned {
+        payment_id: String,
+        refund_id: String,
+        /// The refund's amount as the provider reports it, when it does.
+        reported_minor: Option<i64>,
+        /// The books hold the refund under no id (an older version booked it by the
+        /// provider's total): what comes back is `reported_minor`.
+        unnamed: bool,
+    },
     /// Money a provider takes back for a dispute (a chargeback), gives back, or the dispute's end.
     Dispute {
         payment_id: String,
@@ -93,19 +105,58 @@ pub enum DisputeResult {
 }
 
 /// What a provider's API says a payment is now (Mollie, Mercado Pago): not one change but the
-/// whole state. The gateway moves the books to it by what they do not hold yet (the capture
-/// if it is missing, refunds and chargebacks by the difference from what the ledger holds for
-/// the payment), so two deliveries that see one state move money once.
+/// whole state. The gateway moves the books to it by what they do not hold yet: the capture if
+/// it is missing, each refund and chargeback the provider names that the books do not have,
+/// and the give-back of each one the provider reversed. Nothing is ever inferred from a total
+/// that went down: an older state, fetched late or replayed, moves nothing back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentSnapshot {
     pub payment_id: String,
     pub order_id: Option<i64>,
     pub currency: Currency,
     pub status: SnapshotStatus,
-    /// Everything refunded so far, in minor units (0 or more).
-    pub refunded_total: i64,
-    /// Everything charged back and not given back so far, in minor units (0 or more).
-    pub charged_back_total: i64,
+    pub refunds: SnapshotRefunds,
+    /// The payment's chargebacks, oldest first, each by the provider's id.
+    pub chargebacks: Vec<SnapshotChargeback>,
+}
+
+/// A snapshot's refunds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotRefunds {
+    /// Only the refunded total is known (Mercado Pago's `transaction_amount_refunded`): booked by
+    /// its difference from the books, never given back from a lower total.
+    Total(i64),
+    /// Each refund by its id (Mollie's, embedded), oldest first.
+    Listed(Vec<SnapshotRefund>),
+}
+
+/// One refund of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRefund {
+    pub id: String,
+    pub amount_minor: i64,
+    /// Whether it stands (made, pending or paid); `false` once it failed or was cancelled.
+    pub standing: bool,
+}
+
+/// One chargeback of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotChargeback {
+    pub id: String,
+    pub amount_minor: i64,
+    /// The provider gave its money back.
+    pub reversed: bool,
+}
+
+impl PaymentSnapshot {
+    /// A captured payment with nothing refunded or charged back: the capture alone.
+    pub fn is_capture_only(&self) -> bool {
+        let refunded = match &self.refunds {
+            SnapshotRefunds::Total(total) => *total > 0,
+            SnapshotRefunds::Listed(list) => !list.is_empty(),
+        };
+        !refunded && self.chargebacks.is_empty()
+    }
 }
 
 /// Where a snapshot's payment stands.
@@ -150,6 +201,7 @@ impl PaymentEvent {
             PaymentEvent::Succeeded { payment_id, .. }
             | PaymentEvent::Failed { payment_id, .. }
             | PaymentEvent::Refunded { payment_id, .. }
+            | PaymentEvent::RefundReturned { payment_id, .. }
             | PaymentEvent::Dispute { payment_id, .. } => payment_id,
         }
     }

@@ -14,5 +14,6 @@ pub mod dispute;
 pub mod effect;
 pub mod event;
 pub mod model;
+pub mod reader;
 pub mod snapshot;
 pub mod state;

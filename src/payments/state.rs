@@ -21,6 +21,15 @@ pub const EVENT_ID_REUSED: &str = "event_id_reused";
 /// Why an applied refund is in front of finance: with what disputes hold back it takes more
 /// than was captured.
 pub const REFUND_EXCEEDS_REMAINING: &str = "refund_exceeds_remaining";
+/// Why a refund the provider reported is held: with the refunds the books already hold, it
+/// takes more than was captured (a refund given back, not told yet, made room for it at the
+/// provider). The provider moved the money, so it is in the books, in unapplied funds.
+pub const REFUND_EXCEEDS_CAPTURED: &str = "refund_exceeds_captured";
+/// Why an applied event put a refund's money back: the provider gave the refund back (it
+/// failed, was cancelled, or came back from the bank), so the customer was not paid.
+pub const REFUND_RETURNED: &str = "refund_returned";
+
+pub use crate::ledger::BookedRefund;
 
 /// What an event does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +67,32 @@ pub enum Plan {
         /// captured: the provider moved it (a refund made before a chargeback can arrive after
         /// it), so it is booked, and the disputes holding funds are noted for finance.
         exceeds_remaining: bool,
+    },
+    /// A refund that, with what the books refunded, exceeds the capture: one `refund` against
+    /// unapplied funds (held, for finance); the payment's refunded total and its order stay.
+    RefundHeld {
+        amount_minor: i64,
+        currency: Currency,
+        /// The payment as read (the writer's guard; it does not change).
+        payment: PaymentStatus,
+        refunded_minor: i64,
+        disputed_minor: i64,
+    },
+    /// A refund given back: one `refund_reversal`, the exact inverse of the refund (into
+    /// clearing, back to the account it was refunded from); the payment's refunded total goes
+    /// down by it, so it can be refunded again, and its order's status follows.
+    RefundReturn {
+        amount_minor: i64,
+        refunded_before: i64,
+        refunded_total: i64,
+        /// The payment's status and dispute amount as read (the writer's guard), and its status
+        /// after.
+        payment_from: PaymentStatus,
+        disputed_minor: i64,
+        payment_to: PaymentStatus,
+        order_move: Option<OrderMove>,
+        from_unapplied: bool,
+        currency: Currency,
     },
     /// A dispute's withdrawal, reinstatement or close (see [`dispute`]).
     Dispute(Box<DisputePlan>),
@@ -184,6 +219,60 @@ impl Plan {
                 }
                 effect
             }
+            &Plan::RefundHeld {
+                amount_minor,
+                currency,
+                payment,
+                refunded_minor,
+                disputed_minor,
+            } => Effect {
+                refunded_from: Some(refunded_minor),
+                refunded_to: Some(refunded_minor),
+                payment_from: Some(payment.as_str()),
+                disputed_from: Some(disputed_minor),
+                disputed_to: Some(disputed_minor),
+                refund_id: refund_id.map(str::to_owned),
+                reason: Some(REFUND_EXCEEDS_CAPTURED),
+                ..base(None, payment, amount_minor, currency.code())
+            }
+            .posting(TransferKind::Refund, MerchantAccount::Unapplied),
+            &Plan::RefundReturn {
+                amount_minor,
+                refunded_before,
+                refunded_total,
+                payment_from,
+                disputed_minor,
+                payment_to,
+                order_move,
+                from_unapplied,
+                currency,
+            } => {
+                let merchant = if from_unapplied {
+                    MerchantAccount::Unapplied
+                } else {
+                    MerchantAccount::Payable
+                };
+                let mut effect = Effect {
+                    refunded_from: Some(refunded_before),
+                    refunded_to: Some(refunded_total),
+                    payment_from: Some(payment_from.as_str()),
+                    disputed_from: Some(disputed_minor),
+                    disputed_to: Some(disputed_minor),
+                    refund_id: refund_id.map(str::to_owned),
+                    reason: Some(REFUND_RETURNED),
+                    ..base(
+                        order_move.map(|m| m.order_id),
+                        payment_to,
+                        amount_minor,
+                        currency.code(),
+                    )
+                }
+                .posting(TransferKind::RefundReversal, merchant);
+                if let Some(OrderMove { from, to, .. }) = order_move {
+                    effect = effect.moving_order(from.as_str(), to.as_str());
+                }
+                effect
+            }
             Plan::Dispute(dispute) => {
                 let base = base(dispute.order_id, dispute.payment_to, 0, &dispute.currency);
                 return dispute
@@ -226,7 +315,9 @@ impl Plan {
                 amount_minor,
                 currency,
             },
-            Plan::Refund { .. } => Plan::Reject(EVENT_ID_REUSED),
+            Plan::Refund { .. } | Plan::RefundHeld { .. } | Plan::RefundReturn { .. } => {
+                Plan::Reject(EVENT_ID_REUSED)
+            }
             // Money moving out on an ambiguous id, as for a refund; a close posts no transfer.
             Plan::Dispute(dispute) if dispute.posting.is_some() => Plan::Reject(EVENT_ID_REUSED),
             other => other.clone(),
@@ -237,6 +328,11 @@ impl Plan {
     pub fn outcome(&self, transfer_id: Option<i64>) -> CallbackOutcome {
         match self {
             Plan::Hold { reason, .. } => CallbackOutcome::held(reason, transfer_id),
+            Plan::RefundHeld { .. } => CallbackOutcome::held(REFUND_EXCEEDS_CAPTURED, transfer_id),
+            Plan::RefundReturn { .. } => CallbackOutcome {
+                reason: Some(REFUND_RETURNED),
+                ..CallbackOutcome::applied(transfer_id)
+            },
             Plan::Dispute(dispute) => CallbackOutcome {
                 reason: dispute.reason,
                 ..CallbackOutcome::applied(transfer_id)
@@ -271,19 +367,27 @@ pub fn expected_capture(event: &PaymentEvent) -> Option<Plan> {
         currency: currency.code().to_owned(),
         status: OrderStatus::PendingPayment,
     };
-    match plan(event, Some(&expected_order), None, Disputes::default()) {
+    match plan(
+        event,
+        Some(&expected_order),
+        None,
+        Disputes::default(),
+        None,
+    ) {
         capture @ Plan::Capture { .. } => Some(capture),
         _ => None,
     }
 }
 
 /// Decides what `event` does to `order`, `payment` and, for a dispute event, the `disputes`
-/// it names and its payment has (any of them may be unknown).
+/// it names and its payment has, for a returned refund the `refund` it names (any of them may
+/// be unknown).
 pub fn plan(
     event: &PaymentEvent,
     order: Option<&OrderState>,
     payment: Option<&PaymentState>,
     disputes: Disputes<'_>,
+    refund: Option<BookedRefund>,
 ) -> Plan {
     match event {
         PaymentEvent::Succeeded {
@@ -305,6 +409,17 @@ pub fn plan(
         PaymentEvent::Refunded {
             refund, currency, ..
         } => plan_refund(*refund, *currency, order, payment),
+        PaymentEvent::RefundReturned {
+            reported_minor,
+            unnamed,
+            ..
+        } => plan_refund_return(
+            order,
+            payment,
+            refund.unwrap_or_default(),
+            *reported_minor,
+            *unnamed,
+        ),
         PaymentEvent::Dispute {
             payment_id,
             dispute_id,
@@ -359,6 +474,98 @@ fn plan_capture(
     }
 }
 
+/// A refund given back: what the books refunded under its id (or, booked under none, the
+/// amount the provider reports) comes back, once, as the refund's exact inverse.
+fn plan_refund_return(
+    order: Option<&OrderState>,
+    payment: Option<&PaymentState>,
+    refund: BookedRefund,
+    reported_minor: Option<i64>,
+    unnamed: bool,
+) -> Plan {
+    let Some(payment) = payment.filter(|p| p.status.is_captured()) else {
+        return Plan::OutOfOrder("payment_not_captured");
+    };
+    if refund.reversed {
+        return Plan::Ignore("already_applied");
+    }
+    let booked = if unnamed {
+        reported_minor
+    } else {
+        refund.refunded_minor
+    };
+    let Some(amount_minor) = booked.filter(|a| *a > 0) else {
+        // The refund itself comes first (the provider reports a failure after the refund):
+        // until it is in the books there is nothing to give back, and a retry can help (every
+        // refund a provider reports is booked, held when it exceeds the capture).
+        return Plan::OutOfOrder("refund_not_booked");
+    };
+    let Some(currency) = Currency::parse(&payment.currency) else {
+        return Plan::Reject("currency_mismatch");
+    };
+    let held = payment.status == PaymentStatus::Held;
+    // On a held payment every refund went to unapplied funds, counted or not; one that
+    // exceeded the capture never counted, and when another's return has already taken the
+    // count down, what is left counted is less than this refund: it is given back uncounted.
+    if refund.held && (!held || payment.refunded_minor < amount_minor) {
+        // A refund held for exceeding the capture never counted in the refunded total: it
+        // comes back to unapplied funds, where it went.
+        return Plan::RefundReturn {
+            amount_minor,
+            refunded_before: payment.refunded_minor,
+            refunded_total: payment.refunded_minor,
+            payment_from: payment.status,
+            disputed_minor: payment.disputed_minor,
+            payment_to: payment.status,
+            order_move: None,
+            from_unapplied: true,
+            currency,
+        };
+    }
+    let Some(refunded_total) = payment
+        .refunded_minor
+        .checked_sub(amount_minor)
+        .filter(|t| *t >= 0)
+    else {
+        return Plan::Reject("amount_out_of_range");
+    };
+    let payment_to = if held || payment.status.is_in_dispute() {
+        payment.status
+    } else {
+        PaymentStatus::settled(payment.captured_minor, refunded_total)
+    };
+    let order_move = order
+        .filter(|o| {
+            !held
+                && payment.order_id == Some(o.id)
+                && matches!(
+                    o.status,
+                    OrderStatus::Refunded | OrderStatus::PartiallyRefunded
+                )
+        })
+        .map(|o| OrderMove {
+            order_id: o.id,
+            from: o.status,
+            to: if refunded_total == 0 {
+                OrderStatus::Paid
+            } else {
+                OrderStatus::PartiallyRefunded
+            },
+        })
+        .filter(|m| m.from != m.to);
+    Plan::RefundReturn {
+        amount_minor,
+        refunded_before: payment.refunded_minor,
+        refunded_total,
+        payment_from: payment.status,
+        disputed_minor: payment.disputed_minor,
+        payment_to,
+        order_move,
+        from_unapplied: held,
+        currency,
+    }
+}
+
 fn plan_refund(
     refund: RefundAmount,
     currency: Currency,
@@ -387,7 +594,19 @@ fn plan_refund(
         return Plan::Reject("amount_out_of_range");
     };
     if refunded_total > payment.captured_minor {
-        return Plan::Reject("refund_exceeds_captured");
+        // Refunds can be given back (they fail, are cancelled, come back from the bank), and
+        // a provider tells of it in its own time: a refund made after one was given back can
+        // arrive first. The provider moved this money, so it is booked, and held.
+        let Some(currency) = Currency::parse(&payment.currency) else {
+            return Plan::Reject("currency_mismatch");
+        };
+        return Plan::RefundHeld {
+            amount_minor,
+            currency,
+            payment: payment.status,
+            refunded_minor: payment.refunded_minor,
+            disputed_minor: payment.disputed_minor,
+        };
     }
     // A refund the provider reports is money it moved: within what was captured it is booked
     // even when disputes hold part of it back (it was made before a chargeback that arrived
@@ -447,7 +666,7 @@ mod tests {
         order: Option<&OrderState>,
         payment: Option<&PaymentState>,
     ) -> Plan {
-        super::plan(event, order, payment, Disputes::default())
+        super::plan(event, order, payment, Disputes::default(), None)
     }
 
     fn usd() -> Currency {
@@ -660,11 +879,26 @@ mod tests {
     }
 
     #[test]
-    fn a_refund_above_the_captured_amount_is_rejected() {
+    fn a_refund_above_the_captured_amount_is_booked_and_held_without_counting_it() {
         let p = payment(PaymentStatus::PartiallyRefunded, 4900);
+        let held = plan(&refund(delta(200)), None, Some(&p));
         assert_eq!(
-            plan(&refund(delta(200)), None, Some(&p)),
-            Plan::Reject("refund_exceeds_captured")
+            held,
+            Plan::RefundHeld {
+                amount_minor: 200,
+                currency: usd(),
+                payment: PaymentStatus::PartiallyRefunded,
+                refunded_minor: 4900,
+                disputed_minor: 0,
+            }
+        );
+        let outcome = held.outcome(Some(4));
+        assert_eq!(
+            (outcome.outcome, outcome.reason),
+            (
+                crate::payments::ack::Outcome::Held,
+                Some(REFUND_EXCEEDS_CAPTURED)
+            )
         );
     }
 
@@ -780,11 +1014,11 @@ mod tests {
                 Some(REFUND_EXCEEDS_REMAINING)
             )
         );
-        // Never beyond what was captured.
-        assert_eq!(
+        // Beyond what was captured: held, never counted.
+        assert!(matches!(
             plan(&refund(delta(5001)), None, Some(&disputed)),
-            Plan::Reject("refund_exceeds_captured")
-        );
+            Plan::RefundHeld { .. }
+        ));
     }
 
     #[test]
@@ -837,7 +1071,7 @@ mod tests {
     #[test]
     fn a_withdrawal_under_a_reused_event_id_is_rejected_and_a_close_stays() {
         let p = payment(PaymentStatus::Succeeded, 0);
-        let withdraw = super::plan(&withdrawal(5000), None, Some(&p), Disputes::default());
+        let withdraw = super::plan(&withdrawal(5000), None, Some(&p), Disputes::default(), None);
         assert!(matches!(withdraw, Plan::Dispute(_)), "{withdraw:?}");
         assert_eq!(
             withdraw.for_reused_event_id(),
@@ -850,7 +1084,7 @@ mod tests {
                 crate::payments::event::DisputeResult::Won,
             ),
         };
-        let close = super::plan(&close, None, Some(&p), Disputes::default());
+        let close = super::plan(&close, None, Some(&p), Disputes::default(), None);
         assert!(matches!(close, Plan::Dispute(_)), "{close:?}");
         assert_eq!(close.for_reused_event_id(), close);
     }
@@ -858,8 +1092,8 @@ mod tests {
     #[test]
     fn a_withdrawal_beyond_what_remains_is_applied_with_its_reason() {
         let p = payment(PaymentStatus::Succeeded, 0);
-        let outcome =
-            super::plan(&withdrawal(6000), None, Some(&p), Disputes::default()).outcome(Some(9));
+        let outcome = super::plan(&withdrawal(6000), None, Some(&p), Disputes::default(), None)
+            .outcome(Some(9));
         assert_eq!(
             (outcome.outcome, outcome.reason, outcome.transfer_id),
             (
@@ -873,7 +1107,7 @@ mod tests {
     #[test]
     fn a_dispute_of_an_uncaptured_payment_waits_like_a_refund() {
         assert_eq!(
-            super::plan(&withdrawal(100), None, None, Disputes::default()),
+            super::plan(&withdrawal(100), None, None, Disputes::default(), None),
             Plan::OutOfOrder("payment_not_captured")
         );
     }

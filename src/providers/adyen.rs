@@ -10,7 +10,9 @@
 //! immediate automatic capture; see docs/providers.md for manual capture), `"false"` a failed
 //! payment; `CAPTURE` captures the payment `originalReference` (once: whichever of the two
 //! arrives first posts it); `REFUND` refunds `originalReference`, its own `pspReference` being
-//! the refund id. Amounts are in Adyen's minor units, which differ from ISO 4217 for four
+//! the refund id; `REFUND_FAILED` and `REFUNDED_REVERSED` (the refund did not reach the
+//! cardholder, or came back) give that refund back (a `refund_reversal`, reason
+//! `refund_returned`). Amounts are in Adyen's minor units, which differ from ISO 4217 for four
 //! currencies; they are converted to the ISO minor units the ledger keeps.
 //!
 //! Disputes (the dispute's `pspReference` is its id, `originalReference` the disputed payment,
@@ -425,6 +427,17 @@ fn parse(kind: &str, item: &Object<'_>) -> Result<Parsed, Unusable> {
                 refund_id: Some(item.id("pspReference")?),
                 refund: RefundAmount::Delta(amount),
                 currency,
+            }
+        }
+        // A refund the card scheme rejected after Adyen reported it, or whose money came back:
+        // what the books refunded under its `pspReference` is given back.
+        "REFUND_FAILED" | "REFUNDED_REVERSED" if success => {
+            let (amount, _) = amount_of(item)?;
+            PaymentEvent::RefundReturned {
+                payment_id: item.id("originalReference")?,
+                refund_id: item.id("pspReference")?,
+                reported_minor: Some(amount.get()),
+                unnamed: false,
             }
         }
         "CHARGEBACK"

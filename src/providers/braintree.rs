@@ -4,7 +4,8 @@
 //! sent, keyed with the SHA-1 digest of a private key (the provider's `secrets`, any of which
 //! may match during a rotation), as Braintree's SDKs compute it (`Crypto.sha1_hmac_hash`); like
 //! them, the payload with one newline more also verifies. The event id is the notification's
-//! `{kind}:{subject id}:{timestamp}`. The body is stored as it came (the signature is in it), so
+//! `{kind}:{subject id}:{timestamp}`, or `{kind}:{SHA-256 of bt_payload}` for a subject without
+//! an id (two of one kind can share a second). The body is stored as it came (the signature is in it), so
 //! a replay sends the same bytes.
 //!
 //! Money: `transaction_settled` of a `sale` is the capture (`order-id` the order, `amount` in
@@ -252,6 +253,16 @@ struct DisputedTransaction {
     id: Option<Text>,
 }
 
+/// The hex SHA-256 of a form body's `bt_payload`, as sent (its line breaks included).
+fn payload_sha256(body: &[u8]) -> Result<String, PayloadError> {
+    use sha2::{Digest, Sha256};
+    let payload = url::form_urlencoded::parse(body)
+        .find(|(name, _)| name == "bt_payload")
+        .map(|(_, value)| value.into_owned())
+        .ok_or_else(|| invalid("the form has no bt_payload"))?;
+    Ok(hex::encode(Sha256::digest(payload.as_bytes())))
+}
+
 /// The notification a form body carries (its payload decoded and read).
 fn notification(body: &[u8]) -> Result<Notification, PayloadError> {
     let payload = url::form_urlencoded::parse(body)
@@ -323,12 +334,17 @@ impl Format for BraintreeFormat {
 
     fn event_id(&self, body: &[u8]) -> Result<String, PayloadError> {
         let n = notification(body)?;
-        let id = format!(
-            "{}:{}:{}",
-            Text::get(&n.kind).ok_or_else(|| invalid("the notification has no kind"))?,
-            n.subject_id().unwrap_or_default(),
-            Text::get(&n.timestamp).ok_or_else(|| invalid("the notification has no timestamp"))?
-        );
+        let kind = Text::get(&n.kind).ok_or_else(|| invalid("the notification has no kind"))?;
+        let id = match n.subject_id().filter(|id| !id.is_empty()) {
+            Some(subject) => format!(
+                "{kind}:{subject}:{}",
+                Text::get(&n.timestamp)
+                    .ok_or_else(|| invalid("the notification has no timestamp"))?
+            ),
+            // A subject without an id (Account Updater's daily report, a check): two of one
+            // kind may be triggered in one second, so the payload itself names it.
+            None => format!("{kind}:{}", payload_sha256(body)?),
+        };
         check_event_id(&id)?;
         Ok(id)
     }

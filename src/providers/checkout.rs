@@ -4,7 +4,9 @@
 //! dispute events, whose `data` is the dispute (`id`, `payment_id`, `amount`, `currency`):
 //! `dispute_evidence_required` / `dispute_received` withdraw (Checkout.com debits the disputed
 //! amount when the chargeback arrives), `dispute_won` reinstates, `dispute_lost`,
-//! `dispute_expired` and `dispute_accepted` close lost, `dispute_canceled` closes won. The
+//! `dispute_expired` and `dispute_accepted` close lost, `dispute_canceled` reinstates as
+//! `dispute_won` does (Checkout.com: "canceled by the issuing bank and your account is credited
+//! back the disputed amount"). The
 //! dispute events carry no fee, so none is booked.
 //! Checkout.com publishes no test vector: the one in tests/vectors/own.json is ours.
 
@@ -162,14 +164,12 @@ fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
                 fee_in_other_currency: false,
             }
         }
-        "dispute_won" => {
+        // Won, or cancelled by the issuing bank: Checkout.com's event types say the account is
+        // credited back the disputed amount in both.
+        "dispute_won" | "dispute_canceled" => {
             let (amount, currency) = moved(&data)?;
             DisputeChange::FundsReinstated { amount, currency }
         }
-        // The cardholder withdrew it: an end in the merchant's favour. Whether its funds come
-        // back with this event is not documented, so none are booked (a withdrawn dispute
-        // closed won stays in /admin/attention as won_not_reinstated).
-        "dispute_canceled" => DisputeChange::Closed(DisputeResult::Won),
         _ => DisputeChange::Closed(DisputeResult::Lost),
     };
     Ok(Parsed::Event(PaymentEvent::Dispute {
@@ -247,7 +247,7 @@ mod tests {
             ("dispute_lost", "closed pay_1 dsp_1 lost"),
             ("dispute_expired", "closed pay_1 dsp_1 lost"),
             ("dispute_accepted", "closed pay_1 dsp_1 lost"),
-            ("dispute_canceled", "closed pay_1 dsp_1 won"),
+            ("dispute_canceled", "reinstated pay_1 dsp_1 4200 GBP"),
             (
                 "dispute_evidence_submitted",
                 "ignored unsupported_event_type",

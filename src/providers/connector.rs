@@ -136,6 +136,14 @@ pub trait Connector: Send + Sync {
     /// finance replay.
     fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable>;
 
+    /// Whether a delivery carries the provider's signature. One that does not (Mollie: an id,
+    /// the truth fetched from its API) costs a call to the provider's API, so its deliveries
+    /// are limited per source address (`[limits] unsigned_deliveries_per_minute`); a signed
+    /// one never is.
+    fn signed(&self) -> bool {
+        true
+    }
+
     fn answer(&self) -> Answer {
         Answer::StoredAck
     }

@@ -1,20 +1,23 @@
 //! Asking a provider's API: the fetch step of the schemes whose deliveries do not carry the
-//! truth (Mollie, GoCardless, Mercado Pago). It is part of verification, so it runs before
+//! truth (Mollie, GoCardless, Mercado Pago, and PayPal with `verify = "fetch"`). It is part of verification, so it runs before
 //! the idempotency key is claimed and holds no database connection; it is bounded in time
 //! (the provider's `fetch_timeout_ms` covers the wait for a slot, the connection and the whole
 //! answer) and in concurrency (`fetch_concurrency` slots per provider and process). What the
 //! API answers is sorted into what the gateway does with it: found, not found (a stored
-//! rejection), a refused key (503 and an alert) or unavailable (503, the provider retries).
+//! rejection), unusable (larger than it reads, or not the resource: a stored rejection too),
+//! a refused key (503 and an alert) or unavailable (503, the provider retries).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
 
 use prometheus::IntCounterVec;
 use reqwest::StatusCode;
-use tokio::sync::Semaphore;
+use tokio::sync::{Mutex, Semaphore};
 
-use crate::config::providers::FetchApi;
-use crate::outbound::AddressPolicy;
+use crate::config::providers::{FetchApi, OauthClient};
+use crate::outbound::{self, Outbound};
 use crate::signature::paypal::settings::roots;
 use crate::signature::scheme::Rejection;
 
@@ -23,7 +26,21 @@ use crate::signature::scheme::Rejection;
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// The result labels of `gateway_provider_fetches_total`.
-pub const RESULTS: [&str; 4] = ["found", "not_found", "unavailable", "key_refused"];
+pub const RESULTS: [&str; 5] = [
+    "found",
+    "not_found",
+    "unusable",
+    "unavailable",
+    "key_refused",
+];
+
+/// The reason of an id the provider's API does not know (Mollie, GoCardless, Mercado Pago).
+pub const UNKNOWN_RESOURCE: &str = "unknown_resource";
+
+/// The reason of an answer the gateway cannot use: larger than it reads, or not the resource
+/// asked for. The same answer comes on every retry, so it is a stored `rejected` (in front of
+/// finance), never a 503 a provider would repeat for days.
+pub const UNUSABLE_ANSWER: &str = "unusable_answer";
 
 /// What the API said about a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,24 +49,23 @@ pub enum Fetched {
     Found(Vec<u8>),
     /// 404 or 410: the API does not know it (a forged or foreign id).
     NotFound,
+    /// 200 with an answer larger than [`MAX_ANSWER_BYTES`]: why it was not read.
+    Unusable(String),
 }
 
-/// The one place the fetch's HTTP client is built: TLS through rustls with Mozilla's roots
-/// plus `extra_roots_pem` (an emulator's CA), `timeout` for the whole request, no redirect
-/// followed (the answer must come from the configured API, never from where a hop points), no
-/// cookies, no proxy from the environment.
-///
-/// The outgoing-address rules of "Merchant endpoints by API" hold here too (crate::outbound):
-/// the API's host is resolved by the client itself, loopback, private, link-local and metadata
-/// addresses are refused, and the connection goes to the checked address. The provider's own
-/// allowlist is its `api_base_url`: a host it names outright (an IP address, `localhost`: an
-/// emulator the operator chose) is not checked; a name (`api.mollie.com`) always is, so a DNS
-/// answer pointing it inside the network is refused.
+/// The fetch's HTTP clients: TLS through rustls with Mozilla's roots plus `extra_roots_pem` (an
+/// emulator's CA), `timeout` for the whole request, no cookies, and what every outgoing client
+/// has (crate::outbound): no proxy from the environment, no redirect followed (the answer must
+/// come from the configured API), the host resolved by the gateway itself with loopback,
+/// private, link-local and metadata addresses refused, the connection made to the checked
+/// address. The provider's own allowlist is its `api_base_url`: an origin it names outright (an
+/// IP address, `localhost`: an emulator the operator chose) is granted to this provider alone;
+/// a name (`api.mollie.com`) always is checked.
 pub fn api_client(
     base_url: &str,
     extra_roots_pem: Option<&str>,
     timeout: Duration,
-) -> Result<reqwest::Client, String> {
+) -> Result<Outbound<()>, String> {
     let roots = roots(extra_roots_pem.map(str::as_bytes)).map_err(|e| e.message)?;
     // Named rather than the process default: the build has one provider (ring), and a default
     // another crate installs must not change ours.
@@ -59,32 +75,27 @@ pub fn api_client(
         .map_err(|e| format!("TLS setup failed: {e}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let named = reqwest::Url::parse(base_url)
+    let grants = reqwest::Url::parse(base_url)
         .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-        .filter(|host| {
-            let bare = host.trim_start_matches('[').trim_end_matches(']');
-            bare.eq_ignore_ascii_case("localhost") || bare.parse::<std::net::IpAddr>().is_ok()
-        });
-    let policy = AddressPolicy::new(named, false);
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .dns_resolver(policy.resolver())
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(timeout.min(Duration::from_secs(3)))
-        .timeout(timeout)
-        .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("HTTP client setup failed: {e}"))
+        .as_ref()
+        .and_then(outbound::named_outright)
+        .map(|origin| ((), origin));
+    Outbound::new(grants, false, |builder| {
+        builder
+            .use_preconfigured_tls(tls.clone())
+            .connect_timeout(timeout.min(Duration::from_secs(3)))
+            .timeout(timeout)
+            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
+    })
+    .map_err(|e| format!("HTTP client setup failed: {e}"))
 }
 
 /// One provider's API, as its deliveries' verification asks it.
 pub struct ProviderApi {
     provider: String,
-    http: reqwest::Client,
+    http: Outbound<()>,
     base_url: String,
-    authorization: String,
+    authorization: Authorization,
     /// Headers the provider's API requires on every call (GoCardless's version).
     headers: &'static [(&'static str, &'static str)],
     timeout: Duration,
@@ -116,7 +127,7 @@ impl ProviderApi {
             provider: provider.to_owned(),
             http,
             base_url: settings.base_url.clone(),
-            authorization: format!("Bearer {}", settings.api_key.expose()),
+            authorization: Authorization::of(settings),
             headers,
             timeout: settings.timeout,
             slots: Arc::new(Semaphore::new(settings.concurrency.max(1))),
@@ -156,6 +167,7 @@ impl ProviderApi {
         let label = match result {
             Ok(Fetched::Found(_)) => "found",
             Ok(Fetched::NotFound) => "not_found",
+            Ok(Fetched::Unusable(_)) => "unusable",
             Err(Rejection::KeyRefused(_)) => "key_refused",
             Err(_) => "unavailable",
         };
@@ -166,20 +178,18 @@ impl ProviderApi {
         let _slot = self.slots.acquire().await.map_err(|_| {
             Rejection::Unavailable(format!("{}: fetch slots closed", self.provider))
         })?;
-        let url = format!("{}{path}", self.base_url);
-        let mut request = self
-            .http
-            .get(&url)
-            .header("Authorization", &self.authorization)
-            .header("Accept", "application/json");
-        for (name, value) in self.headers {
-            request = request.header(*name, *value);
-        }
         let unavailable = |why: String| Rejection::Unavailable(format!("{}: {why}", self.provider));
-        let response = request
-            .send()
-            .await
-            .map_err(|e| unavailable(error_chain(&e)))?;
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base_url))
+            .map_err(|e| unavailable(format!("not a URL: {e}")))?;
+        let mut response = self.send_get(&url, Renew::IfDue).await?;
+        if matches!(
+            response.status(),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        ) && self.authorization.renews()
+        {
+            // A token can be revoked or expire early: one new one, then the answer stands.
+            response = self.send_get(&url, Renew::Now).await?;
+        }
         let status = response.status();
         match status {
             StatusCode::OK => {}
@@ -195,30 +205,192 @@ impl ProviderApi {
             // redelivers later.
             other => return Err(unavailable(format!("answered {other}"))),
         }
-        if response
-            .content_length()
-            .is_some_and(|len| len > MAX_ANSWER_BYTES as u64)
-        {
-            return Err(unavailable(format!(
-                "an answer of more than {MAX_ANSWER_BYTES} bytes"
-            )));
-        }
-        let mut body = Vec::new();
-        let mut response = response;
-        while let Some(chunk) = response
-            .chunk()
+        match read_bounded(response)
             .await
             .map_err(|e| unavailable(error_chain(&e)))?
         {
-            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-                return Err(unavailable(format!(
-                    "an answer of more than {MAX_ANSWER_BYTES} bytes"
+            Some(body) => Ok(Fetched::Found(body)),
+            None => Ok(Fetched::Unusable(format!(
+                "an answer of more than {MAX_ANSWER_BYTES} bytes"
+            ))),
+        }
+    }
+
+    /// The HTTP client for `url`, or why the outgoing rules refuse it.
+    fn client_for(&self, url: &reqwest::Url) -> Result<&reqwest::Client, Rejection> {
+        self.http
+            .client(&(), url)
+            .map_err(|refused| Rejection::Unavailable(format!("{}: {refused}", self.provider)))
+    }
+
+    async fn send_get(
+        &self,
+        url: &reqwest::Url,
+        renew: Renew,
+    ) -> Result<reqwest::Response, Rejection> {
+        let authorization = self.authorization_header(renew).await?;
+        let mut request = self
+            .client_for(url)?
+            .get(url.clone())
+            .header("Authorization", authorization)
+            .header("Accept", "application/json");
+        for (name, value) in self.headers {
+            request = request.header(*name, *value);
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| Rejection::Unavailable(format!("{}: {}", self.provider, error_chain(&e))))
+    }
+
+    /// The `Authorization` header of the next call: the key, or the client's token (a new
+    /// one when the kept one is due, or when `renew` says now).
+    async fn authorization_header(&self, renew: Renew) -> Result<String, Rejection> {
+        let (client, basic, kept) = match &self.authorization {
+            Authorization::Key(header) => return Ok(header.clone()),
+            Authorization::Client {
+                client,
+                basic,
+                token,
+            } => (client, basic, token),
+        };
+        // One token request at a time: the calls waiting here take the token it brings.
+        let mut kept = kept.lock().await;
+        if let Some(token) = kept.as_ref()
+            && renew == Renew::IfDue
+            && Instant::now() < token.renew_at
+        {
+            return Ok(token.header.clone());
+        }
+        let token = self.new_token(client, basic).await?;
+        let header = token.header.clone();
+        *kept = Some(token);
+        Ok(header)
+    }
+
+    /// A token for the client's credentials: `POST {base}{token_path}` with
+    /// `grant_type=client_credentials` (OAuth 2.0, RFC 6749 section 4.4).
+    async fn new_token(&self, client: &OauthClient, basic: &str) -> Result<Token, Rejection> {
+        let unavailable = |why: String| Rejection::Unavailable(format!("{}: {why}", self.provider));
+        let url = reqwest::Url::parse(&format!("{}{}", self.base_url, client.token_path))
+            .map_err(|e| unavailable(format!("not a URL: {e}")))?;
+        let response = self
+            .client_for(&url)?
+            .post(url)
+            .header("Authorization", basic)
+            .header("Accept", "application/json")
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body("grant_type=client_credentials")
+            .send()
+            .await
+            .map_err(|e| unavailable(error_chain(&e)))?;
+        match response.status() {
+            StatusCode::OK => {}
+            // The client's id or secret is refused: ours to fix, an alert, never a rejection.
+            status @ (StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED
+            | StatusCode::FORBIDDEN) => {
+                return Err(Rejection::KeyRefused(format!(
+                    "{} refused the client credentials ({status})",
+                    self.provider
                 )));
             }
-            body.extend_from_slice(&chunk);
+            other => return Err(unavailable(format!("token request answered {other}"))),
         }
-        Ok(Fetched::Found(body))
+        let body = read_bounded(response)
+            .await
+            .map_err(|e| unavailable(error_chain(&e)))?
+            .ok_or_else(|| unavailable("a token answer larger than it reads".into()))?;
+        #[derive(serde::Deserialize)]
+        struct Granted {
+            access_token: String,
+            #[serde(default)]
+            expires_in: Option<u64>,
+        }
+        let granted: Granted = serde_json::from_slice(&body)
+            .map_err(|e| unavailable(format!("the token answer is not a token: {e}")))?;
+        if granted.access_token.is_empty()
+            || !granted.access_token.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(unavailable("the token answer holds no usable token".into()));
+        }
+        // Renewed a minute early (a call in flight must not carry an expired one), and at
+        // least every 8 hours (PayPal's tokens last 9).
+        let lifetime = Duration::from_secs(granted.expires_in.unwrap_or(0).min(8 * 3600));
+        Ok(Token {
+            header: format!("Bearer {}", granted.access_token),
+            renew_at: Instant::now() + lifetime.saturating_sub(Duration::from_secs(60)),
+        })
     }
+}
+
+/// How the API's calls are authorised.
+enum Authorization {
+    /// The API key as a bearer token (Mollie, GoCardless, Mercado Pago): the whole header.
+    Key(String),
+    /// A token asked for with the client's credentials, kept until shortly before it expires
+    /// (PayPal): `basic` is the token request's header.
+    Client {
+        client: OauthClient,
+        basic: String,
+        token: Mutex<Option<Token>>,
+    },
+}
+
+impl Authorization {
+    fn of(settings: &FetchApi) -> Self {
+        match &settings.oauth_client {
+            None => Authorization::Key(format!("Bearer {}", settings.api_key.expose())),
+            Some(client) => Authorization::Client {
+                basic: format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!(
+                        "{}:{}",
+                        client.client_id,
+                        settings.api_key.expose()
+                    ))
+                ),
+                client: client.clone(),
+                token: Mutex::new(None),
+            },
+        }
+    }
+
+    /// Whether a refused call is worth one more with a new token.
+    fn renews(&self) -> bool {
+        matches!(self, Authorization::Client { .. })
+    }
+}
+
+/// A bearer token and when to ask for the next one.
+struct Token {
+    header: String,
+    renew_at: Instant,
+}
+
+/// Whether the next call takes the kept token while it lasts, or a new one now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renew {
+    IfDue,
+    Now,
+}
+
+/// The whole answer, or `None` when it is larger than [`MAX_ANSWER_BYTES`] (not read further).
+async fn read_bounded(mut response: reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > MAX_ANSWER_BYTES as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
 }
 
 /// The API of a fetch-verified provider's settings; `None` (logged) when its client cannot be

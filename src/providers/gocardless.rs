@@ -13,10 +13,13 @@
 //! stored `rejected`, reason `unknown_resource`.
 //!
 //! Money: `payments` `confirmed` (collected) and `paid_out` capture the payment (whichever
-//! comes first; the other finds it captured); `failed` is a failed payment; `charged_back`
-//! withdraws the payment's amount (dispute `{payment}:chargeback`, no fee: GoCardless gives
-//! none in the payment) and `chargeback_cancelled` gives it back. `refunds` `created`, `paid`
-//! and `refund_settled` refund the refund's amount once (its id is the refund id). Amounts are
+//! comes first; the other finds it captured); `failed` is a failed payment; `charged_back` and
+//! `late_failure` (collected, then failed by the bank) withdraw the payment's amount under the
+//! reporting event's id (no fee: GoCardless gives none in the payment), so a payment charged
+//! back again after `chargeback_cancelled` is a second withdrawal; `chargeback_cancelled` gives
+//! one of the payment's withdrawals back. `refunds` `created`, `paid` and `refund_settled`
+//! refund the refund's amount once (its id is the refund id); `failed`, `bounced` and
+//! `funds_returned` give it back (a `refund_reversal`, reason `refund_returned`). Amounts are
 //! integers in the currency's minor unit. Everything else is acknowledged `ignored`.
 
 use std::borrow::Cow;
@@ -32,7 +35,7 @@ use super::connector::{
     Connector, FetchedEvent, Format, Naming, Rejection, Sample, Signed, Unsignable, Verification,
     Verified,
 };
-use super::fetch::{self, Fetched, ProviderApi, path_safe};
+use super::fetch::{self, Fetched, ProviderApi, UNKNOWN_RESOURCE, UNUSABLE_ANSWER, path_safe};
 use crate::config::providers::ProviderSettings;
 use crate::payments::event::{
     DisputeChange, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount, check_event_id,
@@ -48,6 +51,8 @@ const API_HEADERS: &[(&str, &str)] = &[("GoCardless-Version", "2015-07-06")];
 pub struct GocardlessScheme {
     keys: Keys,
     api: Option<ProviderApi>,
+    /// The creditor the payments must belong to, where configured.
+    creditor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -89,11 +94,25 @@ fn asks(resource_type: &str, action: &str) -> Asks {
     match (resource_type, action) {
         (
             "payments",
-            "confirmed" | "paid_out" | "failed" | "charged_back" | "chargeback_cancelled",
+            "confirmed"
+            | "paid_out"
+            | "failed"
+            | "charged_back"
+            | "chargeback_cancelled"
+            | "late_failure",
         ) => Asks::Payment,
-        ("refunds", "created" | "paid" | "refund_settled") => Asks::Refund,
+        (
+            "refunds",
+            "created" | "paid" | "refund_settled" | "failed" | "funds_returned" | "bounced",
+        ) => Asks::Refund,
         _ => Asks::Nothing,
     }
+}
+
+#[derive(Deserialize)]
+struct PaymentLinks<'a> {
+    #[serde(default, borrow)]
+    creditor: Option<Cow<'a, str>>,
 }
 
 /// The answer of `GET /payments/{id}`, in its envelope.
@@ -107,6 +126,8 @@ struct PaymentAnswer<'a> {
 struct ApiPayment<'a> {
     #[serde(borrow)]
     id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    links: Option<PaymentLinks<'a>>,
     #[serde(borrow)]
     amount: &'a RawValue,
     #[serde(borrow)]
@@ -149,6 +170,9 @@ struct Stored<'a> {
     payment: Option<Option<serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     refund: Option<Option<serde_json::Value>>,
+    /// Why the API's answer could not be used: the same on every retry, so a stored rejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unusable: Option<String>,
 }
 
 impl GocardlessScheme {
@@ -156,6 +180,10 @@ impl GocardlessScheme {
         Self {
             keys: Keys::utf8(settings.secrets.iter().map(Secret::expose), 0),
             api: fetch::api_of(settings, API_HEADERS, fetches),
+            creditor: settings
+                .fetch_api
+                .as_ref()
+                .and_then(|api| api.owner.creditor.clone()),
         }
     }
 
@@ -169,38 +197,57 @@ impl GocardlessScheme {
         self.keys.check_untimed(&[body], &[candidate])
     }
 
-    /// The stored event of `item`, asking the API where its money is.
-    async fn event(api: &ProviderApi, item: &RawValue) -> Result<FetchedEvent, Rejection> {
-        let fields: Item<'_> = match serde_json::from_str(item.get()) {
-            Ok(fields) => fields,
+    /// What the API is asked for `item` (the resource's path), and its fields; `Err` for an
+    /// event the gateway cannot key.
+    fn plan(item: &RawValue) -> Result<(Item<'_>, Option<String>), Rejection> {
+        let fields: Item<'_> = serde_json::from_str(item.get())
             // Not an event the gateway can key: the whole delivery is unusable (400).
-            Err(_) => {
-                return Err(Rejection::Refused(SignatureError::MalformedHeader(
-                    "events[]",
-                )));
-            }
+            .map_err(|_| Rejection::Refused(SignatureError::MalformedHeader("events[]")))?;
+        let links = fields.links.as_ref();
+        let path = match asks(&fields.resource_type, &fields.action) {
+            Asks::Payment => links
+                .and_then(|l| l.payment.as_deref())
+                .filter(|id| path_safe(id))
+                .map(|id| format!("/payments/{id}")),
+            Asks::Refund => links
+                .and_then(|l| l.refund.as_deref())
+                .filter(|id| path_safe(id))
+                .map(|id| format!("/refunds/{id}")),
+            Asks::Nothing => None,
         };
+        Ok((fields, path))
+    }
+
+    /// The stored event of `item`, with the API's `answer` about its resource.
+    fn event(
+        &self,
+        item: &RawValue,
+        fields: Item<'_>,
+        answer: Option<&Fetched>,
+    ) -> Result<FetchedEvent, Rejection> {
         let links = fields.links.unwrap_or_default();
         let mut stored = Stored {
             event: item,
             payment: None,
             refund: None,
+            unusable: None,
         };
-        match asks(&fields.resource_type, &fields.action) {
-            Asks::Payment => {
-                if let Some(id) = links.payment.as_deref().filter(|id| path_safe(id)) {
-                    let answer = api.get(&format!("/payments/{id}")).await?;
-                    stored.payment =
-                        Some(payment_view(id, &answer).map_err(Rejection::Unavailable)?);
+        match (asks(&fields.resource_type, &fields.action), answer) {
+            (Asks::Payment, Some(answer)) => {
+                let id = links.payment.as_deref().unwrap_or_default();
+                match payment_view(id, answer, self.creditor.as_deref()) {
+                    Ok(view) => stored.payment = Some(view),
+                    Err(why) => stored.unusable = Some(why),
                 }
             }
-            Asks::Refund => {
-                if let Some(id) = links.refund.as_deref().filter(|id| path_safe(id)) {
-                    let answer = api.get(&format!("/refunds/{id}")).await?;
-                    stored.refund = Some(refund_view(id, &answer).map_err(Rejection::Unavailable)?);
+            (Asks::Refund, Some(answer)) => {
+                let id = links.refund.as_deref().unwrap_or_default();
+                match refund_view(id, answer) {
+                    Ok(view) => stored.refund = Some(view),
+                    Err(why) => stored.unusable = Some(why),
                 }
             }
-            Asks::Nothing => {}
+            _ => {}
         }
         let body = serde_json::to_vec(&stored)
             .map_err(|e| Rejection::Unavailable(format!("event not stored: {e}")))?;
@@ -209,12 +256,46 @@ impl GocardlessScheme {
             body,
         })
     }
+
+    /// Every event of a batch, asking the API once per resource: GoCardless batches events
+    /// of one payment together, and a batch waits on no more fetches than its resources.
+    async fn events(
+        &self,
+        api: &ProviderApi,
+        items: &[&RawValue],
+    ) -> Result<Vec<FetchedEvent>, Rejection> {
+        let planned = items
+            .iter()
+            .map(|item| Self::plan(item))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut paths: Vec<String> = planned.iter().filter_map(|(_, p)| p.clone()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let answers =
+            futures_util::future::try_join_all(paths.iter().map(|path| api.get(path))).await?;
+        let answered: std::collections::HashMap<String, Fetched> =
+            paths.into_iter().zip(answers).collect();
+        planned
+            .into_iter()
+            .zip(items)
+            .map(|((fields, path), item)| {
+                let answer = path.and_then(|p| answered.get(&p));
+                self.event(item, fields, answer)
+            })
+            .collect()
+    }
 }
 
 /// The fields of the API's payment the mapping reads; `None` when the API does not know it.
-fn payment_view(id: &str, answer: &Fetched) -> Result<Option<serde_json::Value>, String> {
-    let Fetched::Found(bytes) = answer else {
-        return Ok(None);
+fn payment_view(
+    id: &str,
+    answer: &Fetched,
+    creditor: Option<&str>,
+) -> Result<Option<serde_json::Value>, String> {
+    let bytes = match answer {
+        Fetched::Found(bytes) => bytes,
+        Fetched::NotFound => return Ok(None),
+        Fetched::Unusable(why) => return Err(why.clone()),
     };
     let answer: PaymentAnswer<'_> = serde_json::from_slice(bytes)
         .map_err(|e| format!("GoCardless's answer is not a payment: {e}"))?;
@@ -224,6 +305,16 @@ fn payment_view(id: &str, answer: &Fetched) -> Result<Option<serde_json::Value>,
             "GoCardless answered payment {:?} when asked for {id}",
             payment.id
         ));
+    }
+    // The key reads every creditor of its organisation: a payment of another is not ours.
+    if let Some(expected) = creditor {
+        let found = payment.links.as_ref().and_then(|l| l.creditor.as_deref());
+        if found != Some(expected) {
+            return Err(format!(
+                "the payment's creditor is {}, not the configured {expected}",
+                found.unwrap_or("absent")
+            ));
+        }
     }
     let order_id = payment.metadata.unwrap_or_default().order_id;
     Ok(Some(json!({
@@ -236,8 +327,10 @@ fn payment_view(id: &str, answer: &Fetched) -> Result<Option<serde_json::Value>,
 
 /// The fields of the API's refund the mapping reads; `None` when the API does not know it.
 fn refund_view(id: &str, answer: &Fetched) -> Result<Option<serde_json::Value>, String> {
-    let Fetched::Found(bytes) = answer else {
-        return Ok(None);
+    let bytes = match answer {
+        Fetched::Found(bytes) => bytes,
+        Fetched::NotFound => return Ok(None),
+        Fetched::Unusable(why) => return Err(why.clone()),
     };
     let answer: RefundAnswer<'_> = serde_json::from_slice(bytes)
         .map_err(|e| format!("GoCardless's answer is not a refund: {e}"))?;
@@ -288,8 +381,7 @@ impl Connector for GocardlessScheme {
             return Verification::Done(Err(fetch::no_api()));
         };
         Verification::Pending(Box::pin(async move {
-            let fetches = batch.events.iter().map(|item| Self::event(api, item));
-            match futures_util::future::try_join_all(fetches).await {
+            match self.events(api, &batch.events).await {
                 Ok(events) => Ok(Verified::new(None, Naming::Fetched(events))),
                 Err(Rejection::Refused(_)) => Ok(Verified::new(
                     None,
@@ -424,6 +516,15 @@ fn parse(
     if asked == Asks::Nothing {
         return Ok(Parsed::Ignored("unsupported_event_type"));
     }
+    if top.member("unusable").is_some() {
+        return Ok(Parsed::Rejected {
+            reason: UNUSABLE_ANSWER,
+            detail: format!(
+                "GoCardless's answer could not be used: {}",
+                top.string("unusable").unwrap_or_default()
+            ),
+        });
+    }
     let (name, link) = match asked {
         Asks::Refund => ("refund", "refund"),
         _ => ("payment", "payment"),
@@ -436,7 +537,7 @@ fn parse(
         return Ok(if top.is_null(name) {
             // Asked, and the API does not know it.
             Parsed::Rejected {
-                reason: super::mollie::UNKNOWN_RESOURCE,
+                reason: UNKNOWN_RESOURCE,
                 detail: format!("GoCardless's API knows no {name} {named}"),
             }
         } else {
@@ -449,6 +550,10 @@ fn parse(
     let resource = top.object(name)?;
     let currency = resource.currency("currency", false)?;
     let amount = number_text(&resource, "amount")?;
+    // A chargeback, a late failure and a cancelled chargeback are keyed by the event that
+    // reports them: a payment charged back, given back and charged back again is two
+    // withdrawals, and GoCardless names no chargeback of its own.
+    let event_id = event.id("id")?;
     let event = match (resource_type, action) {
         ("payments", "confirmed" | "paid_out") => PaymentEvent::Succeeded {
             payment_id: resource.id("id")?,
@@ -460,8 +565,8 @@ fn parse(
             payment_id: resource.id("id")?,
             order_id: order_id(&resource),
         },
-        ("payments", "charged_back") => PaymentEvent::Dispute {
-            dispute_id: format!("{}:chargeback", resource.id("id")?),
+        ("payments", "charged_back" | "late_failure") => PaymentEvent::Dispute {
+            dispute_id: event_id,
             payment_id: resource.id("id")?,
             change: DisputeChange::FundsWithdrawn {
                 amount,
@@ -470,10 +575,17 @@ fn parse(
                 fee_in_other_currency: false,
             },
         },
+        // It names no chargeback: it gives back one of the payment's withdrawals, once.
         ("payments", _) => PaymentEvent::Dispute {
-            dispute_id: format!("{}:chargeback", resource.id("id")?),
+            dispute_id: event_id,
             payment_id: resource.id("id")?,
-            change: DisputeChange::FundsReinstated { amount, currency },
+            change: DisputeChange::FundsReinstatedUnnamed { amount, currency },
+        },
+        ("refunds", "failed" | "funds_returned" | "bounced") => PaymentEvent::RefundReturned {
+            payment_id: resource.id("payment")?,
+            refund_id: resource.id("id")?,
+            reported_minor: Some(amount.get()),
+            unnamed: false,
         },
         _ => PaymentEvent::Refunded {
             payment_id: resource.id("payment")?,
@@ -522,11 +634,12 @@ mod tests {
             Some(p) => Fetched::Found(p.as_bytes().to_vec()),
             None => Fetched::NotFound,
         };
-        let view = payment_view("PM1", &answer).unwrap();
+        let view = payment_view("PM1", &answer, None).unwrap();
         serde_json::to_vec(&Stored {
             event: item,
             payment: Some(view),
             refund: None,
+            unusable: None,
         })
         .unwrap()
     }
@@ -564,12 +677,13 @@ mod tests {
     }
 
     #[test]
-    fn chargebacks_withdraw_and_cancellations_give_back_the_payment() {
+    fn chargebacks_are_keyed_by_the_event_that_reports_them_and_cancellations_give_one_back() {
         for (action, expected) in [
-            ("charged_back", "withdrawn PM1 PM1:chargeback 2500+0 GBP"),
+            ("charged_back", "withdrawn PM1 EV1 2500+0 GBP"),
+            ("late_failure", "withdrawn PM1 EV1 2500+0 GBP"),
             (
                 "chargeback_cancelled",
-                "reinstated PM1 PM1:chargeback 2500 GBP",
+                "reinstated-unnamed PM1 EV1 2500 GBP",
             ),
         ] {
             let event = CONFIRMED.replace("confirmed", action);
@@ -577,6 +691,37 @@ mod tests {
             assert_eq!(
                 body::dispute_summary(&GocardlessFormat.read(&body).parsed),
                 expected
+            );
+        }
+    }
+
+    #[test]
+    fn a_refund_that_failed_or_came_back_gives_the_refund_back() {
+        let answer = Fetched::Found(
+            br#"{"refunds":{"id":"RF1","amount":700,"currency":"GBP","links":{"payment":"PM1"}}}"#
+                .to_vec(),
+        );
+        for action in ["failed", "bounced", "funds_returned"] {
+            let event = format!(
+                r#"{{"id":"EV9","resource_type":"refunds","action":"{action}","links":{{"refund":"RF1"}}}}"#
+            );
+            let item: &RawValue = serde_json::from_str(&event).unwrap();
+            let body = serde_json::to_vec(&Stored {
+                event: item,
+                payment: None,
+                refund: Some(refund_view("RF1", &answer).unwrap()),
+                unusable: None,
+            })
+            .unwrap();
+            assert_eq!(
+                GocardlessFormat.read(&body).parsed,
+                Parsed::Event(PaymentEvent::RefundReturned {
+                    payment_id: "PM1".into(),
+                    refund_id: "RF1".into(),
+                    reported_minor: Some(700),
+                    unnamed: false,
+                }),
+                "{action}"
             );
         }
     }
@@ -593,6 +738,7 @@ mod tests {
             event: item,
             payment: None,
             refund: None,
+            unusable: None,
         })
         .unwrap();
         assert_eq!(
@@ -606,6 +752,7 @@ mod tests {
         let scheme = GocardlessScheme {
             keys: Keys::utf8(["a-webhook-endpoint-secret"], 0),
             api: None,
+            creditor: None,
         };
         let body = stored(CONFIRMED, Some(PAYMENT));
         let signed = scheme.sign("EV1", &body, 0).unwrap();

@@ -2,10 +2,10 @@
 //! `data.id`), signed in `x-signature: ts=..,v1=..`: `v1` is the hex HMAC-SHA256, under the
 //! signature secret, of the manifest `id:{data.id of the query, lower-cased};request-id:
 //! {x-request-id};ts:{ts};`, each part left out when the request lacks it, as Mercado Pago
-//! documents. The body itself is not signed, so the payment id comes from the signed query
-//! (the body's, when the query has none, must not differ from it). Then the gateway asks the
-//! API, `GET {api_base_url}/v1/payments/{data.id}` with the `api_key`; no fetch runs for a
-//! notification whose signature does not hold.
+//! documents. The body itself is not signed, so the payment id comes from the signed query: a
+//! body naming another payment, or naming one when the query names none, is refused. Then the
+//! gateway asks the API, `GET {api_base_url}/v1/payments/{data.id}` with the `api_key`; no
+//! fetch runs for a notification whose signature does not hold.
 //!
 //! The payment the API answers is the event, as for Mollie: its id is `{data.id}:{status}`, so
 //! every notification that sees one status is one event; a partial refund leaves the status
@@ -34,10 +34,11 @@ use super::connector::{
     Connector, FetchedEvent, Format, Naming, Rejection, Sample, Signed, Unsignable, Verification,
     Verified,
 };
-use super::fetch::{self, Fetched, ProviderApi, path_safe};
+use super::fetch::{self, Fetched, ProviderApi, UNKNOWN_RESOURCE, UNUSABLE_ANSWER, path_safe};
 use crate::config::providers::ProviderSettings;
 use crate::payments::event::{
-    Parsed, PayloadError, PaymentSnapshot, Reading, SnapshotStatus, check_event_id,
+    Parsed, PayloadError, PaymentSnapshot, Reading, SnapshotChargeback, SnapshotRefunds,
+    SnapshotStatus, check_event_id,
 };
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError};
@@ -81,6 +82,24 @@ struct ApiPayment<'a> {
     transaction_amount_refunded: Option<&'a RawValue>,
     #[serde(default, borrow)]
     external_reference: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    status_detail: Option<Cow<'a, str>>,
+}
+
+/// The detail of a `charged_back` payment whose money came back to the merchant.
+const REIMBURSED: &str = "reimbursed";
+
+/// The event id of a payment's state: `{id}:{status}`, with the refunded total while a partly
+/// refunded payment keeps its status, and `:reimbursed` once a chargeback's money came back
+/// (the status stays `charged_back`, so without it the give-back would never be a new event).
+fn state_event_id(id: &str, status: &str, refunded: &str, detail: Option<&str>) -> String {
+    if status == "charged_back" && detail == Some(REIMBURSED) {
+        format!("{id}:{status}:{REIMBURSED}")
+    } else if !is_zero(refunded) && status != "refunded" {
+        format!("{id}:{status}:{refunded}")
+    } else {
+        format!("{id}:{status}")
+    }
 }
 
 /// What the gateway stores for a Mercado Pago event: the payment id, the topic, and the
@@ -96,6 +115,9 @@ struct Stored<'a> {
         deserialize_with = "present"
     )]
     payment: Option<Option<serde_json::Value>>,
+    /// Why the API's answer could not be used (`payment` is then null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unusable: Option<String>,
 }
 
 /// A member that is present, `null` included (`Some(None)`); absent stays `None` by default.
@@ -186,7 +208,10 @@ impl MercadopagoScheme {
                 return Err(SignatureError::MalformedHeader("data.id"));
             }
             (Some(signed), _) => Some(signed),
-            (None, unsigned) => unsigned,
+            // Signed over no id (Mercado Pago leaves the part out when the query lacks it):
+            // a payment only the unsigned body names was never signed for.
+            (None, Some(_)) => return Err(SignatureError::MalformedHeader("data.id")),
+            (None, None) => None,
         };
         let topic = url::form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == "type" || name == "topic")
@@ -194,6 +219,21 @@ impl MercadopagoScheme {
             .or_else(|| notification.kind.map(Cow::into_owned));
         Ok((id, topic))
     }
+}
+
+/// The stored rejection of an answer about payment `id` that could not be used (`why`).
+fn unusable_event(id: &str, why: &str) -> Result<FetchedEvent, String> {
+    let body = serde_json::to_vec(&Stored {
+        id: Cow::Borrowed(id),
+        kind: Cow::Borrowed("payment"),
+        payment: Some(None),
+        unusable: Some(why.to_owned()),
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(FetchedEvent {
+        event_id: format!("{id}:{UNUSABLE_ANSWER}"),
+        body,
+    })
 }
 
 /// The event of the API's answer `answer` about payment `id`; `Err` for an answer that is not
@@ -204,16 +244,18 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
             id: Cow::Borrowed(id),
             kind: Cow::Borrowed("payment"),
             payment: Some(payment),
+            unusable: None,
         })
         .map_err(|e| e.to_string())
     };
     let bytes = match answer {
         Fetched::NotFound => {
             return Ok(FetchedEvent {
-                event_id: format!("{id}:{}", super::mollie::UNKNOWN_RESOURCE),
+                event_id: format!("{id}:{}", UNKNOWN_RESOURCE),
                 body: stored(None)?,
             });
         }
+        Fetched::Unusable(why) => return unusable_event(id, why),
         Fetched::Found(bytes) => bytes,
     };
     let payment: ApiPayment<'_> = serde_json::from_slice(bytes)
@@ -229,14 +271,16 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
         .transaction_amount_refunded
         .and_then(text_of)
         .unwrap_or_else(|| "0".to_owned());
-    let event_id = if !is_zero(&refunded) && payment.status != "refunded" {
-        format!("{id}:{}:{refunded}", payment.status)
-    } else {
-        format!("{id}:{}", payment.status)
-    };
+    let event_id = state_event_id(
+        id,
+        &payment.status,
+        &refunded,
+        payment.status_detail.as_deref(),
+    );
     check_event_id(&event_id).map_err(|e| e.0)?;
     let body = stored(Some(json!({
         "status": payment.status,
+        "status_detail": payment.status_detail,
         "transaction_amount": amount,
         "currency_id": payment.currency_id,
         "transaction_amount_refunded": refunded,
@@ -288,6 +332,7 @@ impl Connector for MercadopagoScheme {
                 id: Cow::Borrowed(&id),
                 kind: Cow::Borrowed(&kind),
                 payment: None,
+                unusable: None,
             });
             return Verification::Done(match body {
                 Ok(body) => Ok(Verified::new(
@@ -305,7 +350,10 @@ impl Connector for MercadopagoScheme {
         };
         Verification::Pending(Box::pin(async move {
             let answer = api.get(&format!("/v1/payments/{id}")).await?;
-            let event = event_of(&id, &answer).map_err(Rejection::Unavailable)?;
+            // An answer that is not the payment comes the same on every retry: stored.
+            let event = event_of(&id, &answer)
+                .or_else(|why| unusable_event(&id, &why))
+                .map_err(Rejection::Unavailable)?;
             Ok(Verified::new(None, Naming::Fetched(vec![event])))
         }))
     }
@@ -369,11 +417,24 @@ impl Format for MercadopagoFormat {
         }
         let payment = match top.object_if_any("payment") {
             Ok(Some(payment)) => payment,
+            Ok(None) if top.member("unusable").is_some() => {
+                return Reading {
+                    event_type: None,
+                    parsed: Parsed::Rejected {
+                        reason: UNUSABLE_ANSWER,
+                        detail: format!(
+                            "Mercado Pago's answer about {} could not be used: {}",
+                            top.string("id").unwrap_or_default(),
+                            top.string("unusable").unwrap_or_default()
+                        ),
+                    },
+                };
+            }
             Ok(None) => {
                 return Reading {
                     event_type: None,
                     parsed: Parsed::Rejected {
-                        reason: super::mollie::UNKNOWN_RESOURCE,
+                        reason: UNKNOWN_RESOURCE,
                         detail: format!(
                             "Mercado Pago's API knows no payment {}",
                             top.string("id").unwrap_or_default()
@@ -400,18 +461,18 @@ impl Format for MercadopagoFormat {
             .map_err(|_| invalid("not a Mercado Pago event as the gateway stores it"))?;
         let id = match &stored.payment {
             None => format!("{}:{}", stored.id, stored.kind),
-            Some(None) => format!("{}:{}", stored.id, super::mollie::UNKNOWN_RESOURCE),
-            Some(Some(payment)) => {
-                let status = payment["status"].as_str().unwrap_or_default();
-                let refunded = payment["transaction_amount_refunded"]
-                    .as_str()
-                    .unwrap_or("0");
-                if !is_zero(refunded) && status != "refunded" {
-                    format!("{}:{status}:{refunded}", stored.id)
-                } else {
-                    format!("{}:{status}", stored.id)
-                }
+            Some(None) if stored.unusable.is_some() => {
+                format!("{}:{}", stored.id, UNUSABLE_ANSWER)
             }
+            Some(None) => format!("{}:{}", stored.id, UNKNOWN_RESOURCE),
+            Some(Some(payment)) => state_event_id(
+                &stored.id,
+                payment["status"].as_str().unwrap_or_default(),
+                payment["transaction_amount_refunded"]
+                    .as_str()
+                    .unwrap_or("0"),
+                payment["status_detail"].as_str(),
+            ),
         };
         check_event_id(&id)?;
         Ok(id)
@@ -438,23 +499,32 @@ fn snapshot(top: &Object<'_>, payment: &Object<'_>) -> Result<Parsed, Unusable> 
     let amount = decimal_in_minor_units(&amount_text, currency, "payment.transaction_amount")?;
     let refunded = payment.decimal_total("transaction_amount_refunded", currency)?;
     let status = payment.string("status").unwrap_or_default();
-    let (snapshot_status, charged_back) = match status.as_str() {
-        "approved" | "refunded" | "in_mediation" => (SnapshotStatus::Captured(amount), 0),
+    let payment_id = top.id("id")?;
+    let (snapshot_status, chargebacks) = match status.as_str() {
+        "approved" | "refunded" | "in_mediation" => (SnapshotStatus::Captured(amount), vec![]),
+        // A payment is charged back once: what refunds left, given back when reimbursed.
         "charged_back" => (
             SnapshotStatus::Captured(amount),
-            amount.get().saturating_sub(refunded).max(0),
+            vec![SnapshotChargeback {
+                id: format!("{payment_id}:chargeback"),
+                amount_minor: amount.get().saturating_sub(refunded).max(0),
+                reversed: payment.string("status_detail").as_deref() == Some(REIMBURSED),
+            }]
+            .into_iter()
+            .filter(|c| c.amount_minor > 0)
+            .collect(),
         ),
-        "rejected" | "cancelled" => (SnapshotStatus::Failed, 0),
-        "pending" | "in_process" | "authorized" => (SnapshotStatus::Pending, 0),
+        "rejected" | "cancelled" => (SnapshotStatus::Failed, vec![]),
+        "pending" | "in_process" | "authorized" => (SnapshotStatus::Pending, vec![]),
         _ => return Ok(Parsed::Ignored("unsupported_status")),
     };
     Ok(Parsed::Snapshot(Box::new(PaymentSnapshot {
-        payment_id: top.id("id")?,
+        payment_id,
         order_id: payment.order_id("external_reference"),
         currency,
         status: snapshot_status,
-        refunded_total: refunded,
-        charged_back_total: charged_back,
+        refunds: SnapshotRefunds::Total(refunded),
+        chargebacks,
     })))
 }
 
@@ -513,9 +583,14 @@ mod tests {
             "id:abc;ts:1;"
         );
         let signed = headers("ts:1704908010;", None, "1704908010");
+        // Signed over no id: a payment only the unsigned body names was never signed for.
         assert_eq!(
             scheme().check(&signed, "", BODY),
-            Ok((Some("123456".into()), Some("payment".into())))
+            Err(SignatureError::MalformedHeader("data.id"))
+        );
+        assert_eq!(
+            scheme().check(&signed, "", br#"{"type":"payment"}"#),
+            Ok((None, Some("payment".into())))
         );
     }
 
@@ -551,7 +626,7 @@ mod tests {
         let Parsed::Snapshot(s) = MercadopagoFormat.read(&event.body).parsed else {
             panic!();
         };
-        assert_eq!(s.refunded_total, 2025);
+        assert_eq!(s.refunds, SnapshotRefunds::Total(2025));
         let clp = String::from_utf8(answer.to_vec())
             .unwrap()
             .replace("BRL", "CLP");

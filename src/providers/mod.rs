@@ -91,7 +91,7 @@ pub fn connector_for(
         SchemeName::Razorpay => Box::new(razorpay::RazorpayScheme::new(secrets)),
         SchemeName::Checkout => Box::new(checkout::CheckoutScheme::new(secrets)),
         SchemeName::Paddle => Box::new(paddle::PaddleScheme::new(secrets, tolerance_secs)),
-        SchemeName::Paypal => Box::new(paypal::PaypalScheme::new(settings)),
+        SchemeName::Paypal => Box::new(paypal::PaypalScheme::new(settings, fetches)),
         SchemeName::Mollie => Box::new(mollie::MollieScheme::new(settings, fetches)),
         SchemeName::Gocardless => Box::new(gocardless::GocardlessScheme::new(settings, fetches)),
         SchemeName::Braintree => Box::new(braintree::BraintreeScheme::new(settings)),

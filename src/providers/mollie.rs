@@ -1,10 +1,13 @@
 //! Mollie: a webhook is a form body `id=tr_...` and nothing else, unsigned. The gateway asks
-//! Mollie's API, `GET {api_base_url}/v2/payments/{id}` with the provider's `api_key`, and the
-//! payment it answers is the event: its status, amount, `amountRefunded` and
-//! `amountChargedBack`. The event id is that state, `{id}:{status}:{amountRefunded}:
-//! {amountChargedBack}`, so two webhooks that see one state are one event and a later state is
-//! a new one; the books move to the state by what they do not hold yet
-//! ([`crate::payments::snapshot`]), so money never moves twice.
+//! Mollie's API, `GET {api_base_url}/v2/payments/{id}?embed=refunds,chargebacks` with the
+//! provider's `api_key`, and the payment it answers is the event: its status, amount,
+//! `amountRefunded`, `amountChargedBack`, and its refunds and chargebacks, each by its id. The
+//! event id is that state, `{id}:{status}:{amountRefunded}:{amountChargedBack}`, with a digest
+//! of the refunds' and chargebacks' ids and states when it has any, so two webhooks that see
+//! one state are one event and a later state is a new one; the books move to the state by what
+//! they do not hold yet, by the refunds' and chargebacks' own ids
+//! ([`crate::payments::snapshot`]), so money never moves twice and never back on an older
+//! state.
 //!
 //! What is stored (the event's body) is what the gateway read from the answer, written by the
 //! gateway: the id, status, amounts and the order reference (`metadata.order_id`), a function
@@ -14,9 +17,12 @@
 //!
 //! Money: `paid` is a capture (the status stays `paid` after refunds and chargebacks);
 //! `failed`, `canceled` and `expired` a failed payment; `open`, `pending` and `authorized`
-//! move nothing. Refunds are `amountRefunded` and chargebacks `amountChargedBack`, cumulative;
-//! Mollie's chargeback fee is not in the payment, so none is booked. Amounts are decimal
-//! strings (`"10.00"`), converted with the currency's ISO 4217 exponent exactly.
+//! move nothing. A refund stands while it is `queued`, `pending`, `processing` or `refunded`
+//! (what `amountRefunded` counts); one that is `failed` or `canceled` after the books held it
+//! is given back. A chargeback is withdrawn, and reinstated once it has `reversedAt`; a second
+//! one after a reversal is a chargeback of its own. Mollie's chargeback fee is not in the
+//! payment, so none is booked. Amounts are decimal strings (`"10.00"`), converted with the
+//! currency's ISO 4217 exponent exactly.
 
 use std::borrow::Cow;
 
@@ -27,29 +33,65 @@ use serde_json::value::RawValue;
 
 use super::body::{self, Object, Unusable, invalid};
 use super::connector::{
-    Connector, FORM, FetchedEvent, Format, Naming, Rejection, Sample, Signed, Unsignable,
-    Verification, Verified,
+    Answer, Connector, FORM, FetchedEvent, Format, JSON, Naming, Rejection, Sample, Signed,
+    Unsignable, Verification, Verified,
 };
-use super::fetch::{self, Fetched, ProviderApi, path_safe};
-use crate::config::providers::ProviderSettings;
+use super::fetch::{self, Fetched, ProviderApi, UNKNOWN_RESOURCE, UNUSABLE_ANSWER, path_safe};
+use crate::config::providers::{ProviderSettings, ResourceOwner};
 use crate::payments::event::{
-    Parsed, PayloadError, PaymentSnapshot, Reading, SnapshotStatus, check_event_id,
+    Parsed, PayloadError, PaymentSnapshot, Reading, SnapshotChargeback, SnapshotRefund,
+    SnapshotRefunds, SnapshotStatus, check_event_id,
 };
 use crate::signature::scheme::HeaderSource;
 
-/// The reason of an id the provider's API does not know.
-pub const UNKNOWN_RESOURCE: &str = "unknown_resource";
-
 pub struct MollieScheme {
     api: Option<ProviderApi>,
+    /// The profile and mode the payments must belong to, where configured.
+    owner: ResourceOwner,
 }
 
 impl MollieScheme {
     pub fn new(settings: &ProviderSettings, fetches: Option<&IntCounterVec>) -> Self {
         Self {
             api: fetch::api_of(settings, &[], fetches),
+            owner: settings
+                .fetch_api
+                .as_ref()
+                .map(|api| api.owner.clone())
+                .unwrap_or_default(),
         }
     }
+}
+
+/// Why Mollie's answer is a payment of another account than the configured `owner`, if it is:
+/// the key reads every payment of its organisation, across profiles and modes.
+fn foreign(owner: &ResourceOwner, answer: &Fetched) -> Option<String> {
+    let Fetched::Found(bytes) = answer else {
+        return None;
+    };
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Account {
+        #[serde(default)]
+        profile_id: Option<String>,
+        #[serde(default)]
+        mode: Option<String>,
+    }
+    let account: Account = serde_json::from_slice(bytes).ok()?;
+    for (what, expected, found) in [
+        ("profile", &owner.profile_id, &account.profile_id),
+        ("mode", &owner.mode, &account.mode),
+    ] {
+        if let Some(expected) = expected
+            && found.as_ref() != Some(expected)
+        {
+            return Some(format!(
+                "the payment's {what} is {}, not the configured {expected}",
+                found.as_deref().unwrap_or("absent")
+            ));
+        }
+    }
+    None
 }
 
 /// The payment id a webhook names: its form's one `id`, which must be a payment's (`tr_`) and
@@ -96,41 +138,33 @@ struct Payment<'a> {
 #[derive(Deserialize)]
 struct Embedded {
     #[serde(default)]
+    refunds: Option<Vec<Refund>>,
+    #[serde(default)]
     chargebacks: Option<Vec<Chargeback>>,
 }
 
-/// One of the payment's chargebacks: its amount, and when it was reversed (the bank gave the
-/// money back).
-#[derive(Deserialize)]
+/// One of the payment's refunds: its id, amount and status.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+struct Refund {
+    id: String,
+    amount: Amount,
+    status: String,
+}
+
+/// One of the payment's chargebacks: its id, amount, and when it was reversed (the bank gave
+/// the money back).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 struct Chargeback {
+    id: String,
     amount: Amount,
     #[serde(default)]
     reversed_at: Option<String>,
 }
 
-/// The chargebacks still standing, in minor units, and how many were reversed; `None` when the
-/// answer lists none reversed (the payment's own `amountChargedBack` then stands) or a listed
-/// amount cannot be read.
-fn after_reversals(chargebacks: &[Chargeback], currency: &str) -> Option<(i64, usize)> {
-    let reversed = chargebacks
-        .iter()
-        .filter(|c| c.reversed_at.is_some())
-        .count();
-    if reversed == 0 {
-        return None;
-    }
-    let currency = crate::money::Currency::parse(currency)?;
-    let mut standing: i64 = 0;
-    for chargeback in chargebacks.iter().filter(|c| c.reversed_at.is_none()) {
-        if chargeback.amount.currency != currency.code() {
-            return None;
-        }
-        let minor =
-            body::decimal_in_minor_units(&chargeback.amount.value, currency, "chargeback").ok()?;
-        standing = standing.checked_add(minor.get())?;
-    }
-    Some((standing, reversed))
+/// Whether a refund in `status` stands: what `amountRefunded` counts.
+fn refund_stands(status: &str) -> bool {
+    !matches!(status, "failed" | "canceled")
 }
 
 /// What the gateway stores for a Mollie event: the payment's id and, as the API answered it,
@@ -140,6 +174,9 @@ struct Stored<'a> {
     id: Cow<'a, str>,
     #[serde(borrow)]
     payment: Option<StoredPayment<'a>>,
+    /// Why the API's answer could not be used (`payment` is then null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unusable: Option<Cow<'a, str>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -151,10 +188,50 @@ struct StoredPayment<'a> {
     amount_charged_back: Option<Amount>,
     #[serde(borrow)]
     order_id: Option<&'a RawValue>,
-    /// How many of its chargebacks were reversed (absent when none): `amountChargedBack` is
-    /// then what still stands after them.
+    /// The refunds and chargebacks as embedded (absent when the answer embedded none; events
+    /// stored by older versions have neither).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    reversed_chargebacks: Option<usize>,
+    refunds: Option<Vec<Refund>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chargebacks: Option<Vec<Chargeback>>,
+}
+
+impl StoredPayment<'_> {
+    /// The event id of this state of payment `id`: `{id}:{status}:{amountRefunded}:
+    /// {amountChargedBack}`, then, when it has refunds or chargebacks, the first 12 hex digits
+    /// of the SHA-256 of their ids and states: a refund that failed or a chargeback reversed
+    /// while the totals stay (or come back to what a webhook saw before) is a new state.
+    fn event_id(&self, id: &str) -> String {
+        let value = |a: &Option<Amount>| a.as_ref().map_or("0", |a| a.value.as_str()).to_owned();
+        let mut event_id = format!(
+            "{id}:{}:{}:{}",
+            self.status,
+            value(&self.amount_refunded),
+            value(&self.amount_charged_back)
+        );
+        let refunds = self.refunds.as_deref().unwrap_or_default();
+        let chargebacks = self.chargebacks.as_deref().unwrap_or_default();
+        if !refunds.is_empty() || !chargebacks.is_empty() {
+            use sha2::{Digest, Sha256};
+            let mut digest = Sha256::new();
+            for refund in refunds {
+                digest.update(format!(
+                    "r:{}:{}:{};",
+                    refund.id, refund.amount.value, refund.status
+                ));
+            }
+            for chargeback in chargebacks {
+                let reversed = chargeback.reversed_at.is_some();
+                digest.update(format!(
+                    "c:{}:{}:{reversed};",
+                    chargeback.id, chargeback.amount.value
+                ));
+            }
+            event_id.push(':');
+            event_id.push_str(&hex::encode(digest.finalize())[..12]);
+        }
+        event_id
+    }
 }
 
 /// The event of the API's answer `answer` about payment `id`; `Err` for an answer that is
@@ -165,6 +242,7 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
             let body = serde_json::to_vec(&Stored {
                 id: Cow::Borrowed(id),
                 payment: None,
+                unusable: None,
             })
             .map_err(|e| e.to_string())?;
             return Ok(FetchedEvent {
@@ -172,6 +250,7 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
                 body,
             });
         }
+        Fetched::Unusable(why) => return unusable_event(id, why),
         Fetched::Found(bytes) => bytes,
     };
     let payment: Payment<'_> = serde_json::from_slice(payment)
@@ -195,55 +274,62 @@ pub fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
         }
         _ => None,
     };
-    let value = |amount: &Option<Amount>| {
-        amount
-            .as_ref()
-            .map_or_else(|| "0".to_owned(), |a| a.value.clone())
+    let embedded = payment.embedded.unwrap_or(Embedded {
+        refunds: None,
+        chargebacks: None,
+    });
+    let stored = StoredPayment {
+        status: payment.status,
+        amount: payment.amount,
+        amount_refunded: payment.amount_refunded,
+        amount_charged_back: payment.amount_charged_back,
+        order_id,
+        refunds: embedded.refunds,
+        chargebacks: embedded.chargebacks,
     };
-    // A reversed chargeback gives money back: the state is then what still stands, and the
-    // reversals are counted into the event id, so a payment that comes back to an amount a
-    // webhook already saw (0, then 5.00 charged back, then 0 again) is a new event that moves
-    // the money back, not a replay of the first.
-    let reversals = payment
-        .embedded
-        .as_ref()
-        .and_then(|e| e.chargebacks.as_deref())
-        .and_then(|list| after_reversals(list, &payment.amount.currency));
-    let mut amount_charged_back = payment.amount_charged_back;
-    if let Some((standing, _)) = reversals {
-        let standing = crate::money::major_units(i128::from(standing), &payment.amount.currency)
-            .ok_or_else(|| "Mollie's payment is in a currency without a minor unit".to_owned())?;
-        amount_charged_back = Some(Amount {
-            value: standing,
-            currency: payment.amount.currency.clone(),
-        });
-    }
-    let mut event_id = format!(
-        "{id}:{}:{}:{}",
-        payment.status,
-        value(&payment.amount_refunded),
-        value(&amount_charged_back)
-    );
-    if let Some((_, reversed)) = reversals {
-        event_id.push_str(&format!(":r{reversed}"));
-    }
+    let event_id = stored.event_id(id);
     check_event_id(&event_id).map_err(|e| e.0)?;
     let body = serde_json::to_vec(&Stored {
         id: Cow::Borrowed(id),
-        payment: Some(StoredPayment {
-            status: payment.status,
-            amount: payment.amount,
-            amount_refunded: payment.amount_refunded,
-            amount_charged_back,
-            order_id,
-            reversed_chargebacks: reversals.map(|(_, reversed)| reversed),
-        }),
+        payment: Some(stored),
+        unusable: None,
     })
     .map_err(|e| e.to_string())?;
     Ok(FetchedEvent { event_id, body })
 }
 
+/// The stored rejection of an answer about payment `id` that could not be used (`why`).
+fn unusable_event(id: &str, why: &str) -> Result<FetchedEvent, String> {
+    let body = serde_json::to_vec(&Stored {
+        id: Cow::Borrowed(id),
+        payment: None,
+        unusable: Some(Cow::Borrowed(why)),
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(FetchedEvent {
+        event_id: format!("{id}:{UNUSABLE_ANSWER}"),
+        body,
+    })
+}
+
+/// What every Mollie delivery is answered once stored: Mollie needs only the 2xx, and an
+/// unsigned caller must learn nothing of the payment its id names (its status, its amounts:
+/// the stored ack's event id carries both). The ack itself is kept in the idempotency record
+/// and the event log.
+pub const ANSWER: &str = r#"{"received":true}"#;
+
 impl Connector for MollieScheme {
+    fn signed(&self) -> bool {
+        false
+    }
+
+    fn answer(&self) -> Answer {
+        Answer::Fixed {
+            body: ANSWER,
+            content_type: JSON,
+        }
+    }
+
     fn verify<'a>(
         &'a self,
         _headers: &'a dyn HeaderSource,
@@ -260,11 +346,18 @@ impl Connector for MollieScheme {
             return Verification::Done(Err(fetch::no_api()));
         };
         Verification::Pending(Box::pin(async move {
-            // The chargebacks embedded: a reversed one is visible only in them.
+            // The refunds and chargebacks embedded: each is matched by its id, and a failed
+            // refund or a reversed chargeback is visible only in them.
             let answer = api
-                .get(&format!("/v2/payments/{id}?embed=chargebacks"))
+                .get(&format!("/v2/payments/{id}?embed=refunds,chargebacks"))
                 .await?;
-            let event = event_of(&id, &answer).map_err(Rejection::Unavailable)?;
+            // An answer that is not the payment, or a payment of another profile or mode,
+            // comes the same on every retry: stored.
+            let event = match foreign(&self.owner, &answer) {
+                Some(why) => unusable_event(&id, &why),
+                None => event_of(&id, &answer).or_else(|why| unusable_event(&id, &why)),
+            }
+            .map_err(Rejection::Unavailable)?;
             Ok(Verified::new(None, Naming::Fetched(vec![event])))
         }))
     }
@@ -303,6 +396,19 @@ impl Format for MollieFormat {
         };
         let payment = match top.object_if_any("payment") {
             Ok(Some(payment)) => payment,
+            Ok(None) if top.member("unusable").is_some() => {
+                return Reading {
+                    event_type: None,
+                    parsed: Parsed::Rejected {
+                        reason: UNUSABLE_ANSWER,
+                        detail: format!(
+                            "Mollie's answer about {} could not be used: {}",
+                            top.string("id").unwrap_or_default(),
+                            top.string("unusable").unwrap_or_default()
+                        ),
+                    },
+                };
+            }
             Ok(None) => {
                 return Reading {
                     event_type: None,
@@ -337,21 +443,9 @@ impl Format for MollieFormat {
         let stored: Stored<'_> = serde_json::from_slice(body)
             .map_err(|_| invalid("not a Mollie event as the gateway stores it"))?;
         let id = match stored.payment {
+            None if stored.unusable.is_some() => format!("{}:{UNUSABLE_ANSWER}", stored.id),
             None => format!("{}:{UNKNOWN_RESOURCE}", stored.id),
-            Some(p) => {
-                let value =
-                    |a: &Option<Amount>| a.as_ref().map_or("0", |a| a.value.as_str()).to_owned();
-                let reversals = p
-                    .reversed_chargebacks
-                    .map_or_else(String::new, |reversed| format!(":r{reversed}"));
-                format!(
-                    "{}:{}:{}:{}{reversals}",
-                    stored.id,
-                    p.status,
-                    value(&p.amount_refunded),
-                    value(&p.amount_charged_back)
-                )
-            }
+            Some(p) => p.event_id(&stored.id),
         };
         check_event_id(&id)?;
         Ok(id)
@@ -398,13 +492,63 @@ fn snapshot(top: &Object<'_>, payment: &Object<'_>) -> Result<Parsed, Unusable> 
             )));
         }
     };
+    let payment_id = top.id("id")?;
+    let money = |item: &Object<'_>, what: &str| -> Result<i64, Unusable> {
+        let amount = item.object("amount")?;
+        if amount.currency("currency", false)? != currency {
+            return Err(Unusable::Invalid(invalid(format!(
+                "a {what} is in another currency than the payment"
+            ))));
+        }
+        amount.decimal_total("value", currency)
+    };
+    // Answers without the lists (stored by older versions, or not embedded): the totals.
+    let refunds = match payment.member("refunds") {
+        Some(_) => SnapshotRefunds::Listed(
+            payment
+                .objects("refunds")?
+                .iter()
+                .map(|refund| {
+                    Ok(SnapshotRefund {
+                        id: refund.id("id")?,
+                        amount_minor: money(refund, "refund")?,
+                        standing: refund_stands(&refund.string("status").unwrap_or_default()),
+                    })
+                })
+                .collect::<Result<_, Unusable>>()?,
+        ),
+        None => SnapshotRefunds::Total(total("amountRefunded")?),
+    };
+    let chargebacks = match payment.member("chargebacks") {
+        Some(_) => payment
+            .objects("chargebacks")?
+            .iter()
+            .map(|chargeback| {
+                Ok(SnapshotChargeback {
+                    id: chargeback.id("id")?,
+                    amount_minor: money(chargeback, "chargeback")?,
+                    reversed: !chargeback.is_null("reversedAt")
+                        && chargeback.member("reversedAt").is_some(),
+                })
+            })
+            .collect::<Result<_, Unusable>>()?,
+        None => match total("amountChargedBack")? {
+            0 => Vec::new(),
+            // Not itemised: one chargeback of the payment, never reversed from a total.
+            total => vec![SnapshotChargeback {
+                id: format!("{payment_id}:chargeback"),
+                amount_minor: total,
+                reversed: false,
+            }],
+        },
+    };
     Ok(Parsed::Snapshot(Box::new(PaymentSnapshot {
-        payment_id: top.id("id")?,
+        payment_id,
         order_id: payment.order_id("orderId"),
         currency,
         status,
-        refunded_total: total("amountRefunded")?,
-        charged_back_total: total("amountChargedBack")?,
+        refunds,
+        chargebacks,
     })))
 }
 
@@ -473,7 +617,16 @@ mod tests {
         };
         assert_eq!(s.order_id, Some(12345));
         assert!(matches!(s.status, SnapshotStatus::Captured(a) if a.get() == 1000));
-        assert_eq!((s.refunded_total, s.charged_back_total), (250, 100));
+        // Without the lists embedded: the totals, one chargeback of the payment.
+        assert_eq!(s.refunds, SnapshotRefunds::Total(250));
+        assert_eq!(
+            s.chargebacks,
+            vec![SnapshotChargeback {
+                id: "tr_WDqYK6vllg:chargeback".into(),
+                amount_minor: 100,
+                reversed: false,
+            }]
+        );
         let failed = event_of(
             "tr_WDqYK6vllg",
             &Fetched::Found(payment("expired", "0", "0")),
@@ -517,7 +670,10 @@ mod tests {
     #[test]
     fn a_stored_event_is_sent_again_as_the_webhook_mollie_posts() {
         let event = event_of("tr_WDqYK6vllg", &Fetched::Found(payment("paid", "0", "0"))).unwrap();
-        let scheme = MollieScheme { api: None };
+        let scheme = MollieScheme {
+            api: None,
+            owner: ResourceOwner::default(),
+        };
         let signed = scheme.sign(&event.event_id, &event.body, 0).unwrap();
         assert_eq!(signed.body.as_deref(), Some(&b"id=tr_WDqYK6vllg"[..]));
         assert_eq!(signed.content_type, FORM);

@@ -10,18 +10,32 @@
 //! only by the refund's `up` link). Amounts are decimal strings (`"10.00"`), converted to minor
 //! units with the currency's ISO 4217 exponent exactly.
 //!
+//! With `verify = "fetch"` no signature is checked: the body only names an event, and the
+//! gateway asks PayPal's API for it (`GET {api_base_url}/v1/notifications/webhooks-events/{id}`,
+//! with an OAuth 2.0 token for the REST app's `client_id` and secret, `api_key`). What PayPal
+//! shows is the event, stored as it was shown; a body that names an event PayPal does not know
+//! is a stored `rejected unknown_resource`, so a forged body can only name real events of this
+//! app, with their real amounts. Replays and `send-test-event --url` work as for Mollie.
+//!
 //! Disputes: PayPal takes a chargeback's money back as a capture reversal,
 //! `PAYMENT.CAPTURE.REVERSED` (the `resource` is the reversal, whose `id` is the dispute id here
 //! and whose `up` link names the capture): a withdrawal, without a fee (PayPal gives none in
 //! it). `CUSTOMER.DISPUTE.*` events carry no money movement of their own and are ignored.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
+use prometheus::IntCounterVec;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use super::body::{self, IdField, Object, Unusable, invalid};
 use super::connector::{
-    Connector, Format, Rejection, Sample, Signed, Unsignable, Verification, Verified,
+    Connector, FetchedEvent, Format, Naming, Rejection, Sample, Signed, Unsignable, Verification,
+    Verified,
 };
+use super::fetch::{self, Fetched, ProviderApi, UNKNOWN_RESOURCE, UNUSABLE_ANSWER, path_safe};
 use crate::config::providers::{PaypalProviderSettings, ProviderSettings};
 use crate::money::{self, AmountMinor, Currency};
 use crate::payments::event::{
@@ -31,20 +45,107 @@ use crate::signature::paypal::{PaypalError, PaypalSettings, PaypalVerifier};
 use crate::signature::scheme::HeaderSource;
 
 pub struct PaypalScheme {
-    /// `None` only if the settings the configuration validated could not be built after all:
-    /// every delivery is then a 503 (logged), never a 401 a provider would not retry.
-    verifier: Option<PaypalVerifier>,
+    check: Check,
+}
+
+/// How a PayPal delivery is verified. Either holds `None` only if the settings the
+/// configuration validated could not be built after all: every delivery is then a 503
+/// (logged), never a 401 a provider would not retry.
+enum Check {
+    /// PayPal's signature, with the certificate it names (`verify = "signature"`).
+    Signature(Option<PaypalVerifier>),
+    /// The event as PayPal's API shows it (`verify = "fetch"`).
+    Fetch(Option<ProviderApi>),
 }
 
 impl PaypalScheme {
-    pub fn new(settings: &ProviderSettings) -> Self {
+    pub fn new(settings: &ProviderSettings, fetches: Option<&IntCounterVec>) -> Self {
+        if settings.asks_api() {
+            return Self {
+                check: Check::Fetch(fetch::api_of(settings, &[], fetches)),
+            };
+        }
         let verifier = settings.paypal.as_ref().and_then(|paypal| {
             PaypalVerifier::new(verifier_settings(paypal, settings))
                 .inspect_err(|error| tracing::error!(%error, provider = %settings.name, "PayPal verifier not built"))
                 .ok()
         });
-        Self { verifier }
+        Self {
+            check: Check::Signature(verifier),
+        }
     }
+}
+
+/// The `event_type` of what the gateway stores for an event PayPal's API did not show: the
+/// gateway's own, never PayPal's (its types are upper-case).
+const FETCH_REJECTED: &str = "gateway.fetch_rejected";
+
+/// An event as PayPal's API shows it: what the gateway reads and stores of it.
+#[derive(Deserialize, Serialize)]
+struct ShownEvent<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    event_type: Cow<'a, str>,
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    resource_type: Option<Cow<'a, str>>,
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    create_time: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    resource: &'a RawValue,
+}
+
+/// The event of the API's answer `answer` about event `id`: the event as shown, or a stored
+/// rejection (unknown, or an answer that is not that event).
+fn event_of(id: &str, answer: &Fetched) -> Result<FetchedEvent, String> {
+    let bytes = match answer {
+        Fetched::NotFound => {
+            return rejected_event(
+                id,
+                UNKNOWN_RESOURCE,
+                &format!("PayPal's API knows no event {id} of this app"),
+            );
+        }
+        Fetched::Unusable(why) => return rejected_event(id, UNUSABLE_ANSWER, why),
+        Fetched::Found(bytes) => bytes,
+    };
+    let shown = match serde_json::from_slice::<ShownEvent<'_>>(bytes) {
+        Ok(shown) if shown.id == id => shown,
+        Ok(shown) => {
+            let why = format!("PayPal showed event {:?} when asked for {id}", shown.id);
+            return rejected_event(id, UNUSABLE_ANSWER, &why);
+        }
+        Err(e) => {
+            let why = format!("PayPal's answer is not an event: {e}");
+            return rejected_event(id, UNUSABLE_ANSWER, &why);
+        }
+    };
+    Ok(FetchedEvent {
+        event_id: id.to_owned(),
+        body: serde_json::to_vec(&shown).map_err(|e| e.to_string())?,
+    })
+}
+
+/// What is stored for event `id` that PayPal's API did not show as an event: keyed apart
+/// (`{id}:{reason}`), so the event itself stays unclaimed if PayPal shows it later.
+fn rejected_event(id: &str, reason: &str, detail: &str) -> Result<FetchedEvent, String> {
+    let body = json!({"id": id, "event_type": FETCH_REJECTED, "reason": reason, "detail": detail});
+    Ok(FetchedEvent {
+        event_id: format!("{id}:{reason}"),
+        body: serde_json::to_vec(&body).map_err(|e| e.to_string())?,
+    })
+}
+
+/// The event id a delivery's body names, fit for a path of PayPal's API.
+fn named_event(body: &[u8]) -> Result<String, String> {
+    let id = body::event_id_from_body(body, IdField::Id).map_err(|e| e.0)?;
+    if !path_safe(&id) {
+        return Err(format!(
+            "{:?} is not a PayPal event id (letters, digits, - or _)",
+            id.chars().take(70).collect::<String>()
+        ));
+    }
+    Ok(id)
 }
 
 /// The verifier's settings from the provider's: PayPal's own, with the transmission time
@@ -72,7 +173,11 @@ impl Connector for PaypalScheme {
         body: &'a [u8],
         now: DateTime<Utc>,
     ) -> Verification<'a> {
-        let Some(verifier) = &self.verifier else {
+        let verifier = match &self.check {
+            Check::Signature(verifier) => verifier,
+            Check::Fetch(api) => return ask(api.as_ref(), body),
+        };
+        let Some(verifier) = verifier else {
             return Verification::Done(Err(Rejection::Unavailable(
                 "the PayPal verifier could not be built from its settings".into(),
             )));
@@ -92,7 +197,15 @@ impl Connector for PaypalScheme {
         }))
     }
 
-    fn sign(&self, _event_id: &str, _body: &[u8], _timestamp: i64) -> Result<Signed, Unsignable> {
+    fn sign(&self, _event_id: &str, body: &[u8], _timestamp: i64) -> Result<Signed, Unsignable> {
+        if let Check::Fetch(_) = self.check {
+            // Nothing is signed: the webhook only names the event, and the API is asked again.
+            let id = named_event(body).map_err(Unsignable)?;
+            return Ok(Signed {
+                body: Some(json!({ "id": id }).to_string().into_bytes()),
+                ..Signed::headers(Vec::new())
+            });
+        }
         Err(Unsignable(
             "PayPal signs with its own private key (SHA256withRSA, certificate at PAYPAL-CERT-URL); \
              the gateway holds no key to sign with. Replay a stored PayPal event with \
@@ -100,6 +213,26 @@ impl Connector for PaypalScheme {
                 .into(),
         ))
     }
+}
+
+/// The event a delivery names, as PayPal's API shows it (`verify = "fetch"`).
+fn ask<'a>(api: Option<&'a ProviderApi>, body: &'a [u8]) -> Verification<'a> {
+    let id = match named_event(body) {
+        Ok(id) => id,
+        Err(detail) => {
+            return Verification::Done(Ok(Verified::new(None, Naming::Unusable(detail))));
+        }
+    };
+    let Some(api) = api else {
+        return Verification::Done(Err(fetch::no_api()));
+    };
+    Verification::Pending(Box::pin(async move {
+        let answer = api
+            .get(&format!("/v1/notifications/webhooks-events/{id}"))
+            .await?;
+        let event = event_of(&id, &answer).map_err(Rejection::Unavailable)?;
+        Ok(Verified::new(None, Naming::Fetched(vec![event])))
+    }))
 }
 
 /// PayPal's webhook events (v2 payments).
@@ -150,6 +283,16 @@ impl Format for PaypalFormat {
 }
 
 fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    if kind == FETCH_REJECTED {
+        let reason = match body.string("reason").as_deref() {
+            Some(UNUSABLE_ANSWER) => UNUSABLE_ANSWER,
+            _ => UNKNOWN_RESOURCE,
+        };
+        return Ok(Parsed::Rejected {
+            reason,
+            detail: body.string("detail").unwrap_or_default(),
+        });
+    }
     if kind == "PAYMENT.CAPTURE.REVERSED" {
         let resource = body.object("resource")?;
         let (amount, currency) = amount_of(&resource)?;
@@ -291,11 +434,29 @@ mod tests {
 
     #[test]
     fn more_decimals_than_the_currency_has_is_invalid_amount() {
-        for (value, currency) in [("10.001", "USD"), ("100.0", "JPY"), ("1.2345", "BHD")] {
+        for (value, currency) in [("10.001", "USD"), ("100.5", "JPY"), ("1.2345", "BHD")] {
             assert_eq!(
                 reason(read(&capture(value, currency))),
                 "invalid_amount",
                 "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn zeros_past_the_currencys_exponent_change_no_value() {
+        for (value, currency, minor) in [
+            ("1000.00", "JPY", 1000),
+            ("100.0", "JPY", 100),
+            ("10.000", "USD", 1000),
+            ("1.2340", "BHD", 1234),
+        ] {
+            assert!(
+                matches!(
+                    read(&capture(value, currency)),
+                    Parsed::Event(PaymentEvent::Succeeded { amount, .. }) if amount.get() == minor
+                ),
+                "{value} {currency}"
             );
         }
     }
@@ -333,8 +494,31 @@ mod tests {
 
     #[test]
     fn the_gateway_cannot_sign_for_paypal() {
-        let scheme = PaypalScheme { verifier: None };
+        let scheme = PaypalScheme {
+            check: Check::Signature(None),
+        };
         assert!(scheme.sign("WH-1", b"{}", 0).is_err());
+    }
+
+    #[test]
+    fn an_answer_that_is_not_the_event_asked_for_is_a_stored_unusable_answer() {
+        let shown = capture("10.00", "USD");
+        let found = event_of("WH-1", &Fetched::Found(shown.clone().into_bytes())).unwrap();
+        assert_eq!(found.event_id, "WH-1");
+        assert!(matches!(
+            PaypalFormat.read(&found.body).parsed,
+            Parsed::Event(PaymentEvent::Succeeded { amount, .. }) if amount.get() == 1000
+        ));
+        for (answer, reason_of_it) in [
+            (Fetched::Found(shown.into_bytes()), "unusable_answer"),
+            (Fetched::Found(b"[1,2]".to_vec()), "unusable_answer"),
+            (Fetched::Unusable("too large".into()), "unusable_answer"),
+            (Fetched::NotFound, "unknown_resource"),
+        ] {
+            let event = event_of("WH-2", &answer).unwrap();
+            assert_eq!(event.event_id, format!("WH-2:{reason_of_it}"));
+            assert_eq!(reason(PaypalFormat.read(&event.body).parsed), reason_of_it);
+        }
     }
 
     #[test]

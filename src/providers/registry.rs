@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 
 use super::connector::{
     Answer, Connector, Event, Events, Format, Naming, Sample, Signed, Unsignable, Verification,
@@ -16,6 +17,7 @@ use super::connector::{
 use crate::config::providers::ProviderSettings;
 use crate::idempotency::record::{Fingerprint, IdempotentRequest, Operation, Scope};
 use crate::payments::event::{Parsed, PayloadError, Reading, check_event_id};
+use crate::payments::reader::{AskedEvent, EventReader};
 use crate::signature::scheme::HeaderSource;
 
 /// One configured provider: its settings, its connector and its format.
@@ -144,6 +146,11 @@ impl Provider {
         self.connector.answer()
     }
 
+    /// Whether its deliveries are signed (all but Mollie's).
+    pub fn signed(&self) -> bool {
+        self.connector.signed()
+    }
+
     /// Signs `body` as the provider would, with the first secret at `timestamp`.
     pub fn sign(&self, event_id: &str, body: &[u8], timestamp: i64) -> Result<Signed, Unsignable> {
         self.connector.sign(event_id, body, timestamp)
@@ -167,7 +174,10 @@ impl Provider {
 
     /// The idempotency request of one event: scope (merchant, `payment.callback`,
     /// `{provider}:{event id}`), the fingerprint of the event's body, and this provider's
-    /// record lifetime.
+    /// record lifetime. An event of a provider that must be asked is what the gateway wrote
+    /// from the API's answer, named by that state: its fingerprint is of its id, so a
+    /// redelivery after a field the gateway stores but does not key by changed (the
+    /// merchant edited the payment's metadata) is a redelivery, never a 422.
     pub fn idempotent_request(
         &self,
         event_id: &str,
@@ -180,9 +190,70 @@ impl Provider {
                 op: Operation::PaymentCallback,
                 key: format!("{}:{event_id}", self.settings.name),
             },
-            fingerprint: Fingerprint::of(body),
+            fingerprint: if self.settings.asks_api() {
+                Fingerprint::of(event_id.as_bytes())
+            } else {
+                Fingerprint::of(body)
+            },
             expires_at: now + self.settings.ttl,
         }
+    }
+}
+
+impl EventReader for Provider {
+    fn merchant_id(&self) -> i64 {
+        Provider::merchant_id(self)
+    }
+
+    fn name(&self) -> &str {
+        Provider::name(self)
+    }
+
+    fn idempotent_request(
+        &self,
+        event_id: &str,
+        body: &[u8],
+        now: DateTime<Utc>,
+    ) -> IdempotentRequest {
+        Provider::idempotent_request(self, event_id, body, now)
+    }
+
+    fn read_event(&self, body: &[u8]) -> Reading {
+        Provider::read_event(self, body)
+    }
+
+    fn ask_again<'a>(
+        &'a self,
+        event_id: &'a str,
+        body: &'a [u8],
+        now: DateTime<Utc>,
+    ) -> Option<BoxFuture<'a, Result<Vec<AskedEvent>, String>>> {
+        if !self.settings.asks_api() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            // The webhook the provider would send again for this event, signed as it signs
+            // (Mollie's `id=`, a GoCardless webhook of the one event, a Mercado Pago
+            // notification), verified as any delivery is: the API answers what holds now.
+            let signed = self
+                .sign(event_id, body, now.timestamp())
+                .map_err(|e| e.to_string())?;
+            let webhook = signed.body_or(body).to_vec();
+            let query = signed.query.clone().unwrap_or_default();
+            let verified = self
+                .verify(&signed.headers, &query, &webhook, now)
+                .outcome()
+                .await
+                .map_err(|rejection| rejection.to_string())?;
+            let events = match self.events(verified, &webhook).map_err(|e| e.0)? {
+                Events::One(event) => vec![event],
+                Events::Items(events) => events,
+            };
+            Ok(events
+                .into_iter()
+                .map(|event| (event.id, event.body.into_owned()))
+                .collect())
+        }))
     }
 }
 

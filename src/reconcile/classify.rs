@@ -15,15 +15,18 @@ pub enum Kind {
     Chargeback,
     ChargebackReversal,
     DisputeFee,
+    /// A refund the provider gave back (it failed, was cancelled, or came back).
+    RefundReversal,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Payment,
         Kind::Refund,
         Kind::Chargeback,
         Kind::ChargebackReversal,
         Kind::DisputeFee,
+        Kind::RefundReversal,
     ];
 
     pub fn parse(text: &str) -> Option<Self> {
@@ -37,6 +40,7 @@ impl Kind {
             Kind::Chargeback => "chargeback",
             Kind::ChargebackReversal => "chargeback_reversal",
             Kind::DisputeFee => "dispute_fee",
+            Kind::RefundReversal => "refund_reversal",
         }
     }
 
@@ -48,6 +52,7 @@ impl Kind {
             Kind::Chargeback => 2,
             Kind::ChargebackReversal => 3,
             Kind::DisputeFee => 4,
+            Kind::RefundReversal => 5,
         }
     }
 }
@@ -175,6 +180,23 @@ impl Item {
         classify(self.report.as_ref(), self.ledger.as_ref())
     }
 
+    /// The provider moved more than the ledger holds, in the same currency: nothing posted
+    /// (`missing_in_ledger`), or less than the report (`amount_mismatch` short of it, e.g. a
+    /// second partial refund a restore lost while the first is in the books). Events the
+    /// gateway was sent can make up either by replay; a ledger above the report cannot be.
+    pub fn ledger_is_short(&self) -> bool {
+        match (self.report, self.ledger) {
+            (Some(_), None) => true,
+            (Some(report), Some(ledger)) => {
+                matches!(
+                    (report.currencies, ledger.sum.currencies),
+                    (Currencies::One(a), Currencies::One(b)) if a == b
+                ) && report.amount_minor > ledger.sum.amount_minor
+            }
+            _ => false,
+        }
+    }
+
     /// The currency an item is counted under in the summary: the provider's when it is one.
     pub fn currency(&self) -> &'static str {
         match (self.report, self.ledger) {
@@ -230,6 +252,21 @@ mod tests {
             sum: side(amount, code),
             held_transfers,
         }
+    }
+
+    #[test]
+    fn the_ledger_is_short_when_nothing_or_less_was_posted_in_the_reports_currency() {
+        let item = |report: Option<Side>, ledger: Option<LedgerSide>| Item {
+            report,
+            ledger,
+            first_line: None,
+        };
+        assert!(item(Some(side(500, "USD")), None).ledger_is_short());
+        assert!(item(Some(side(500, "USD")), Some(ledger(300, "USD", 0))).ledger_is_short());
+        assert!(!item(Some(side(300, "USD")), Some(ledger(500, "USD", 0))).ledger_is_short());
+        assert!(!item(Some(side(500, "USD")), Some(ledger(300, "EUR", 0))).ledger_is_short());
+        assert!(!item(Some(side(500, "USD")), Some(ledger(500, "USD", 0))).ledger_is_short());
+        assert!(!item(None, Some(ledger(500, "USD", 0))).ledger_is_short());
     }
 
     #[test]

@@ -115,11 +115,16 @@ mod tests {
     }
 
     #[test]
-    fn a_refund_counts_the_size_of_its_merchant_entry() {
+    fn a_refund_and_its_return_count_the_size_of_their_merchant_entries() {
         let transfer = Transfer::from_row(row("refund", 500, "merchant_payable"));
         assert_eq!(
             transfer.map(|t| (t.kind, t.amount_minor, t.held)),
             Some((Kind::Refund, 500, false))
+        );
+        let returned = Transfer::from_row(row("refund_reversal", -500, "merchant_payable"));
+        assert_eq!(
+            returned.map(|t| (t.kind, t.amount_minor, t.held)),
+            Some((Kind::RefundReversal, 500, false))
         );
     }
 

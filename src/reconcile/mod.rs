@@ -26,7 +26,7 @@ pub struct ReconcileArgs {
     /// The provider the report comes from (a `[[providers]]` name; its merchant_id is used).
     #[arg(long)]
     pub provider: String,
-    /// JSONL, one movement a line: {"payment_id","kind":"payment"|"refund"|"chargeback"|"chargeback_reversal"|"dispute_fee","amount_minor","currency","at","reference"}.
+    /// JSONL, one movement a line: {"payment_id","kind":"payment"|"refund"|"chargeback"|"chargeback_reversal"|"dispute_fee"|"refund_reversal","amount_minor","currency","at","reference"}.
     #[arg(value_name = "REPORT")]
     pub file: PathBuf,
     /// Only movements at or after this time (RFC 3339).
@@ -338,10 +338,12 @@ impl Reconciliation {
         Ok(())
     }
 
-    /// The payment ids of `missing_in_ledger` items.
-    pub fn missing_ids(&self) -> std::collections::HashSet<String> {
+    /// The payment ids of the items the ledger is short of: `missing_in_ledger`, and
+    /// `amount_mismatch` items below the report in its currency (what a replay of the
+    /// provider's events can make up).
+    pub fn short_ids(&self) -> std::collections::HashSet<String> {
         self.items
-            .sorted(|i| i.class() == Class::MissingInLedger)
+            .sorted(|i| i.ledger_is_short())
             .into_iter()
             .map(|(payment_id, _, _)| payment_id.to_owned())
             .collect()

@@ -42,8 +42,8 @@ pub fn parse_line(bytes: &[u8]) -> Result<Movement<'_>, String> {
     }
     let kind = Kind::parse(&line.kind).ok_or_else(|| {
         format!(
-            "kind must be \"payment\", \"refund\", \"chargeback\", \"chargeback_reversal\" \
-             or \"dispute_fee\", not {:?}",
+            "kind must be \"payment\", \"refund\", \"chargeback\", \"chargeback_reversal\", \
+             \"dispute_fee\" or \"refund_reversal\", not {:?}",
             line.kind
         )
     })?;
@@ -97,6 +97,7 @@ mod tests {
             ("chargeback", Kind::Chargeback),
             ("chargeback_reversal", Kind::ChargebackReversal),
             ("dispute_fee", Kind::DisputeFee),
+            ("refund_reversal", Kind::RefundReversal),
         ] {
             let line = format!(
                 r#"{{"payment_id":"pi_1","kind":"{kind}","amount_minor":1500,"currency":"usd","at":"2026-12-01T10:00:00Z"}}"#

@@ -39,7 +39,9 @@ use crate::idempotency::lease::{self, Claimed, Lease};
 use crate::idempotency::record::{Completion, IdempotentRequest, StoredResponse};
 use crate::notifications::Notifying;
 use crate::orders::model::{Order, OrderStatus};
+use crate::payments::event::MAX_EVENT_ID_LEN;
 use crate::payments::model::OrderPayment;
+use crate::text;
 
 /// What a refund request ended in, to be stored and answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +210,28 @@ pub enum Resolution {
     Accepted { provider_refund_id: String },
     /// The provider has no such refund: the request fails and its amount is released.
     Declined { message: String },
+}
+
+impl Resolution {
+    /// The provider made the refund under `provider_refund_id`, if that id can be stored and
+    /// shown as it is.
+    pub fn accepted(provider_refund_id: String) -> Result<Self, String> {
+        if !text::storable(&provider_refund_id, MAX_EVENT_ID_LEN) {
+            return Err(
+                "provider_refund_id must be 1 to 255 bytes with no control characters".into(),
+            );
+        }
+        Ok(Resolution::Accepted { provider_refund_id })
+    }
+
+    /// The provider has no such refund, for the reason `message`, if it can be stored and
+    /// shown as it is.
+    pub fn declined(message: String) -> Result<Self, String> {
+        if !text::storable(&message, 500) {
+            return Err("message must be 1 to 500 bytes with no control characters".into());
+        }
+        Ok(Resolution::Declined { message })
+    }
 }
 
 /// Stores `resolution` for request `request_id`; its status afterwards.

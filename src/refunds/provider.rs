@@ -11,6 +11,7 @@ use reqwest::StatusCode;
 
 use crate::config::providers::{PayloadFormat, ProviderSettings};
 use crate::config::refunds::RefundSettings;
+use crate::outbound::{self, Outbound};
 use crate::payments::event::MAX_EVENT_ID_LEN;
 use crate::secret::Secret;
 use crate::text;
@@ -49,10 +50,11 @@ struct RefundApi {
 }
 
 /// The refund APIs of the configured providers, with one HTTP client (and connection pool)
-/// for all of them.
+/// for all of them but the origins a provider's `api_base_url` names outright (an address, a
+/// local emulator), each granted to its provider alone (crate::outbound).
 #[derive(Clone)]
 pub struct RefundClients {
-    http: reqwest::Client,
+    http: Arc<Outbound<String>>,
     apis: Arc<HashMap<String, RefundApi>>,
 }
 
@@ -61,13 +63,22 @@ impl RefundClients {
         providers: &[ProviderSettings],
         refunds: &RefundSettings,
     ) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(refunds.provider_connect_timeout)
-            .timeout(refunds.provider_timeout)
-            // A refund is never re-sent somewhere else on the provider's say-so.
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let grants = providers.iter().filter_map(|p| {
+            let api = p.refund_api.as_ref()?;
+            let origin = reqwest::Url::parse(&api.base_url)
+                .ok()
+                .as_ref()
+                .and_then(outbound::named_outright)?;
+            Some((p.name.clone(), origin))
+        });
+        // No proxy, and a refund is never re-sent somewhere else on the provider's say-so (no
+        // redirect); a name's addresses are checked as it resolves.
+        let http = Outbound::new(grants, false, |builder| {
+            builder
+                .connect_timeout(refunds.provider_connect_timeout)
+                .timeout(refunds.provider_timeout)
+                .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
+        })?;
         let apis = providers
             .iter()
             .filter_map(|p| {
@@ -83,7 +94,7 @@ impl RefundClients {
             })
             .collect();
         Ok(Self {
-            http,
+            http: Arc::new(http),
             apis: Arc::new(apis),
         })
     }
@@ -101,24 +112,33 @@ impl RefundClients {
                 "provider {provider:?} has no refund API configured"
             ));
         };
-        let request = match api.payload {
-            PayloadFormat::Stripe => {
-                self.http
-                    .post(format!("{}/v1/refunds", api.base_url))
-                    .form(&[
-                        ("payment_intent", call.payment_id.to_owned()),
-                        ("amount", call.amount_minor.to_string()),
-                    ])
-            }
+        let path = match api.payload {
+            PayloadFormat::Stripe => "/v1/refunds",
             // The configuration allows a refund API only for canonical and Stripe payloads.
-            _ => self
-                .http
-                .post(format!("{}/refunds", api.base_url))
-                .json(&serde_json::json!({
-                    "payment_id": call.payment_id,
-                    "amount_minor": call.amount_minor,
-                    "currency": call.currency,
-                })),
+            _ => "/refunds",
+        };
+        let url = match reqwest::Url::parse(&format!("{}{path}", api.base_url)) {
+            Ok(url) => url,
+            Err(error) => {
+                return ProviderAnswer::Unavailable(format!("provider URL: {error}"));
+            }
+        };
+        let http = match self.http.client(&provider.to_owned(), &url) {
+            Ok(http) => http,
+            Err(refused) => {
+                return ProviderAnswer::Unavailable(format!("provider call refused: {refused}"));
+            }
+        };
+        let request = match api.payload {
+            PayloadFormat::Stripe => http.post(url).form(&[
+                ("payment_intent", call.payment_id.to_owned()),
+                ("amount", call.amount_minor.to_string()),
+            ]),
+            _ => http.post(url).json(&serde_json::json!({
+                "payment_id": call.payment_id,
+                "amount_minor": call.amount_minor,
+                "currency": call.currency,
+            })),
         }
         .bearer_auth(api.api_key.expose())
         .header("Idempotency-Key", call.idempotency_key);

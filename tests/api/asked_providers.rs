@@ -54,11 +54,16 @@ pub struct Answer {
     pub replayed: bool,
     pub retry_after: Option<String>,
     pub body: String,
+    /// The event's stored ack, where the provider is answered a fixed body that says nothing
+    /// (Mollie): what finance and the event log see of it.
+    pub ack: Option<String>,
 }
 
 impl Answer {
+    /// The ack: the body, or for a provider answered a fixed body the stored ack.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+        let ack = self.ack.as_deref().unwrap_or(&self.body);
+        serde_json::from_str(ack).unwrap_or_else(|e| panic!("{e}: {ack}"))
     }
 }
 
@@ -147,18 +152,41 @@ impl Asked {
             replayed,
             retry_after,
             body: response.text().await.unwrap(),
+            ack: None,
         }
     }
 
+    /// A Mollie webhook for payment `id`. Mollie is answered `{"received":true}` whatever
+    /// happened (the caller is not told the payment's state); the answer carries the stored
+    /// ack of the newest event of that payment as `ack`, read from the idempotency record.
     pub async fn mollie(&self, id: &str) -> Answer {
-        self.post(
-            MOLLIE,
-            "",
-            &[],
-            "application/x-www-form-urlencoded",
-            format!("id={id}").as_bytes(),
-        )
-        .await
+        let mut answer = self
+            .post(
+                MOLLIE,
+                "",
+                &[],
+                "application/x-www-form-urlencoded",
+                format!("id={id}").as_bytes(),
+            )
+            .await;
+        if answer.status == 200 {
+            assert_eq!(
+                answer.body, r#"{"received":true}"#,
+                "Mollie's answer says nothing"
+            );
+            answer.ack = self
+                .db
+                .query_opt(
+                    "SELECT response_body::text FROM idempotency_keys \
+                     WHERE op = 'payment.callback' AND idem_key LIKE 'mollie:' || $1 || ':%' \
+                     ORDER BY created_at DESC, id DESC LIMIT 1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .map(|row| row.get(0));
+        }
+        answer
     }
 
     pub async fn gocardless(&self, events: &[serde_json::Value], secret: &str) -> Answer {
@@ -436,7 +464,11 @@ async fn mollie_a_reversed_chargeback_gives_the_money_back_even_when_the_amounts
         &mollie_with_chargebacks("tr_rev1", "5.00", &[("5.00", false)], order),
     );
     let chargeback = t.mollie("tr_rev1").await;
-    assert_eq!(chargeback.json()["event_id"], "tr_rev1:paid:0.00:5.00");
+    let event_id = chargeback.json()["event_id"].as_str().unwrap().to_owned();
+    assert!(
+        event_id.starts_with("tr_rev1:paid:0.00:5.00:"),
+        "the totals, then a digest of the chargebacks: {event_id}"
+    );
     assert_eq!(t.clearing(MOLLIE).await, 2000);
     // The bank gave the 5.00 back: Mollie's total is back where the first webhook saw it.
     t.emulator.put(
@@ -448,17 +480,23 @@ async fn mollie_a_reversed_chargeback_gives_the_money_back_even_when_the_amounts
         !reversal.replayed,
         "a new event, not the first one's replay: {reversal:?}"
     );
-    assert_eq!(reversal.json()["event_id"], "tr_rev1:paid:0.00:0.00:r1");
+    assert!(
+        reversal.json()["event_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("tr_rev1:paid:0.00:0.00:"),
+        "{reversal:?}"
+    );
     assert_eq!(reversal.json()["outcome"], "applied", "{reversal:?}");
     assert_eq!(t.clearing(MOLLIE).await, 2500, "the money came back");
-    // Mollie may keep the gross total after a reversal: the reversed chargeback is still
-    // subtracted, and it is the same event.
+    // Mollie may keep the gross total after a reversal: the chargeback is matched by its id,
+    // so nothing moves again.
     t.emulator.put(
         path,
         &mollie_with_chargebacks("tr_rev1", "5.00", &[("5.00", true)], order),
     );
     let again = t.mollie("tr_rev1").await;
-    assert!(again.replayed, "{again:?}");
+    assert_eq!(again.json()["reason"], "already_applied", "{again:?}");
     assert_eq!(t.clearing(MOLLIE).await, 2500);
     assert_eq!(t.emulator.requests(path), 4);
 }

@@ -47,7 +47,7 @@ fn scratch() -> PathBuf {
 async fn gateway(app: &TestApp, dir: &Path, args: &[&str]) -> Run {
     let config = dir.join("gateway.toml");
     std::fs::write(&config, base_config(&app.database_url)).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
         .arg("--config")
         .arg(&config)
         .args(args)

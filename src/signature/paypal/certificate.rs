@@ -17,7 +17,7 @@ use rustls::pki_types::{
 use url::Url;
 use webpki::{EndEntityCert, KeyUsage};
 
-use crate::outbound::AddressPolicy;
+use crate::outbound::{Origin, Outbound};
 
 /// A served PEM with more certificates than this is refused (PayPal's: the leaf, perhaps with
 /// its issuer).
@@ -241,7 +241,7 @@ pub(super) enum FetchError {
 /// The HTTPS client for certificate URLs.
 #[derive(Clone)]
 pub(super) struct Fetcher {
-    http: reqwest::Client,
+    http: Arc<Outbound<()>>,
     timeout: Duration,
     max_body_bytes: usize,
 }
@@ -250,7 +250,7 @@ impl Fetcher {
     pub(super) fn new(
         roots: RootCertStore,
         limits: &FetchLimits,
-        policy: &AddressPolicy,
+        grants: Vec<((), Origin)>,
     ) -> Result<Self, String> {
         // Named rather than the process default: the build has one provider (ring), and a
         // default another crate installs must not change ours.
@@ -260,26 +260,25 @@ impl Fetcher {
             .map_err(|e| format!("TLS setup failed: {e}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let mut builder = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .https_only(true)
-            // The allowlist vetted this URL only; a redirect would take the key from wherever
-            // the hop points.
-            .redirect(reqwest::redirect::Policy::none())
-            // A name is resolved here and only its allowed addresses connected to: a DNS answer
-            // pointing PayPal's name at an internal address is refused (crate::outbound).
-            .dns_resolver(policy.resolver())
-            .connect_timeout(limits.connect_timeout)
-            .timeout(limits.timeout)
-            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")));
-        for (host, addr) in &limits.resolve {
-            builder = builder.resolve(host, *addr);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| format!("HTTP client setup failed: {e}"))?;
+        // No proxy, no redirect (the allowlist vetted this URL only; a redirect would take the
+        // key from wherever the hop points), and a name resolved here with only its allowed
+        // addresses connected to: a DNS answer pointing PayPal's name at an internal address
+        // is refused (crate::outbound).
+        let http = Outbound::new(grants, false, |builder| {
+            let mut builder = builder
+                .use_preconfigured_tls(tls.clone())
+                .https_only(true)
+                .connect_timeout(limits.connect_timeout)
+                .timeout(limits.timeout)
+                .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")));
+            for (host, addr) in &limits.resolve {
+                builder = builder.resolve(host, *addr);
+            }
+            builder
+        })
+        .map_err(|e| format!("HTTP client setup failed: {e}"))?;
         Ok(Self {
-            http,
+            http: Arc::new(http),
             timeout: limits.timeout,
             max_body_bytes: limits.max_body_bytes,
         })
@@ -306,8 +305,13 @@ impl Fetcher {
 
     async fn get(&self, url: Url) -> Result<Chain, FetchError> {
         let host = url.host_str().unwrap_or_default().to_owned();
-        let response = self
-            .http
+        let http = self.http.client(&(), &url).map_err(|refused| {
+            FetchError::Refused(Refusal {
+                reason: "address not allowed",
+                detail: format!("{host}: {refused}"),
+            })
+        })?;
+        let response = http
             .get(url)
             .send()
             .await

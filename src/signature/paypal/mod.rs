@@ -60,7 +60,7 @@ use self::cache::{CacheLimits, CertCache, Failure, Lookup};
 use self::certificate::{BadSignature, Chain, FetchError, Fetcher, Names, Refusal, Trust};
 use self::settings::{check_webhook_id, plain_field, roots};
 use crate::allowlist::CertUrlPolicy;
-use crate::outbound::AddressPolicy;
+use crate::outbound::Origin;
 use crate::signature::scheme::{HeaderSource, Naming, SignatureError, Transmission, Verified};
 
 const TRANSMISSION_ID: &str = "PAYPAL-TRANSMISSION-ID";
@@ -160,11 +160,14 @@ impl PaypalVerifier {
             .map_err(|m| SettingsError::new("cert_url_hosts", m))?;
         let roots = roots(settings.extra_roots_pem.as_deref())?;
         let trust = Trust::new(roots.roots.clone(), names_of(&urls));
-        // The outgoing-URL rules: a host is resolved and its addresses checked, but for what
-        // the allowlist names outright (an address, localhost).
-        let policy = AddressPolicy::new(urls.named_hosts(), false);
+        // The outgoing-URL rules: a host is resolved and its addresses checked, but for the
+        // origins the allowlist names outright (an address, localhost, with its port).
+        let grants: Vec<((), _)> = urls
+            .named_outright()
+            .map(|(host, port)| ((), Origin::new("https", &host, port)))
+            .collect();
         let fetcher =
-            Fetcher::new(roots, &limits, &policy).map_err(|m| SettingsError::new("ca_file", m))?;
+            Fetcher::new(roots, &limits, grants).map_err(|m| SettingsError::new("ca_file", m))?;
         Ok(Self {
             webhook_id: settings.webhook_id,
             max_age: TimeDelta::from_std(settings.max_age).unwrap_or(TimeDelta::MAX),

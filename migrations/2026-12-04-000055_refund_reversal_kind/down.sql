@@ -1,0 +1,4 @@
+ALTER TABLE ledger_transfers DROP CONSTRAINT ledger_transfers_kind_check;
+ALTER TABLE ledger_transfers ADD CONSTRAINT ledger_transfers_kind_check
+    CHECK (kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text,
+                             'chargeback_reversal'::text]));

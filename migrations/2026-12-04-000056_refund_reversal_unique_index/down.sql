@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY uq_ledger_transfers_refund_kind;
