@@ -4,11 +4,16 @@
 //! and `/refunds/{id}`, Mercado Pago's `/v1/payments/{id}`), 404 for any other path, and counts
 //! every request by path. The test can script the next answers (a status such as 503 or 401),
 //! or hold the next request until it lets go, and learn when a held request has arrived.
+//!
+//! PayPal's REST API asks for a token first: `POST /v1/oauth2/token` with HTTP Basic
+//! `{PAYPAL_CLIENT_ID}:{API_KEY}` answers the current token, which the resources accept as
+//! `Bearer` beside the API key; [`Emulator::revoke_tokens`] makes the next token another.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use base64::Engine;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
@@ -21,6 +26,8 @@ use super::{
 
 /// The API key every test provider is configured with; other keys get 401.
 pub const API_KEY: &str = "test_emulated_api_key";
+/// The REST app's client id PayPal's emulated token endpoint accepts (its secret: API_KEY).
+pub const PAYPAL_CLIENT_ID: &str = "AeTestPayPalRestAppClientId";
 
 /// How the next request is answered instead of the resource.
 #[derive(Debug, Clone)]
@@ -36,6 +43,14 @@ struct State {
     script: VecDeque<Scripted>,
     requests: HashMap<String, usize>,
     bad_keys: usize,
+    /// Tokens given so far; the current one is `token-{tokens}`.
+    tokens: usize,
+}
+
+impl State {
+    fn token(&self) -> String {
+        format!("A21AAtest-token-{}", self.tokens)
+    }
 }
 
 pub struct Emulator {
@@ -141,7 +156,12 @@ impl Emulator {
         self.state.lock().unwrap().requests.values().sum()
     }
 
-    /// Requests that did not carry `Bearer {API_KEY}`.
+    /// From now on, tokens given before are refused (401) and the next token is another.
+    pub fn revoke_tokens(&self) {
+        self.state.lock().unwrap().tokens += 1;
+    }
+
+    /// Requests that did not carry `Bearer {API_KEY}` (or the current token).
     pub fn bad_keys(&self) -> usize {
         self.state.lock().unwrap().bad_keys
     }
@@ -210,7 +230,27 @@ async fn serve<S>(
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
+    let split = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |at| at + 4);
+    let mut body = head.split_off(split);
     let head = String::from_utf8_lossy(&head).into_owned();
+    // The rest of a request body (the token request's form), read before answering: closing
+    // with unread bytes would reset the connection under the answer.
+    let length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(65536);
+    while body.len() < length {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
     let path = head
         .lines()
         .next()
@@ -222,9 +262,21 @@ async fn serve<S>(
         .next()
         .unwrap_or("")
         .to_owned();
-    let authorized = head
-        .lines()
-        .any(|line| line.eq_ignore_ascii_case(&format!("authorization: Bearer {API_KEY}")));
+    let token_request = path == "/v1/oauth2/token";
+    let basic = format!(
+        "authorization: Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{PAYPAL_CLIENT_ID}:{API_KEY}"))
+    );
+    let current_token = state.lock().unwrap().token();
+    let authorized = head.lines().any(|line| {
+        if token_request {
+            line.eq_ignore_ascii_case(&basic)
+                && String::from_utf8_lossy(&body) == "grant_type=client_credentials"
+        } else {
+            line.eq_ignore_ascii_case(&format!("authorization: Bearer {API_KEY}"))
+                || line.eq_ignore_ascii_case(&format!("authorization: Bearer {current_token}"))
+        }
+    });
     let scripted = {
         let mut state = state.lock().unwrap();
         *state.requests.entry(path.clone()).or_default() += 1;
@@ -247,6 +299,12 @@ async fn serve<S>(
     let (status, body) = match status {
         Some(status) => (status, String::new()),
         None if !authorized => (401, r#"{"error":"unauthorized"}"#.to_owned()),
+        None if token_request => (
+            200,
+            format!(
+                r#"{{"scope":"https://uri.paypal.com/services/payments/payment","access_token":"{current_token}","token_type":"Bearer","app_id":"APP-TEST","expires_in":32400,"nonce":"test"}}"#
+            ),
+        ),
         None => match state.lock().unwrap().resources.get(&path) {
             Some(body) => (200, body.clone()),
             None => (404, r#"{"error":"not found"}"#.to_owned()),

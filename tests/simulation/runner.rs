@@ -1,0 +1,651 @@
+//! Runs one history in a world: creates its orders, applies its operations to the provider's
+//! truth (the API emulator answers it from then on), delivers the webhooks as the provider
+//! does (signed at each attempt, retried with its backoff until a 2xx, parked behind later
+//! steps while the gateway asks for a retry), injects the faults, and at quiescence hands the
+//! truth and every answer to the oracle.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::case::{Case, Fault, OrderSpec, Step, WebhookRef};
+use crate::models::{Model, Webhook};
+use crate::oracle;
+use crate::support::emulator::Scripted;
+use crate::support::{MERCHANT, sign};
+use crate::truth::Payment;
+use crate::world::World;
+
+/// What one history did and what it broke.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub deliveries: u64,
+    pub faults: usize,
+    pub violations: Vec<String>,
+}
+
+/// A 2xx the provider got.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    pub webhook: WebhookRef,
+    /// Which lifetime of the history's idempotency records it was answered in.
+    pub epoch: u32,
+    pub status: u16,
+    pub body: String,
+}
+
+impl Ack {
+    /// The event the answer is about: its `event_id` (a fetched state for the providers that
+    /// must be asked), or the webhook itself for a fixed answer (Adyen's, GoCardless's).
+    pub fn event_key(&self) -> String {
+        serde_json::from_str::<serde_json::Value>(&self.body)
+            .ok()
+            .and_then(|v| v["event_id"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("webhook {}.{}", self.webhook.op, self.webhook.n))
+    }
+}
+
+/// A delivery waiting for the provider's next attempt, due at minute `due` of the
+/// history's clock.
+#[derive(Debug, Clone)]
+struct Parked {
+    webhook: WebhookRef,
+    attempts: u32,
+    due: u64,
+}
+
+enum Attempted {
+    Acked,
+    Retry(String),
+    Refused(String),
+}
+
+pub struct Runner<'w> {
+    world: &'w Arc<World>,
+    model: &'w dyn Model,
+    /// Unique in the world: payment ids and event ids are made from it.
+    history: u64,
+    case: Case,
+    payments: Vec<Payment>,
+    webhooks: BTreeMap<WebhookRef, Webhook>,
+    /// Webhooks a step told to be delivered.
+    delivered: BTreeSet<WebhookRef>,
+    parked: Vec<Parked>,
+    pub acks: Vec<Ack>,
+    epoch: u32,
+    /// Event ids the gateway answered for this history (its records, its log rows).
+    event_ids: BTreeSet<String>,
+    report: Report,
+    seq: u64,
+    /// The history's clock, in minutes: each step takes one; the provider's backoff says
+    /// when a parked delivery is tried again. Nothing waits for it: it orders attempts.
+    now: u64,
+}
+
+impl<'w> Runner<'w> {
+    pub fn new(world: &'w Arc<World>, model: &'w dyn Model, history: u64, case: Case) -> Self {
+        Self {
+            world,
+            model,
+            history,
+            case,
+            payments: Vec::new(),
+            webhooks: BTreeMap::new(),
+            delivered: BTreeSet::new(),
+            parked: Vec::new(),
+            acks: Vec::new(),
+            epoch: 0,
+            event_ids: BTreeSet::new(),
+            report: Report::default(),
+            seq: history * 10_000,
+            now: 0,
+        }
+    }
+
+    pub async fn run(mut self) -> Report {
+        if let Err(error) = self.run_steps().await {
+            self.report
+                .violations
+                .push(format!("the simulation itself failed: {error:#}"));
+            return self.report;
+        }
+        match oracle::check(
+            self.world,
+            self.model,
+            &self.payments,
+            &self.acks,
+            &self.case,
+        )
+        .await
+        {
+            Ok(found) => self.report.violations.extend(found),
+            Err(error) => self
+                .report
+                .violations
+                .push(format!("the oracle could not read the books: {error:#}")),
+        }
+        self.report
+    }
+
+    async fn run_steps(&mut self) -> anyhow::Result<()> {
+        self.open_payments().await?;
+        let steps = self.case.steps.clone();
+        for step in &steps {
+            match step {
+                Step::Op { id, op } => self.operate(*id, op),
+                Step::Deliver { webhooks } => self.deliver_together(webhooks).await,
+                Step::Fault { fault } => {
+                    self.report.faults += 1;
+                    self.inject(fault).await?;
+                }
+            }
+            self.now += 1;
+            self.retry_due().await;
+            if !self.report.violations.is_empty() {
+                return Ok(());
+            }
+        }
+        // The provider's first attempts of what no step delivered, then its retries of what
+        // is parked, until each is acknowledged or its schedule is spent.
+        let rest: Vec<WebhookRef> = self
+            .webhooks
+            .keys()
+            .filter(|w| !self.delivered.contains(w))
+            .copied()
+            .collect();
+        for webhook in rest {
+            self.deliver_together(&[webhook]).await;
+        }
+        while let Some(next) = self.parked.iter().map(|p| p.due).min() {
+            if !self.report.violations.is_empty() {
+                break;
+            }
+            self.now = self.now.max(next);
+            self.retry_due().await;
+        }
+        Ok(())
+    }
+
+    /// The merchant's orders and the provider's payments.
+    async fn open_payments(&mut self) -> anyhow::Result<()> {
+        let mut previous: Option<i64> = None;
+        for (index, spec) in self.case.payments.clone().iter().enumerate() {
+            let currency: &'static str = self
+                .model
+                .currencies()
+                .iter()
+                .find(|c| **c == spec.currency)
+                .copied()
+                .unwrap_or(self.model.currencies()[0]);
+            let order = match spec.order {
+                OrderSpec::None => None,
+                OrderSpec::SameAsPrevious if previous.is_some() => previous,
+                OrderSpec::OtherAmount => {
+                    Some(self.world.create_order(spec.amount + 1, currency).await?)
+                }
+                _ => Some(self.world.create_order(spec.amount, currency).await?),
+            };
+            previous = order.or(previous);
+            let id = self.model.payment_id(self.history, index);
+            self.payments
+                .push(Payment::new(index, id, order, spec.amount, currency));
+        }
+        for payment in &self.payments {
+            self.put_api(payment);
+        }
+        Ok(())
+    }
+
+    fn put_api(&self, payment: &Payment) {
+        if let Some(api) = &self.world.api {
+            for (path, body) in self.model.api(payment) {
+                api.put(&path, &body);
+            }
+        }
+    }
+
+    /// The provider changes a payment and sends its webhooks (held until delivered).
+    fn operate(&mut self, id: u32, op: &crate::truth::Op) {
+        let rules = self.model.rules();
+        let Some(payment) = self.payments.get_mut(op.payment()) else {
+            return;
+        };
+        let Some(change) = payment.apply(op, &rules) else {
+            return;
+        };
+        let payment = payment.clone();
+        self.put_api(&payment);
+        self.seq += 1;
+        for (n, webhook) in self
+            .model
+            .webhooks(&payment, &change, self.seq)
+            .into_iter()
+            .enumerate()
+        {
+            self.webhooks
+                .insert(WebhookRef { op: id, n: n as u8 }, webhook);
+        }
+    }
+
+    /// Delivers `refs` at once. A provider that batches (Adyen's items, GoCardless's
+    /// events) sends two different ones as one request.
+    async fn deliver_together(&mut self, refs: &[WebhookRef]) {
+        let present: Vec<WebhookRef> = refs
+            .iter()
+            .filter(|r| self.webhooks.contains_key(r))
+            .copied()
+            .collect();
+        if present.is_empty() {
+            return;
+        }
+        self.delivered.extend(present.iter().copied());
+        if let [a, b] = present[..]
+            && a != b
+            && let Some(batch) = self.model.merge(&self.webhooks[&a], &self.webhooks[&b])
+        {
+            let (result, acks) = self.attempt_body(a, &batch).await;
+            let second = match &result {
+                Attempted::Acked => Attempted::Acked,
+                Attempted::Retry(last) => Attempted::Retry(last.clone()),
+                Attempted::Refused(answer) => Attempted::Refused(answer.clone()),
+            };
+            self.record(a, 1, result, acks);
+            self.record(b, 1, second, Vec::new());
+            return;
+        }
+        let attempts = present.iter().map(|r| self.attempt(*r));
+        let results = join_all(attempts).await;
+        for (webhook, (result, acks)) in present.into_iter().zip(results) {
+            self.record(webhook, 1, result, acks);
+        }
+    }
+
+    /// The provider's next attempts of the parked deliveries that are due.
+    async fn retry_due(&mut self) {
+        let now = self.now;
+        let (due, later): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|p| p.due <= now);
+        self.parked = later;
+        if due.is_empty() {
+            return;
+        }
+        let attempts = due.iter().map(|p| self.attempt(p.webhook));
+        let results = join_all(attempts).await;
+        for (p, (result, acks)) in due.into_iter().zip(results) {
+            self.record(p.webhook, p.attempts + 1, result, acks);
+        }
+    }
+
+    fn record(&mut self, webhook: WebhookRef, attempts: u32, result: Attempted, acks: Vec<Ack>) {
+        self.report.deliveries += 1;
+        for ack in &acks {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&ack.body)
+                && let Some(id) = v["event_id"].as_str()
+            {
+                self.event_ids.insert(id.to_owned());
+            }
+        }
+        self.acks.extend(acks);
+        let label = self
+            .webhooks
+            .get(&webhook)
+            .map_or_else(String::new, |w| w.label.clone());
+        match result {
+            Attempted::Acked => {}
+            Attempted::Refused(answer) => self.report.violations.push(format!(
+                "webhook {}.{} ({label}) got {answer}, which no retry can fix",
+                webhook.op, webhook.n
+            )),
+            Attempted::Retry(last) => match self.model.schedule().get(attempts as usize - 1) {
+                Some(wait) => self.parked.push(Parked {
+                    webhook,
+                    attempts,
+                    due: self.now + wait.max(&1),
+                }),
+                None => self.report.violations.push(format!(
+                    "webhook {}.{} ({label}) was never acknowledged in the provider's {attempts} \
+                     attempts; the last answer: {last}",
+                    webhook.op, webhook.n
+                )),
+            },
+        }
+    }
+
+    /// One attempt of the provider's, signed now. A gateway that is not there (killed, not
+    /// yet restarted) is tried again at once: its provider would retry within its schedule,
+    /// which outlasts any restart.
+    async fn attempt(&self, webhook: WebhookRef) -> (Attempted, Vec<Ack>) {
+        let Some(hook) = self.webhooks.get(&webhook) else {
+            return (Attempted::Acked, Vec::new());
+        };
+        self.attempt_body(webhook, hook).await
+    }
+
+    /// One attempt of `hook`, answered as `webhook`'s.
+    async fn attempt_body(&self, webhook: WebhookRef, hook: &Webhook) -> (Attempted, Vec<Ack>) {
+        let provider = self.model.provider();
+        let started = Instant::now();
+        loop {
+            let delivery = sign::delivery_now(provider, &hook.id, &hook.body);
+            let mut request = self
+                .world
+                .client
+                .post(self.world.url(&delivery.path(provider)))
+                .header("Content-Type", delivery.content_type)
+                .body(delivery.body);
+            for (name, value) in &delivery.headers {
+                request = request.header(name, value);
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let body = response.text().await.unwrap_or_default();
+                    if starting(status, &body) {
+                        // A gateway restarting answers 503 `starting` until its first read of
+                        // the endpoints: from outside, a restart like a refused connection.
+                        // The provider's next attempt comes minutes later, when the start is
+                        // long over, so it is not an attempt spent.
+                        if let Err(error) = self.world.wait_ready().await {
+                            return (Attempted::Retry(error.to_string()), Vec::new());
+                        }
+                        continue;
+                    }
+                    return match status {
+                        200..=299 => (
+                            Attempted::Acked,
+                            vec![Ack {
+                                webhook,
+                                epoch: self.epoch,
+                                status,
+                                body,
+                            }],
+                        ),
+                        409 | 408 | 429 | 500..=599 => {
+                            (Attempted::Retry(format!("{status} {body}")), Vec::new())
+                        }
+                        _ => (Attempted::Refused(format!("{status} {body}")), Vec::new()),
+                    };
+                }
+                Err(error) => {
+                    let _ = self.world.ensure_running().await;
+                    if started.elapsed() > Duration::from_secs(120) {
+                        return (
+                            Attempted::Retry(format!("no answer for 120 s: {error}")),
+                            Vec::new(),
+                        );
+                    }
+                    // The gateway is restarting: polling for it, not timing anything.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    async fn inject(&mut self, fault: &Fault) -> anyhow::Result<()> {
+        match fault {
+            Fault::ExpireRecords => self.expire_records().await,
+            Fault::AgeMonths { months } => {
+                self.age(i32::from(*months)).await;
+                Ok(())
+            }
+            Fault::ArchiveAndDrop => {
+                self.age(14).await;
+                let _exclusive = self.world.exclusive.lock().await;
+                self.world
+                    .command_async(vec!["history".into(), "archive".into()])
+                    .await
+                    .map(|_| ())
+            }
+            Fault::ReplayArchive => self.replay_archive().await,
+            Fault::ExportAndReplay => self.export_and_replay().await,
+            Fault::AdminReplay { webhook } => {
+                self.admin_replay(*webhook).await;
+                Ok(())
+            }
+            Fault::KillAndRestart => {
+                let _exclusive = self.world.exclusive.lock().await;
+                self.world.kill_and_restart().await
+            }
+            Fault::CutConnections => self.world.cut_connections().await,
+            Fault::ApiUnavailable { count } => {
+                if let Some(api) = &self.world.api {
+                    api.script(&vec![Scripted::Status(503); usize::from(*count)]);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every id this history's events may be stored under: answered event ids, the
+    /// webhooks' own, and the ledger's for its payments.
+    async fn known_ids(&self) -> anyhow::Result<Vec<String>> {
+        let mut ids: BTreeSet<String> = self.event_ids.clone();
+        for hook in self.webhooks.values() {
+            ids.insert(hook.id.clone());
+            ids.extend(crate::models::keys(self.model, hook));
+        }
+        let payments: Vec<String> = self.payments.iter().map(|p| p.id.clone()).collect();
+        for row in self
+            .world
+            .db
+            .query(
+                "SELECT event_id FROM ledger_transfers WHERE merchant_id = $1 AND provider = $2 \
+                 AND payment_id = ANY($3)",
+                &[&MERCHANT, &self.model.provider(), &payments],
+            )
+            .await?
+        {
+            ids.insert(row.get(0));
+        }
+        Ok(ids.into_iter().collect())
+    }
+
+    /// Days pass: this history's idempotency records expire, and the cleaner removes them.
+    async fn expire_records(&mut self) -> anyhow::Result<()> {
+        let keys: Vec<String> = self
+            .known_ids()
+            .await?
+            .iter()
+            .map(|id| format!("{}:{id}", self.model.provider()))
+            .collect();
+        self.world
+            .db
+            .execute(
+                "UPDATE idempotency_keys SET expires_at = now() - interval '1 second' \
+                 WHERE user_id = $1 AND op = 'payment.callback' AND idem_key = ANY($2) \
+                 AND status <> 'processing'",
+                &[&MERCHANT, &keys],
+            )
+            .await?;
+        self.epoch += 1;
+        self.world
+            .command_async(vec!["cleanup".into()])
+            .await
+            .map(|_| ())
+    }
+
+    /// This history's event-log rows move `months` back, as if received then.
+    async fn age(&self, months: i32) {
+        let Ok(ids) = self.known_ids().await else {
+            return;
+        };
+        // Rows of one event in two months can collide on their way; such a move is skipped
+        // (the fault then did not happen), never forced.
+        let _ = self
+            .world
+            .db
+            .execute(
+                "UPDATE callback_deliveries SET received_at = received_at - make_interval(months => $1) \
+                 WHERE merchant_id = $2 AND provider = $3 \
+                 AND (event_id = ANY($4) OR split_part(split_part(event_id, '~', 1), '#', 1) = ANY($4))",
+                &[&months, &MERCHANT, &self.model.provider(), &ids],
+            )
+            .await;
+    }
+
+    /// Finance replays the lines of `lines` that are this history's.
+    async fn replay_lines(&self, lines: Vec<String>, what: &str) -> anyhow::Result<()> {
+        let ids: BTreeSet<String> = self.known_ids().await?.into_iter().collect();
+        let mine: Vec<&String> = lines
+            .iter()
+            .filter(|line| {
+                serde_json::from_str::<serde_json::Value>(line)
+                    .ok()
+                    .and_then(|v| v["id"].as_str().map(|id| ids.contains(id)))
+                    .unwrap_or(false)
+            })
+            .collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let file = self.world.dir.join(format!(
+            "replay-{}-{}.jsonl",
+            self.history,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut out = std::fs::File::create(&file)?;
+        for line in mine {
+            writeln!(out, "{line}")?;
+        }
+        drop(out);
+        let url = self.world.url("");
+        let result = self
+            .world
+            .command_async(vec![
+                "replay".into(),
+                file.display().to_string(),
+                "--url".into(),
+                url,
+                "--retries".into(),
+                "20".into(),
+                "--max-backoff-ms".into(),
+                "200".into(),
+            ])
+            .await;
+        // PayPal's events cannot be signed by anyone but PayPal: replay counts them failed,
+        // as documented; the admin replay is theirs.
+        if let Err(error) = result
+            && self.model.provider() != crate::support::PAYPAL
+        {
+            anyhow::bail!("{what}: {error:#}");
+        }
+        Ok(())
+    }
+
+    async fn export_and_replay(&mut self) -> anyhow::Result<()> {
+        let exported = self
+            .world
+            .command_async(vec![
+                "export".into(),
+                "--provider".into(),
+                self.model.provider().into(),
+            ])
+            .await?;
+        let lines = exported.lines().map(str::to_owned).collect();
+        self.replay_lines(lines, "replay of an export")
+            .await
+            .or_else(|e| {
+                self.report.violations.push(format!("{e:#}"));
+                Ok(())
+            })
+    }
+
+    async fn replay_archive(&mut self) -> anyhow::Result<()> {
+        let mut lines = Vec::new();
+        for entry in std::fs::read_dir(self.world.archive_dir())? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "gz") {
+                let file = std::fs::File::open(&path)?;
+                let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(file));
+                for line in reader.lines() {
+                    lines.push(line?);
+                }
+            }
+        }
+        self.replay_lines(lines, "replay of an archive")
+            .await
+            .or_else(|e| {
+                self.report.violations.push(format!("{e:#}"));
+                Ok(())
+            })
+    }
+
+    /// An operator replays the stored event a webhook was answered for.
+    async fn admin_replay(&mut self, webhook: WebhookRef) {
+        let Some(hook) = self.webhooks.get(&webhook) else {
+            return;
+        };
+        let mut ids: Vec<String> = self
+            .acks
+            .iter()
+            .filter(|a| a.webhook == webhook)
+            .filter_map(|a| {
+                serde_json::from_str::<serde_json::Value>(&a.body)
+                    .ok()
+                    .and_then(|v| v["event_id"].as_str().map(str::to_owned))
+            })
+            .collect();
+        if ids.is_empty() {
+            ids = crate::models::keys(self.model, hook);
+        }
+        let Some(event_id) = ids.first().cloned() else {
+            return;
+        };
+        let mut last = String::new();
+        for _ in 0..20 {
+            match self
+                .world
+                .admin_replay(self.model.provider(), &event_id)
+                .await
+            {
+                // Replayed, or not stored (not delivered yet, or its month was dropped), or
+                // waiting for another event: what an operator may see.
+                Ok((200 | 404 | 409, _)) => return,
+                Ok((status, body)) if starting(status, &body) => {
+                    // A restart, not a failure: wait for it as an operator would.
+                    last = format!("{status} {body}");
+                    if self.world.wait_ready().await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                Ok((status, body)) if status >= 500 => last = format!("{status} {body}"),
+                Ok((status, body)) => {
+                    self.report.violations.push(format!(
+                        "the admin replay of {event_id} answered {status} {body}"
+                    ));
+                    return;
+                }
+                Err(error) => last = error.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.report.violations.push(format!(
+            "the admin replay of {event_id} kept failing: {last}"
+        ));
+    }
+}
+
+/// A gateway's answer while it starts (503 `starting`: before its first read of the merchants'
+/// endpoints it answers nothing else).
+fn starting(status: u16, body: &str) -> bool {
+    status == 503
+        && serde_json::from_str::<serde_json::Value>(body)
+            .is_ok_and(|answer| answer["error"] == "starting")
+}
+
+/// Acks grouped by event and record lifetime, for the byte-identical check.
+pub fn ack_groups(acks: &[Ack]) -> HashMap<(String, u32), Vec<&Ack>> {
+    let mut groups: HashMap<(String, u32), Vec<&Ack>> = HashMap::new();
+    for ack in acks {
+        groups
+            .entry((ack.event_key(), ack.epoch))
+            .or_default()
+            .push(ack);
+    }
+    groups
+}
