@@ -119,13 +119,14 @@ impl CertUrlPolicy {
         })
     }
 
-    /// The hosts an entry names outright (an IP address, or `localhost`): the operator chose
-    /// them, so the fetch does not refuse their addresses (crate::outbound). A domain entry
-    /// (`paypal.com`) names no address: whatever it resolves to is checked.
-    pub fn named_hosts(&self) -> impl Iterator<Item = String> + '_ {
+    /// The https hosts and ports an entry names outright (an IP address, or `localhost`):
+    /// the operator chose them, so the fetch does not refuse their addresses, for this provider
+    /// and on that port only (crate::outbound's grants). A domain entry (`paypal.com`) names no
+    /// address: whatever it resolves to is checked.
+    pub fn named_outright(&self) -> impl Iterator<Item = (String, u16)> + '_ {
         self.rules.iter().filter_map(|rule| match &rule.pattern {
-            Pattern::Ip(ip) => Some(ip.to_string()),
-            Pattern::Domain(d) if d == "localhost" => Some(d.clone()),
+            Pattern::Ip(ip) => Some((ip.to_string(), rule.port)),
+            Pattern::Domain(d) if d == "localhost" => Some((d.clone(), rule.port)),
             Pattern::Domain(_) => None,
         })
     }

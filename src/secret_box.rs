@@ -1,8 +1,11 @@
 //! Secrets at rest: a merchant endpoint's signing secret is stored sealed with
-//! XChaCha20-Poly1305 under `[secrets] key` (32 bytes), bound to the row it belongs to (the
-//! associated data), so a dump of the database holds no usable secret and a sealed secret
-//! copied onto another row does not open. Below the configuration, which parses the key, and
-//! the notification endpoints, which seal and open with it.
+//! XChaCha20-Poly1305 under `[secrets] key` (32 bytes), bound to the row it belongs to and its
+//! merchant (the associated data), so a dump of the database holds no usable secret and a
+//! sealed secret copied onto another row, or its row given to another merchant, does not open.
+//! A [`Keyring`] seals with the key and opens with it or any earlier key (`[secrets]
+//! previous_keys`), so keys rotate without a moment where a gateway cannot open a secret.
+//! Below the configuration, which parses the keys, and the notification endpoints, which seal
+//! and open with them.
 
 use std::fmt;
 
@@ -84,6 +87,31 @@ impl SecretsKey {
     }
 }
 
+/// The key that seals, and the earlier keys that still open what they sealed.
+#[derive(Debug, Clone)]
+pub struct Keyring {
+    key: SecretsKey,
+    previous: Vec<SecretsKey>,
+}
+
+impl Keyring {
+    pub fn new(key: SecretsKey, previous: Vec<SecretsKey>) -> Self {
+        Self { key, previous }
+    }
+
+    /// Sealed with the key.
+    pub fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Vec<u8> {
+        self.key.seal(plaintext, aad)
+    }
+
+    /// Opened with the key or, failing that, an earlier one.
+    pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Option<Vec<u8>> {
+        std::iter::once(&self.key)
+            .chain(&self.previous)
+            .find_map(|key| key.open(sealed, aad))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +137,20 @@ mod tests {
             !sealed.windows(9).any(|w| w == b"whsec_abc"),
             "no plaintext in the box"
         );
+    }
+
+    #[test]
+    fn a_keyring_seals_with_its_key_and_opens_with_any_of_its_keys() {
+        let ring = Keyring::new(key(2), vec![key(1)]);
+        let old = key(1).seal(b"whsec_old", b"ep_1");
+        assert_eq!(ring.open(&old, b"ep_1").as_deref(), Some(&b"whsec_old"[..]));
+        let new = ring.seal(b"whsec_new", b"ep_1");
+        assert_eq!(
+            key(2).open(&new, b"ep_1").as_deref(),
+            Some(&b"whsec_new"[..])
+        );
+        assert_eq!(key(1).open(&new, b"ep_1"), None, "new seals use the key");
+        assert_eq!(Keyring::new(key(3), vec![]).open(&old, b"ep_1"), None);
     }
 
     #[test]

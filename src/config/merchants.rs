@@ -3,14 +3,20 @@
 use serde::Deserialize;
 
 use super::rules::{ConfigError, Environment, long_enough, outbound_url, resolve_secret};
+use crate::outbound::Origin;
 use crate::secret::Secret;
 
-/// A merchant of `[[merchants]]`: its notification endpoint, if it has one.
+/// A merchant of `[[merchants]]`: its notification endpoint, if it has one, and the origins
+/// its endpoints may reach although their addresses are refused to everyone else.
 #[derive(Debug, Clone)]
 pub struct MerchantSettings {
     pub id: i64,
-    /// `None`: the merchant gets no notifications.
+    /// `None`: the merchant gets no notifications from the file (it may make an endpoint by API).
     pub endpoint: Option<NotifyEndpoint>,
+    /// `allow_hosts`: origins (scheme, host, port) this merchant's endpoints by API may name
+    /// although they resolve to an address the sender refuses (a local receiver, a host inside
+    /// the network the operator vouches for). Nobody else's.
+    pub allow_hosts: Vec<Origin>,
 }
 
 /// Where a merchant's notifications go and the Standard Webhooks secret that signs them.
@@ -24,6 +30,22 @@ pub struct NotifyEndpoint {
 }
 
 impl MerchantSettings {
+    /// The origins each merchant was granted: those of its `allow_hosts`, and the origin of its
+    /// endpoint in the file (the operator named it, for this merchant only).
+    pub fn grants(merchants: &[MerchantSettings]) -> impl Iterator<Item = (i64, Origin)> + '_ {
+        merchants.iter().flat_map(|m| {
+            let file = m
+                .endpoint
+                .as_ref()
+                .and_then(|e| Origin::of(&e.url))
+                .map(|origin| (m.id, origin));
+            m.allow_hosts
+                .iter()
+                .map(|origin| (m.id, origin.clone()))
+                .chain(file)
+        })
+    }
+
     /// The merchants whose notifications this gateway sends, with their endpoints.
     pub fn endpoints(
         merchants: &[MerchantSettings],
@@ -54,6 +76,7 @@ pub(super) struct RawMerchant {
     id: Option<i64>,
     notify_url: Option<String>,
     notify_secret: Option<String>,
+    allow_hosts: Option<Vec<String>>,
 }
 
 /// `[[merchants]]`: ids unique and positive; `notify_url` and `notify_secret` both or neither.
@@ -106,7 +129,22 @@ pub(super) fn validate(
                 Some(NotifyEndpoint { url, secret })
             }
         };
-        merchants.push(MerchantSettings { id, endpoint });
+        let allow_hosts = merchant
+            .allow_hosts
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                Origin::parse(text).map_err(|why| {
+                    ConfigError(format!("{}[{i}] {text:?} {why}", field("allow_hosts")))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        merchants.push(MerchantSettings {
+            id,
+            endpoint,
+            allow_hosts,
+        });
     }
     Ok(merchants)
 }

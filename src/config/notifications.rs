@@ -39,9 +39,6 @@ pub struct NotificationSettings {
     pub secret_overlap: Duration,
     /// Endpoints created by API may be plain `http://` (local setups and tests only).
     pub allow_http: bool,
-    /// Hosts an endpoint created by API may name although they resolve to an address the
-    /// sender refuses (loopback, private, link-local...): exact names or IP literals.
-    pub allow_hosts: Vec<String>,
 }
 
 impl NotificationSettings {
@@ -155,17 +152,19 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
         0,
         168,
     )?;
-    let allow_hosts = raw
-        .allow_hosts
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-        .map(|(i, host)| allowed_host(&format!("notifications.allow_hosts[{i}]"), &host))
-        .collect::<Result<Vec<_>, _>>()?;
+    // The global form exempted a host for every merchant, on any port: one merchant's
+    // exemption was everyone's way in. An exemption names an origin for one merchant now.
+    if raw.allow_hosts.is_some_and(|hosts| !hosts.is_empty()) {
+        return Err(ConfigError(
+            "notifications.allow_hosts: an exemption now names an origin for one merchant: \
+             write it under that merchant, [[merchants]] id = N, allow_hosts = \
+             [\"https://host:port\"]"
+                .into(),
+        ));
+    }
     Ok(NotificationSettings {
         secret_overlap: hours(secret_overlap_hours),
         allow_http: raw.allow_http.unwrap_or(false),
-        allow_hosts,
         retention: hours(retention_hours),
         failed_retention: hours(failed_retention_hours),
         disabled_keep,
@@ -176,21 +175,4 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
         retry_delays: delays.into_iter().map(Duration::from_millis).collect(),
         poll_interval: Duration::from_millis(poll_interval_ms),
     })
-}
-
-/// An `allow_hosts` entry: a host name or an IP literal (`::1` or `[::1]`), no scheme, port or
-/// path; kept lowercase, IPv6 without brackets, as the sender compares it with a URL's host.
-fn allowed_host(field: &str, entry: &str) -> Result<String, ConfigError> {
-    let host = entry.trim().to_ascii_lowercase();
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let plain = !bare.is_empty()
-        && bare
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
-    if !plain || (bare.contains(':') && bare.parse::<std::net::IpAddr>().is_err()) {
-        return Err(ConfigError(format!(
-            "{field}: {entry:?} is not a host name or an IP address (no scheme, port or path)"
-        )));
-    }
-    Ok(bare.to_owned())
 }

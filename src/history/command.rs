@@ -38,7 +38,13 @@ pub async fn run(settings: &Settings, command: HistoryCommand) -> Result<(), Com
         }
         HistoryCommand::List => list(settings).await,
         HistoryCommand::Archive => {
-            let mut conn = db::connect(settings.database_url()?).await?;
+            // The lock of serve's own pass: two passes at once would detach and drop under
+            // each other. As the schema's owner (migrate_url): the pass changes partitions.
+            let mut conn = db::connect_waiting_for_lock(
+                settings.migrate_database_url()?,
+                pass::HISTORY_LOCK_KEY,
+            )
+            .await?;
             let report = pass::run(&mut conn, &settings.history, &access::command_line())
                 .await
                 .map_err(|e| CommandError::Runtime(e.into()))?;

@@ -116,6 +116,40 @@ pub async fn detach(
     detached
 }
 
+/// Locks a detached table against everyone until the transaction ends (its digest and its
+/// drop see the same rows).
+pub async fn lock(conn: &mut AsyncPgConnection, table: &str) -> diesel::QueryResult<()> {
+    conn.batch_execute(&format!(
+        "LOCK TABLE {} IN ACCESS EXCLUSIVE MODE",
+        quoted(table)
+    ))
+    .await
+}
+
+/// Attaches a detached month again, as its bounds were (a pass that found its archive did not
+/// hold its rows gives the month back to the log).
+pub async fn attach(
+    conn: &mut AsyncPgConnection,
+    partition: &Partition,
+) -> diesel::QueryResult<()> {
+    let bound = |at: Option<DateTime<Utc>>| {
+        at.map_or_else(
+            || "MINVALUE".to_owned(),
+            |at| format!("'{}'", at.to_rfc3339()),
+        )
+    };
+    let Some(to) = partition.to else {
+        return Ok(());
+    };
+    conn.batch_execute(&format!(
+        "ALTER TABLE callback_deliveries ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})",
+        quoted(&partition.name),
+        bound(partition.from),
+        bound(Some(to))
+    ))
+    .await
+}
+
 /// Drops a detached table.
 pub async fn drop_detached(conn: &mut AsyncPgConnection, table: &str) -> diesel::QueryResult<()> {
     conn.batch_execute(&format!("DROP TABLE {}", quoted(table)))

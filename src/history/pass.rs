@@ -2,8 +2,11 @@
 //! `history archive` runs it once: partitions made ahead, then each month past `keep_days`
 //! archived, read back, detached and dropped. Every step can be cut short by a crash and the
 //! next pass takes the month up where it stands: a detached table or an interrupted detach is
-//! finished, an archive that does not verify (or counts other rows) is written again, and
-//! nothing is dropped without an archive read back against the table's own count.
+//! finished, this database's manifest whose archive never landed is written again, and nothing
+//! is dropped without an archive read back against the table's own count and against the
+//! digest of the rows the database computes just before the drop. An archive already there
+//! that is another database's, another partition's, or does not hold this month's rows is
+//! never overwritten: the month stays and the pass fails, for a person to look.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use serde_json::json;
 
-use super::archive::{self, ArchiveError, Manifest};
+use super::archive::{self, ArchiveError, DatabaseIdentity, Manifest, PartitionName};
 use super::idle_cpu;
 use super::partitions::{self, Partition};
 use crate::access::audit::{self, Action, Entry};
@@ -62,6 +65,14 @@ pub enum PassError {
         archived: u64,
         table: i64,
     },
+    #[error(
+        "{partition} kept: the database's digest of its rows is {database}, its archive's manifest says {archived}"
+    )]
+    DigestMismatch {
+        partition: String,
+        database: String,
+        archived: String,
+    },
 }
 
 /// One pass on `conn`; each month dropped writes an audit row naming `actor`.
@@ -79,6 +90,7 @@ pub async fn run(
         return Ok(report);
     };
     let all = partitions::list(conn).await?;
+    let database = archive::identity(conn).await?;
     let now = chrono::Utc::now();
     // Leftovers of a cut pass first, then what is due, oldest first.
     let mut work: Vec<&Partition> = all
@@ -92,8 +104,13 @@ pub async fn run(
     );
     let crash_after = std::env::var(CRASH_AFTER_ENV).ok();
     for partition in work {
+        // The name is checked before any path is built from it.
+        let name = PartitionName::parse(&partition.name).map_err(|source| PassError::Archive {
+            partition: partition.name.clone(),
+            source,
+        })?;
         let started = Instant::now();
-        let manifest = archive_one(conn, dir, partition, crash_after.as_deref()).await?;
+        let manifest = archive_one(conn, dir, partition, &database, crash_after.as_deref()).await?;
         let archive = started.elapsed();
         let started = Instant::now();
         if partition.attached {
@@ -103,12 +120,33 @@ pub async fn run(
         // The DETACH .. CONCURRENTLY above cannot run in a transaction, but the DROP can: the
         // audit row commits with it, so no month is gone without its row. A pass cut between
         // the two leaves a detached table, which the next pass drops, writing the row then.
+        // Inside it, with the table locked, the database's own digest of the rows must be the
+        // one the archive holds.
         let entry = dropped_entry(partition, &manifest);
-        conn.transaction(async |conn| {
-            partitions::drop_detached(conn, &partition.name).await?;
-            audit::record(conn, actor, entry).await
-        })
-        .await?;
+        let expected = manifest.rows_digest.clone().unwrap_or_default();
+        let dropped = conn
+            .transaction(async |conn| {
+                partitions::lock(conn, &partition.name).await?;
+                let digest = archive::database_digest(conn, &name).await?;
+                if digest != expected {
+                    return Ok(Err(digest));
+                }
+                partitions::drop_detached(conn, &partition.name).await?;
+                audit::record(conn, actor, entry).await?;
+                Ok::<_, diesel::result::Error>(Ok(()))
+            })
+            .await?;
+        if let Err(digest) = dropped {
+            // Back into the log while a person looks: the month's reads go on as before.
+            if let Err(error) = partitions::attach(conn, partition).await {
+                tracing::error!(partition = %partition.name, %error, "history: the month stays detached, not dropped");
+            }
+            return Err(PassError::DigestMismatch {
+                partition: partition.name.clone(),
+                database: digest,
+                archived: expected,
+            });
+        }
         let detach_and_drop = started.elapsed();
         tracing::info!(
             partition = %partition.name,
@@ -145,16 +183,31 @@ fn dropped_entry(partition: &Partition, manifest: &Manifest) -> Entry {
     }))
 }
 
-/// The verified archive of `partition`: the one on disk if it reads back whole and counts the
-/// table's rows, else a new one, read back.
+/// The verified archive of `partition`: the one on disk, if it is this database's and this
+/// partition's, reads back whole and counts the table's rows; a new one, read back, if none is
+/// there (or only this database's manifest, whose archive never landed). Anything else is
+/// refused and left as it is.
 async fn archive_one(
     conn: &mut AsyncPgConnection,
     dir: &Path,
     partition: &Partition,
+    database: &DatabaseIdentity,
     crash_after: Option<&str>,
 ) -> Result<Manifest, PassError> {
+    let failed = |source| PassError::Archive {
+        partition: partition.name.clone(),
+        source,
+    };
+    let name = PartitionName::parse(&partition.name).map_err(failed)?;
     let rows = partitions::count_rows(conn, &partition.name).await?;
-    let data = archive::data_path(dir, &partition.name);
+    let data = archive::data_path(dir, &name);
+    let manifest_file = archive::manifest_path(&data);
+    let not_ours = |path: &Path, why: String| {
+        failed(ArchiveError::NotOurs {
+            path: path.display().to_string(),
+            why,
+        })
+    };
     let verify = |data: std::path::PathBuf| async move {
         idle_cpu::run(move || archive::verify(&data))
             .await
@@ -164,16 +217,56 @@ async fn archive_one(
             })?
             .map_err(ArchiveError::from)
     };
-    let failed = |source| PassError::Archive {
-        partition: partition.name.clone(),
-        source,
+    let write = async |conn: &mut AsyncPgConnection, replace_manifest: bool| {
+        archive::write(conn, dir, partition, database, replace_manifest)
+            .await
+            .map_err(failed)?;
+        crash_point(crash_after, "written", &partition.name);
+        verify(data.clone()).await.map_err(failed)
     };
-    let manifest = match verify(data.clone()).await {
-        Ok(manifest) if manifest.rows == rows as u64 => manifest,
-        _ => {
-            archive::write(conn, dir, partition).await.map_err(failed)?;
-            crash_point(crash_after, "written", &partition.name);
-            verify(data).await.map_err(failed)?
+    let manifest = if !archive::occupied(&manifest_file) {
+        if archive::occupied(&data) {
+            return Err(not_ours(
+                &data,
+                "an archive without its manifest (this gateway writes the manifest first)".into(),
+            ));
+        }
+        write(conn, false).await?
+    } else {
+        let found = archive::read_manifest(&manifest_file)
+            .map_err(|e| not_ours(&manifest_file, e.to_string()))?;
+        match &found.database {
+            Some(theirs) if theirs == database => {}
+            Some(theirs) => {
+                return Err(not_ours(
+                    &manifest_file,
+                    format!("an archive of another database, {theirs}, not {database}"),
+                ));
+            }
+            None => {
+                return Err(not_ours(
+                    &manifest_file,
+                    "an archive that does not name its database".into(),
+                ));
+            }
+        }
+        let bounds_differ =
+            partition.attached && (found.from, found.to) != (partition.from, partition.to);
+        if found.partition != partition.name || bounds_differ {
+            return Err(not_ours(
+                &manifest_file,
+                format!(
+                    "an archive of another partition ({} from {:?} to {:?})",
+                    found.partition, found.from, found.to
+                ),
+            ));
+        }
+        if archive::occupied(&data) {
+            verify(data.clone()).await.map_err(failed)?
+        } else {
+            // This database's manifest, its archive never put in place: a pass cut between
+            // the two. Nothing of anyone's is lost by writing both again.
+            write(conn, true).await?
         }
     };
     if manifest.rows != rows as u64 {

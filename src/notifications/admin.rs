@@ -63,6 +63,32 @@ impl From<&Notification> for NotificationView {
     }
 }
 
+impl NotificationView {
+    /// As the merchant itself may see it: an endpoint whose name resolves only to addresses the
+    /// gateway refuses reads as one that does not answer at all, so a merchant cannot probe
+    /// which names exist inside the network from its notifications (operators see the reason).
+    pub fn as_merchant_sees_it(mut self) -> Self {
+        if self.last_error.as_deref() == Some(crate::outbound::ADDRESS_NOT_ALLOWED) {
+            self.last_error = Some(super::schedule::CONNECTION_FAILED.to_owned());
+        }
+        self
+    }
+}
+
+impl NotificationPage {
+    /// The page as the merchant whose notifications these are may see it.
+    pub fn as_merchant_sees_it(self) -> Self {
+        Self {
+            notifications: self
+                .notifications
+                .into_iter()
+                .map(NotificationView::as_merchant_sees_it)
+                .collect(),
+            next_cursor: self.next_cursor,
+        }
+    }
+}
+
 /// A page of the list, newest first.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct NotificationPage {
@@ -193,6 +219,18 @@ pub struct Enabled {
     pub pending: i64,
     /// What the senders know of it (absent when none ever tried it).
     pub endpoint: Option<Endpoint>,
+}
+
+/// Whether `merchant_id` has an endpoint disabled in the database: an operator's disable outlives
+/// the endpoint it stopped (its merchant cannot make a new one until an operator enables it),
+/// so it can be enabled though no gateway has an endpoint of the merchant now.
+pub async fn has_disabled_endpoint(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+) -> diesel::QueryResult<bool> {
+    Ok(model::endpoint(conn, merchant_id)
+        .await?
+        .is_some_and(|e| e.disabled_at.is_some()))
 }
 
 /// Enables `merchant_id`'s endpoint; the audit row commits with it.

@@ -4,14 +4,22 @@
 //! second and reloads them when it moved, so a change made through any gateway reaches this one within
 //! about a second, with no restart. The write paths ask [`Directory::wants`] whether to stage
 //! a merchant's notifications; the sender asks [`Directory::target`] where to send them.
+//!
+//! A merchant whose endpoint made by API this gateway cannot open (another key sealed it: a
+//! rekey while this gateway still holds the old key) still has its notifications staged: they
+//! wait, pending, for a gateway that can sign them, and `gateway_webhook_endpoints{state=
+//! "unopened"}` says so. Its file endpoint, if any, is not used meanwhile: the API's wins.
+//! Until the first load nobody knows which merchants have an endpoint, so the gateway answers
+//! no callback before it ([`Directory::loaded`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
 
 use crate::config::merchants::MerchantSettings;
-use crate::outbound::AddressPolicy;
 use crate::secret::Secret;
 use crate::signature::standard_webhooks::Signer;
 
@@ -65,6 +73,9 @@ struct Snapshot {
     targets: HashMap<i64, Arc<Target>>,
     /// The merchants with a target, sorted (the sender's claim order starts from it).
     merchants: Vec<i64>,
+    /// The merchants whose changes stage notifications: every one with an endpoint, whether
+    /// this gateway can open its secret or not.
+    staged: HashSet<i64>,
 }
 
 /// This gateway's view of every merchant's endpoint.
@@ -72,15 +83,15 @@ pub struct Directory {
     /// The configuration file's endpoints: fixed for the process, the fallback of a merchant
     /// without an API endpoint.
     config: HashMap<i64, Arc<Target>>,
-    /// The hosts of the configuration file's endpoints and `[notifications] allow_hosts`: the
-    /// operator named them, so the sender does not check their addresses.
-    policy: AddressPolicy,
     now: RwLock<Arc<Snapshot>>,
+    /// The endpoints made by API have been read once.
+    loaded: AtomicBool,
+    first_load: Notify,
 }
 
 impl Directory {
     /// The configuration file's endpoints; the API's come with the first [`Directory::replace`].
-    pub fn new(merchants: &[MerchantSettings], allow_hosts: &[String], allow_http: bool) -> Self {
+    pub fn new(merchants: &[MerchantSettings]) -> Self {
         let config: HashMap<i64, Arc<Target>> = MerchantSettings::endpoints(merchants)
             .map(|(id, endpoint)| {
                 (
@@ -89,18 +100,13 @@ impl Directory {
                 )
             })
             .collect();
-        let exempt = allow_hosts.iter().cloned().chain(
-            config
-                .values()
-                .filter_map(|t| t.url.host_str().map(str::to_owned)),
-        );
-        let policy = AddressPolicy::new(exempt, allow_http);
         let directory = Self {
-            policy,
             now: RwLock::default(),
             config,
+            loaded: AtomicBool::new(false),
+            first_load: Notify::new(),
         };
-        directory.install(None, HashMap::new());
+        directory.install(None, HashMap::new(), &[]);
         directory
     }
 
@@ -111,11 +117,29 @@ impl Directory {
             .unwrap_or_else(|poisoned| Arc::clone(&poisoned.into_inner()))
     }
 
-    /// Whether `merchant_id`'s changes stage notifications: it has an endpoint, enabled or not.
+    /// Whether `merchant_id`'s changes stage notifications: it has an endpoint, enabled or not,
+    /// whose secret this gateway can open or not.
     pub fn wants(&self, merchant_id: i64) -> bool {
         match self.now.read() {
-            Ok(snapshot) => snapshot.targets.contains_key(&merchant_id),
-            Err(poisoned) => poisoned.into_inner().targets.contains_key(&merchant_id),
+            Ok(snapshot) => snapshot.staged.contains(&merchant_id),
+            Err(poisoned) => poisoned.into_inner().staged.contains(&merchant_id),
+        }
+    }
+
+    /// Whether the endpoints made by API have been read at least once: before it, a merchant's
+    /// change could go unstaged, so nothing that stages is served.
+    pub fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// Returns once the endpoints have been read (at once if they have been).
+    pub async fn until_loaded(&self) {
+        loop {
+            let signalled = self.first_load.notified();
+            if self.loaded() {
+                return;
+            }
+            signalled.await;
         }
     }
 
@@ -134,18 +158,14 @@ impl Directory {
         self.read().revision
     }
 
-    /// What outgoing notifications may reach.
-    pub fn policy(&self) -> &AddressPolicy {
-        &self.policy
-    }
-
     /// True when the configuration file names an endpoint for `merchant_id`.
     pub fn has_config_endpoint(&self, merchant_id: i64) -> bool {
         self.config.contains_key(&merchant_id)
     }
 
-    /// The API's endpoints read at `revision` replace the previous ones.
-    pub fn replace(&self, revision: i64, endpoints: Vec<ApiEndpoint>) {
+    /// The API's endpoints read at `revision` replace the previous ones; `unopened` are the
+    /// merchants whose endpoint's secret this gateway could not open.
+    pub fn replace(&self, revision: i64, endpoints: Vec<ApiEndpoint>, unopened: &[i64]) {
         let api = endpoints
             .into_iter()
             .map(|e| {
@@ -156,18 +176,27 @@ impl Directory {
                 (e.merchant_id, Arc::new(target))
             })
             .collect();
-        self.install(Some(revision), api);
+        self.install(Some(revision), api, unopened);
+        self.loaded.store(true, Ordering::Release);
+        self.first_load.notify_waiters();
     }
 
-    fn install(&self, revision: Option<i64>, api: HashMap<i64, Arc<Target>>) {
+    fn install(&self, revision: Option<i64>, api: HashMap<i64, Arc<Target>>, unopened: &[i64]) {
         let mut targets = self.config.clone();
         targets.extend(api);
+        // The API's endpoint wins even when it cannot be opened here: its notifications wait
+        // for a gateway that can sign them, never go to the file's endpoint instead.
+        for merchant in unopened {
+            targets.remove(merchant);
+        }
         let mut merchants: Vec<i64> = targets.keys().copied().collect();
         merchants.sort_unstable();
+        let staged = merchants.iter().chain(unopened).copied().collect();
         let snapshot = Arc::new(Snapshot {
             revision,
             targets,
             merchants,
+            staged,
         });
         match self.now.write() {
             Ok(mut now) => *now = snapshot,

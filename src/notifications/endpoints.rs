@@ -2,8 +2,10 @@
 //! per merchant, created, changed, disabled, rotated and deleted by the merchant (its API
 //! token) or an admin, each change with its audit row in its transaction and a bump of the
 //! revision every gateway watches ([`super::directory`]). Secrets are sealed with `[secrets]
-//! key`, the endpoint's id bound in, and appear in an answer only when made (creation,
-//! rotation).
+//! key`, the endpoint's id and its merchant bound in, and appear in an answer only when made
+//! (creation, rotation). An endpoint an operator disabled stays disabled for its merchant: its
+//! enabling, rotation, or a new endpoint after deleting it answer 409 until an operator (or an
+//! admin) enables it.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -18,7 +20,7 @@ use super::model::{self, DISABLED_BY_MERCHANT, DISABLED_BY_OPERATOR};
 use crate::access::audit::{self, Action, Entry};
 use crate::schema::{notification_endpoints, webhook_endpoint_revision, webhook_endpoints};
 use crate::secret::Secret;
-use crate::secret_box::SecretsKey;
+use crate::secret_box::{Keyring, SecretsKey};
 
 /// The longest URL an endpoint may have, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
@@ -106,6 +108,9 @@ pub enum EndpointError {
     /// No `[secrets] key`: a secret could not be sealed or opened.
     #[error("the gateway has no [secrets] key: endpoints by API are off")]
     NoKey,
+    /// An operator disabled the merchant's endpoint: only an operator's enable lifts it.
+    #[error("an operator disabled this merchant's endpoint; only an operator can enable it")]
+    DisabledByOperator,
     #[error(transparent)]
     Database(#[from] diesel::result::Error),
 }
@@ -161,11 +166,22 @@ pub struct OpenedSecrets {
     pub previous: Option<(Secret, DateTime<Utc>)>,
 }
 
+/// What a sealed secret is bound to: its row and its merchant, so that neither a sealed
+/// secret copied onto another row nor a row given to another merchant opens.
+fn bound_to(id: &str, merchant_id: i64) -> Vec<u8> {
+    format!("{id}\u{0}merchant:{merchant_id}").into_bytes()
+}
+
 impl EndpointRow {
-    /// Its secrets, opened with `key` (`None`: another key sealed them, or a byte changed).
-    pub fn open(&self, key: &SecretsKey) -> Option<OpenedSecrets> {
+    /// Its secrets, opened with `keys` (`None`: another key sealed them, a byte changed, or the
+    /// row is not the one, or not the merchant's, they were sealed for). A secret sealed before
+    /// the merchant was bound in (by an earlier version) opens by its row alone, until
+    /// `secrets rekey` seals it again.
+    pub fn open(&self, keys: &Keyring) -> Option<OpenedSecrets> {
+        let bound = bound_to(&self.id, self.merchant_id);
         let open = |sealed: &[u8]| {
-            key.open(sealed, self.id.as_bytes())
+            keys.open(sealed, &bound)
+                .or_else(|| keys.open(sealed, self.id.as_bytes()))
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .map(Secret::new)
         };
@@ -230,6 +246,16 @@ pub async fn count(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
     webhook_endpoints::table.count().get_result(conn).await
 }
 
+/// Whether `merchant_id` has an endpoint made by API, as the database holds it now (a
+/// gateway's directory learns of a new one up to a refresh later).
+pub async fn exists_for(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<bool> {
+    diesel::select(diesel::dsl::exists(
+        webhook_endpoints::table.filter(webhook_endpoints::merchant_id.eq(merchant_id)),
+    ))
+    .get_result(conn)
+    .await
+}
+
 /// The endpoint `id` if it is `merchant_id`'s, locked for the change that follows.
 async fn own(
     conn: &mut AsyncPgConnection,
@@ -264,6 +290,24 @@ async fn state(
         .unwrap_or((None, None)))
 }
 
+/// Whether an operator disabled `merchant_id`'s endpoint (and nobody has enabled it since).
+async fn disabled_by_operator(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<bool> {
+    let (disabled_at, reason) = state(conn, merchant_id).await?;
+    Ok(disabled_at.is_some() && reason.as_deref() == Some(DISABLED_BY_OPERATOR))
+}
+
+/// A merchant may not undo what an operator did; an admin may (its role includes operator's).
+async fn merchant_may_enable(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    by: By,
+) -> Result<(), EndpointError> {
+    if by == By::Merchant && disabled_by_operator(conn, merchant_id).await? {
+        return Err(EndpointError::DisabledByOperator);
+    }
+    Ok(())
+}
+
 async fn view(conn: &mut AsyncPgConnection, row: &EndpointRow) -> QueryResult<EndpointView> {
     let (disabled_at, disabled_reason) = state(conn, row.merchant_id).await?;
     Ok(EndpointView {
@@ -291,11 +335,12 @@ fn target(id: &str) -> Option<String> {
 
 /// Creates `merchant_id`'s endpoint with a new secret (returned once). The merchant's
 /// notification state starts afresh: enabled, its waiting notifications released at
-/// `release_per_sec`.
+/// `release_per_sec`; unless an operator disabled it, which a merchant's new endpoint does not
+/// undo (409) and an admin's leaves as it is.
 pub async fn create(
     conn: &mut AsyncPgConnection,
     key: Option<&SecretsKey>,
-    merchant_id: i64,
+    (merchant_id, by): (i64, By),
     (url, description): (EndpointUrl, String),
     release_per_sec: u64,
     context: &audit::Context,
@@ -303,8 +348,9 @@ pub async fn create(
     let key = key.ok_or(EndpointError::NoKey)?;
     let id = new_id();
     let secret = new_secret();
-    let sealed = key.seal(secret.as_bytes(), id.as_bytes());
+    let sealed = key.seal(secret.as_bytes(), &bound_to(&id, merchant_id));
     conn.transaction(async |conn| {
+        merchant_may_enable(conn, merchant_id, by).await?;
         let existing: Option<String> = webhook_endpoints::table
             .filter(webhook_endpoints::merchant_id.eq(merchant_id))
             .select(webhook_endpoints::id)
@@ -333,7 +379,9 @@ pub async fn create(
                 ) => EndpointError::Exists("created just now".into()),
                 other => other.into(),
             })?;
-        model::enable(conn, merchant_id, release_per_sec).await?;
+        if !disabled_by_operator(conn, merchant_id).await? {
+            model::enable(conn, merchant_id, release_per_sec).await?;
+        }
         bump_revision(conn).await?;
         let entry = Entry::new(Action::EndpointCreate, target(&id), "enabled").with_changes(
             json!({"merchant_id": merchant_id, "url": shown(&row.url), "description": description}),
@@ -391,6 +439,9 @@ pub async fn update(
 ) -> Result<EndpointView, EndpointError> {
     conn.transaction(async |conn| {
         let before = own(conn, merchant_id, id).await?;
+        if change.disabled == Some(false) {
+            merchant_may_enable(conn, merchant_id, by).await?;
+        }
         let mut changes = serde_json::Map::new();
         if let Some(url) = &change.url {
             changes.insert("url".into(), json!(shown(url.as_url().as_str())));
@@ -478,7 +529,7 @@ pub async fn delete(
 pub async fn rotate(
     conn: &mut AsyncPgConnection,
     key: Option<&SecretsKey>,
-    (merchant_id, id): (i64, &str),
+    (merchant_id, id, by): (i64, &str, By),
     overlap: std::time::Duration,
     context: &audit::Context,
 ) -> Result<WithSecret, EndpointError> {
@@ -487,8 +538,9 @@ pub async fn rotate(
     conn.transaction(async |conn| {
         // Whose it is first: another merchant's (or no) endpoint is 404 whatever the setup.
         let before = own(conn, merchant_id, id).await?;
+        merchant_may_enable(conn, merchant_id, by).await?;
         let key = key.ok_or(EndpointError::NoKey)?;
-        let sealed = key.seal(secret.as_bytes(), id.as_bytes());
+        let sealed = key.seal(secret.as_bytes(), &bound_to(id, merchant_id));
         let (previous, previous_until) = if overlap.is_zero() {
             (None, None)
         } else {
@@ -559,14 +611,17 @@ pub async fn ping(
     .await
 }
 
-/// Re-seals every endpoint secret sealed with `old` under `new`, in one transaction: all of
-/// them or none (a secret `old` does not open stops it). Returns how many endpoints.
+/// Re-seals every endpoint secret sealed with `old` under `new`, bound to its row and its
+/// merchant, in one transaction: all of them or none (a secret `old` does not open stops it).
+/// Run with the same key as old and new, it binds the merchant into secrets an earlier
+/// version sealed. Returns how many endpoints.
 pub async fn rekey(
     conn: &mut AsyncPgConnection,
     old: &SecretsKey,
     new: &SecretsKey,
     context: &audit::Context,
 ) -> Result<usize, RekeyError> {
+    let old = Keyring::new(old.clone(), Vec::new());
     conn.transaction(async |conn| {
         let rows: Vec<EndpointRow> = webhook_endpoints::table
             .select(EndpointRow::as_select())
@@ -574,9 +629,11 @@ pub async fn rekey(
             .load(conn)
             .await?;
         for row in &rows {
+            let bound = bound_to(&row.id, row.merchant_id);
             let reseal = |sealed: &[u8]| {
-                old.open(sealed, row.id.as_bytes())
-                    .map(|plain| new.seal(&plain, row.id.as_bytes()))
+                old.open(sealed, &bound)
+                    .or_else(|| old.open(sealed, row.id.as_bytes()))
+                    .map(|plain| new.seal(&plain, &bound))
                     .ok_or_else(|| RekeyError::DoesNotOpen(row.id.clone()))
             };
             let current = reseal(&row.secret_sealed)?;
@@ -648,6 +705,34 @@ mod tests {
             "https://m.example/hook?(query hidden)"
         );
         assert_eq!(shown("https://m.example/hook"), "https://m.example/hook");
+    }
+
+    fn row(id: &str, merchant_id: i64, sealed: Vec<u8>) -> EndpointRow {
+        EndpointRow {
+            id: id.into(),
+            merchant_id,
+            url: "https://m.example/".into(),
+            description: String::new(),
+            secret_sealed: sealed,
+            previous_secret_sealed: None,
+            previous_secret_until: None,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_sealed_secret_opens_for_its_row_and_merchant_only() {
+        use base64::Engine;
+        let key = SecretsKey::from_base64(&STANDARD.encode([9u8; 32])).unwrap();
+        let keys = Keyring::new(key.clone(), Vec::new());
+        let sealed = key.seal(b"whsec_x", &bound_to("ep_1", 42));
+        assert!(row("ep_1", 42, sealed.clone()).open(&keys).is_some());
+        assert!(row("ep_1", 43, sealed.clone()).open(&keys).is_none());
+        assert!(row("ep_2", 42, sealed).open(&keys).is_none());
+        // Sealed by an earlier version (its row alone): opens until a rekey binds it.
+        let legacy = key.seal(b"whsec_x", b"ep_1");
+        assert!(row("ep_1", 42, legacy).open(&keys).is_some());
     }
 
     #[test]

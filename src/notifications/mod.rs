@@ -56,7 +56,7 @@ impl Notifying {
     /// The configuration file's endpoints alone (the commands and tests that stage nothing
     /// for endpoints made by API).
     pub fn new(merchants: &[MerchantSettings], wake: Wake) -> Self {
-        Self::of(Arc::new(Directory::new(merchants, &[], false)), wake)
+        Self::of(Arc::new(Directory::new(merchants)), wake)
     }
 
     /// Over `directory`, which `directory::watch` keeps in step with the database.
@@ -71,6 +71,23 @@ impl Notifying {
     /// Whether `merchant_id`'s changes stage notifications: it has an endpoint now.
     pub fn wants(&self, merchant_id: i64) -> bool {
         self.directory.wants(merchant_id)
+    }
+
+    /// Whether this gateway knows which merchants have an endpoint yet (its first read of the
+    /// endpoints made by API is done): nothing that stages a notification runs before.
+    pub fn loaded(&self) -> bool {
+        self.directory.loaded()
+    }
+
+    /// Returns once the first read of the endpoints is done.
+    pub async fn until_loaded(&self) {
+        self.directory.until_loaded().await;
+    }
+
+    /// The merchant that `text` (a path segment) names, if this gateway has its endpoint:
+    /// nothing here could send to another.
+    pub fn merchant(&self, text: &str) -> Option<i64> {
+        text.parse::<i64>().ok().filter(|id| self.wants(*id))
     }
 
     /// After a commit that may have staged a notification for `merchant_id`.

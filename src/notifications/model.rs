@@ -669,7 +669,9 @@ pub const DISABLED_BY_OPERATOR: &str = "operator";
 pub const DISABLED_BY_MERCHANT: &str = "merchant";
 
 /// Disables `merchant_id`'s endpoint for `reason` (one disabled already keeps its time and
-/// reason); whether it was disabled before, and its pending notifications. The row exists from
+/// reason, but an operator's disable takes the reason over: a merchant may lift its own
+/// disable, never an operator's); whether it was disabled before, and its pending
+/// notifications. The row exists from
 /// now on even if no sender ever tried the endpoint.
 pub async fn disable(
     conn: &mut AsyncPgConnection,
@@ -692,6 +694,7 @@ pub async fn disable(
            ON CONFLICT (merchant_id) DO UPDATE \
            SET disabled_at = coalesce(notification_endpoints.disabled_at, now()), \
                disabled_reason = CASE WHEN notification_endpoints.disabled_at IS NULL \
+                                        OR EXCLUDED.disabled_reason = 'operator' \
                                       THEN EXCLUDED.disabled_reason \
                                       ELSE notification_endpoints.disabled_reason END \
            RETURNING 1) \

@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+/// The `last_error` of an attempt that got no answer (no connection, a name that does not
+/// resolve).
+pub const CONNECTION_FAILED: &str = "connection failed";
+
 /// What one attempt got back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -68,7 +72,7 @@ impl Answer {
                 Some(format!("HTTP {status} redirect (not followed)"))
             }
             Answer::Failure(Failure::Timeout) => Some("timeout".to_owned()),
-            Answer::Failure(Failure::Connection) => Some("connection failed".to_owned()),
+            Answer::Failure(Failure::Connection) => Some(CONNECTION_FAILED.to_owned()),
             Answer::Failure(Failure::AddressNotAllowed) => {
                 Some(crate::outbound::ADDRESS_NOT_ALLOWED.to_owned())
             }

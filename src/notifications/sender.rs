@@ -30,9 +30,10 @@ use super::directory::{Directory, Target};
 use super::model::{self, Notification, Recorded};
 use super::schedule::{self, Answer, Failure, Next};
 use crate::config::Settings;
+use crate::config::merchants::MerchantSettings;
 use crate::config::notifications::NotificationSettings;
 use crate::metrics::Metrics;
-use crate::outbound::{self, AddressPolicy};
+use crate::outbound::{self, Outbound};
 
 /// The shortest time between two rounds of the sender's statements.
 pub const LINGER: Duration = Duration::from_millis(10);
@@ -78,7 +79,9 @@ struct Shared {
     /// Where each merchant's notifications go now (the configuration file's endpoints and
     /// those made by API, kept in step by `directory::watch`).
     directory: Arc<Directory>,
-    http: reqwest::Client,
+    /// The clients of the attempts: each merchant's requests held to the address rules, but
+    /// for the origins granted to that merchant (crate::outbound).
+    outbound: Outbound<i64>,
     metrics: Metrics,
     work: Mutex<Work>,
     /// An attempt ended: a result waits to be stored, and its merchant has room to claim into.
@@ -138,22 +141,26 @@ impl Sender {
         wake: Wake,
     ) -> anyhow::Result<Self> {
         let notifications = settings.notifications.clone();
-        let http = reqwest::Client::builder()
-            .timeout(notifications.attempt_timeout)
-            .connect_timeout(notifications.attempt_timeout.min(Duration::from_secs(5)))
-            // A notification goes to the configured URL only, never where an answer points.
-            .redirect(reqwest::redirect::Policy::none())
-            // Every name is resolved and its addresses checked here; the connection goes to a
-            // checked address, with no second lookup (crate::outbound).
-            .dns_resolver(directory.policy().resolver())
-            .pool_max_idle_per_host(notifications.per_merchant_concurrency)
-            .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let attempt_timeout = notifications.attempt_timeout;
+        let pool = notifications.per_merchant_concurrency;
+        // A notification goes to the configured URL only, never where an answer points, nor
+        // through a proxy; every name is resolved and its addresses checked (crate::outbound).
+        let outbound = Outbound::new(
+            MerchantSettings::grants(&settings.merchants),
+            notifications.allow_http,
+            |builder| {
+                builder
+                    .timeout(attempt_timeout)
+                    .connect_timeout(attempt_timeout.min(Duration::from_secs(5)))
+                    .pool_max_idle_per_host(pool)
+                    .user_agent(concat!("callback-gateway/", env!("CARGO_PKG_VERSION")))
+            },
+        )?;
         let shared = Arc::new(Shared {
             work: Mutex::new(Work::new(&notifications)),
             settings: notifications,
             directory,
-            http,
+            outbound,
             metrics,
             progress: Notify::new(),
         });
@@ -494,14 +501,9 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
         notification_id = notification.id,
         event_type = %notification.kind,
     );
-    let answer = post(
-        &shared.http,
-        shared.directory.policy(),
-        &target,
-        &notification,
-    )
-    .instrument(span)
-    .await;
+    let answer = post(&shared.outbound, &target, &notification)
+        .instrument(span)
+        .await;
     let result = shared.result_of(&notification, &answer);
     shared
         .work()
@@ -509,21 +511,18 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
     shared.progress.notify_one();
 }
 
-/// Posts `notification` to `target` once. An endpoint made by API is held to `policy` (its
-/// scheme and an IP-literal host before any connection; a name's addresses as it resolves);
-/// the configuration file's were named by the operator.
-async fn post(
-    http: &reqwest::Client,
-    policy: &AddressPolicy,
-    target: &Target,
-    notification: &Notification,
-) -> Answer {
-    if target.endpoint_id.is_some()
-        && let Err(refused) = policy.check_url(&target.url)
-    {
-        tracing::warn!(merchant_id = notification.merchant_id, %refused, "notification not sent: the endpoint is not allowed");
-        return Answer::Failure(Failure::AddressNotAllowed);
-    }
+/// Posts `notification` to `target` once, through the client `outbound` gives its merchant for
+/// the URL: a scheme or an IP literal the rules refuse is refused before any connection, a
+/// name's addresses as it resolves, unless the origin was granted to this merchant.
+async fn post(outbound: &Outbound<i64>, target: &Target, notification: &Notification) -> Answer {
+    let merchant = notification.merchant_id;
+    let http = match outbound.client(&merchant, &target.url) {
+        Ok(http) => http,
+        Err(refused) => {
+            tracing::warn!(merchant_id = merchant, %refused, "notification not sent: the endpoint is not allowed");
+            return Answer::Failure(Failure::AddressNotAllowed);
+        }
+    };
     let body = render(notification);
     let id = webhook_id(notification.id);
     let mut request = http
@@ -538,7 +537,7 @@ async fn post(
             let answer = Answer::of_status(response.status().as_u16());
             let answer = match answer {
                 Answer::Failure(Failure::Redirect(_))
-                    if redirects_to_refused(policy, &response).await =>
+                    if redirects_to_refused(outbound, merchant, &response).await =>
                 {
                     Answer::Failure(Failure::AddressNotAllowed)
                 }
@@ -550,7 +549,7 @@ async fn post(
         Err(error) if error.is_timeout() => Answer::Failure(Failure::Timeout),
         Err(error) if outbound::refused_address(&error) => {
             tracing::warn!(
-                merchant_id = notification.merchant_id,
+                merchant_id = merchant,
                 "notification not sent: the endpoint's host resolves only to addresses the gateway may not call"
             );
             Answer::Failure(Failure::AddressNotAllowed)
@@ -563,9 +562,13 @@ async fn post(
     }
 }
 
-/// Whether a redirect (never followed) points at what the policy refuses: an attempt to use
-/// the endpoint as a hop to an internal address is named as such.
-async fn redirects_to_refused(policy: &AddressPolicy, response: &reqwest::Response) -> bool {
+/// Whether a redirect (never followed) points at what the rules refuse this merchant: an
+/// attempt to use the endpoint as a hop to an internal address is named as such.
+async fn redirects_to_refused(
+    outbound: &Outbound<i64>,
+    merchant: i64,
+    response: &reqwest::Response,
+) -> bool {
     let Some(location) = response
         .headers()
         .get(reqwest::header::LOCATION)
@@ -574,23 +577,7 @@ async fn redirects_to_refused(policy: &AddressPolicy, response: &reqwest::Respon
     else {
         return false;
     };
-    // Where it points, not how: a configuration file's endpoint may be plain http.
-    if policy.check_literal(&location).is_err() {
-        return true;
-    }
-    let Some(host) = location
-        .host_str()
-        .filter(|h| h.parse::<std::net::IpAddr>().is_err())
-    else {
-        return false;
-    };
-    match host.parse::<reqwest::dns::Name>() {
-        Ok(name) => {
-            use reqwest::dns::Resolve;
-            policy.resolver().resolve(name).await.is_err()
-        }
-        Err(_) => false,
-    }
+    outbound.refuses(&merchant, &location).await
 }
 
 /// Reads the answer's body up to [`MAX_ANSWER_BYTES`], so its connection goes back to the

@@ -9,17 +9,20 @@ use std::time::Duration;
 use super::directory::{ApiEndpoint, Directory};
 use super::endpoints::{self, EndpointRow};
 use crate::metrics::Metrics;
-use crate::secret_box::SecretsKey;
+use crate::secret_box::Keyring;
 
 /// How often a gateway reads the endpoints' revision.
 pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// How soon a failed first read of the endpoints is tried again.
+const FIRST_LOAD_RETRY: Duration = Duration::from_millis(50);
 
 /// Keeps `directory` in step with the database: the revision every [`REFRESH`] (or at once
 /// when `changed` is notified by this gateway's own change), the endpoints when it moved.
 pub async fn watch(
     directory: Arc<Directory>,
     database_url: String,
-    key: Option<SecretsKey>,
+    keys: Option<Keyring>,
     metrics: Metrics,
     changed: Arc<tokio::sync::Notify>,
 ) {
@@ -38,10 +41,9 @@ pub async fn watch(
                 let revision = endpoints::revision(db).await?;
                 if directory.revision() != Some(revision) {
                     let (revision, rows) = endpoints::load_all(db).await?;
-                    let opened = open_all(&rows, key.as_ref());
-                    let unopened = rows.len() - opened.len();
-                    metrics.record_endpoints_loaded(revision, opened.len(), unopened);
-                    directory.replace(revision, opened);
+                    let (opened, unopened) = open_all(&rows, keys.as_ref());
+                    metrics.record_endpoints_loaded(revision, opened.len(), unopened.len());
+                    directory.replace(revision, opened, &unopened);
                 }
                 Ok::<_, diesel::result::Error>(())
             };
@@ -50,37 +52,47 @@ pub async fn watch(
                 conn = None;
             }
         }
+        // Until the first load the gateway answers nothing (it cannot know who must be
+        // notified), so a failed first read is tried again at once, not a REFRESH later.
+        let wait = if directory.revision().is_none() {
+            FIRST_LOAD_RETRY
+        } else {
+            REFRESH
+        };
         tokio::select! {
-            () = tokio::time::sleep(REFRESH) => {}
+            () = tokio::time::sleep(wait) => {}
             () = changed.notified() => {}
         }
     }
 }
 
-/// The rows whose secrets `key` opens, ready to sign with. A row it does not open (another key
-/// sealed it) is left out and logged: its merchant falls back to the configuration file's
-/// endpoint, or gets none, and `gateway_webhook_endpoints{state="unopened"}` counts it.
-fn open_all(rows: &[EndpointRow], key: Option<&SecretsKey>) -> Vec<ApiEndpoint> {
-    rows.iter()
-        .filter_map(|row| {
-            let opened = reqwest::Url::parse(&row.url)
-                .ok()
-                .zip(key.and_then(|key| row.open(key)));
-            let Some((url, secrets)) = opened else {
-                tracing::error!(
-                    endpoint_id = %row.id,
-                    merchant_id = row.merchant_id,
-                    "a merchant endpoint's secret does not open with [secrets] key; its notifications are not sent"
-                );
-                return None;
-            };
-            Some(ApiEndpoint {
-                merchant_id: row.merchant_id,
-                id: row.id.clone(),
-                url,
-                current: secrets.current,
-                previous: secrets.previous,
-            })
-        })
-        .collect()
+/// The rows whose secrets `keys` open, ready to sign with, and the merchants of those they do
+/// not open (another key sealed them, or the row is not the merchant's it was sealed for).
+/// Those are logged and counted (`gateway_webhook_endpoints{state="unopened"}`); their
+/// merchants' notifications are still staged and wait for a gateway that can sign them.
+fn open_all(rows: &[EndpointRow], keys: Option<&Keyring>) -> (Vec<ApiEndpoint>, Vec<i64>) {
+    let mut opened = Vec::with_capacity(rows.len());
+    let mut unopened = Vec::new();
+    for row in rows {
+        let secrets = reqwest::Url::parse(&row.url)
+            .ok()
+            .zip(keys.and_then(|keys| row.open(keys)));
+        let Some((url, secrets)) = secrets else {
+            tracing::error!(
+                endpoint_id = %row.id,
+                merchant_id = row.merchant_id,
+                "a merchant endpoint's secret does not open with [secrets] key or previous_keys; its notifications wait for a gateway that can open it"
+            );
+            unopened.push(row.merchant_id);
+            continue;
+        };
+        opened.push(ApiEndpoint {
+            merchant_id: row.merchant_id,
+            id: row.id.clone(),
+            url,
+            current: secrets.current,
+            previous: secrets.previous,
+        });
+    }
+    (opened, unopened)
 }

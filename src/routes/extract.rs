@@ -8,51 +8,18 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 
 use actix_web::dev::Payload;
-use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use actix_web::{FromRequest, HttpRequest, web};
 use chrono::Utc;
-use tracing_actix_web::RequestId;
 
+use super::app_data::{AdminToken, ApiPool, Needs, request_id, source_address};
 use crate::access::Actor;
 use crate::access::audit;
 use crate::access::operator::{self, Denied};
-use crate::access::role::Role;
 use crate::auth;
-use crate::db::pool::PgPool;
 use crate::error::ApiError;
 use crate::idempotency::key::IdempotencyKey;
+use crate::limits::Limits;
 use crate::secret::Secret;
-
-/// This worker's pool for merchants' API, admin and readiness: their traffic, whoever sends
-/// it, can never make a provider callback wait for a connection.
-#[derive(Clone)]
-pub struct ApiPool(pub PgPool);
-
-impl std::ops::Deref for ApiPool {
-    type Target = PgPool;
-
-    fn deref(&self) -> &PgPool {
-        &self.0
-    }
-}
-
-/// This worker's pool for the read-only work: the console, the event log API and its export,
-/// and balances. It reads from `[database] replica_url` when one is set (a standby: its data
-/// lags the primary by the replication delay), otherwise it is the API pool. A route that
-/// only reads and may show slightly old data takes this one; callbacks, orders and refunds
-/// never do.
-#[derive(Clone)]
-pub struct ReadPool(pub PgPool);
-
-impl std::ops::Deref for ReadPool {
-    type Target = PgPool;
-
-    fn deref(&self) -> &PgPool {
-        &self.0
-    }
-}
-
-/// The configured admin token (the break-glass `bootstrap` actor), as [`Staff`] compares it.
-pub struct AdminToken(pub Option<Secret>);
 
 fn app_data<T: 'static>(request: &HttpRequest) -> Result<web::Data<T>, ApiError> {
     request
@@ -62,7 +29,9 @@ fn app_data<T: 'static>(request: &HttpRequest) -> Result<web::Data<T>, ApiError>
 }
 
 /// The merchant (API user) a bearer token belongs to. The lookup uses the API pool, so a
-/// flood of bad tokens never takes a connection provider callbacks need.
+/// flood of bad tokens never takes a connection provider callbacks need; and past
+/// `[limits] unknown_keys_per_minute` refused keys from one address, that address's keys are
+/// refused (429) before any lookup.
 #[derive(Debug, Clone)]
 pub struct MerchantAuth {
     pub user_id: i64,
@@ -84,14 +53,27 @@ impl FromRequest for MerchantAuth {
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         let token = auth::bearer_token(request.headers()).map(str::to_owned);
         let api_pool = app_data::<ApiPool>(request);
+        let limits = app_data::<Limits>(request);
+        let source = limits
+            .as_ref()
+            .ok()
+            .and_then(|limits| source_address(request, limits));
         let request_id = request_id(request);
         Box::pin(async move {
             let token = token.ok_or(ApiError::Unauthorized)?;
-            let api_pool = api_pool?;
+            let (api_pool, limits) = (api_pool?, limits?);
+            if let Some(source) = source {
+                limits.key_lookup(source)?;
+            }
             let mut conn = api_pool.get().await?;
-            let user_id = auth::authenticate(&mut conn, &token)
-                .await?
-                .ok_or(ApiError::Unauthorized)?;
+            let found = auth::authenticate(&mut conn, &token).await?;
+            drop(conn);
+            let Some(user_id) = found else {
+                if let Some(source) = source {
+                    limits.key_refused(source)?;
+                }
+                return Err(ApiError::Unauthorized);
+            };
             tracing::Span::current().record("user_id", user_id);
             Ok(MerchantAuth {
                 user_id,
@@ -99,35 +81,6 @@ impl FromRequest for MerchantAuth {
             })
         })
     }
-}
-
-/// The least role a route needs, as a type: a handler that takes `Staff<Finance>` runs only
-/// for a key whose role includes finance. The route's OpenAPI entry names the same role, and
-/// the role table test holds the two together.
-pub trait Needs {
-    const ROLE: Role;
-}
-
-/// Events, event detail, attention, balances, notifications, idempotency records.
-pub struct Viewer;
-/// + the export and replays of stored events.
-pub struct Finance;
-/// + redelivery, refund-request resolution, endpoint enable and disable.
-pub struct Operator;
-/// + the audit log, operators and merchants' endpoints.
-pub struct Admin;
-
-impl Needs for Viewer {
-    const ROLE: Role = Role::Viewer;
-}
-impl Needs for Finance {
-    const ROLE: Role = Role::Finance;
-}
-impl Needs for Operator {
-    const ROLE: Role = Role::Operator;
-}
-impl Needs for Admin {
-    const ROLE: Role = Role::Admin;
 }
 
 /// A person (or the break-glass token) whose bearer key's role includes `R`'s: 401
@@ -143,28 +96,24 @@ pub struct Staff<R> {
 }
 
 /// The actor a bearer or console key stands for: the `[admin] token` (compared in constant
-/// time) is `bootstrap`; anything else must be a live operator key.
+/// time) is `bootstrap`; anything else must be a live operator key. `closed` is asked before
+/// the lookup (an address past its limit of refused keys gets no lookup; the break-glass
+/// token costs none and is always checked).
 pub async fn actor_of_key(
     key: &str,
     bootstrap: Option<&Secret>,
     api_pool: &ApiPool,
+    closed: impl FnOnce() -> Result<(), ApiError>,
 ) -> Result<Result<Actor, Denied>, ApiError> {
     if auth::is_admin(Some(key), bootstrap) {
         return Ok(Ok(Actor::bootstrap()));
     }
+    closed()?;
     if !key.starts_with(operator::KEY_PREFIX) {
         return Ok(Err(Denied::Unknown));
     }
     let mut conn = api_pool.get().await?;
     Ok(operator::authenticate(&mut conn, key, Utc::now()).await?)
-}
-
-/// The request's id, as its log lines carry it.
-pub fn request_id(request: &HttpRequest) -> Option<String> {
-    request
-        .extensions()
-        .get::<RequestId>()
-        .map(ToString::to_string)
 }
 
 impl<R: Needs> FromRequest for Staff<R> {
@@ -175,17 +124,31 @@ impl<R: Needs> FromRequest for Staff<R> {
         let key = auth::bearer_token(request.headers()).map(str::to_owned);
         let bootstrap = app_data::<AdminToken>(request);
         let api_pool = app_data::<ApiPool>(request);
+        let limits = app_data::<Limits>(request);
+        let source = limits
+            .as_ref()
+            .ok()
+            .and_then(|limits| source_address(request, limits));
         let request_id = request_id(request);
         let path = request.path().to_owned();
         Box::pin(async move {
             let key = key.ok_or(ApiError::Unauthorized)?;
-            let (bootstrap, api_pool) = (bootstrap?, api_pool?);
-            let actor = actor_of_key(&key, bootstrap.0.as_ref(), &api_pool)
-                .await?
-                .map_err(|denied| {
+            let (bootstrap, api_pool, limits) = (bootstrap?, api_pool?, limits?);
+            let closed = || match source {
+                Some(source) => limits.key_lookup(source).map_err(ApiError::from),
+                None => Ok(()),
+            };
+            let found = actor_of_key(&key, bootstrap.0.as_ref(), &api_pool, closed).await?;
+            let actor = match found {
+                Ok(actor) => actor,
+                Err(denied) => {
                     tracing::warn!(denied = denied.as_str(), %path, "admin key refused");
-                    ApiError::Unauthorized
-                })?;
+                    if let Some(source) = source {
+                        limits.key_refused(source)?;
+                    }
+                    return Err(ApiError::Unauthorized);
+                }
+            };
             if !actor.may(R::ROLE) {
                 tracing::warn!(actor = %actor.name, role = %actor.role, required_role = %R::ROLE, %path, "admin request above the key's role");
                 return Err(ApiError::Forbidden {

@@ -5,7 +5,8 @@
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Utc};
 
-use super::extract::{ApiPool, MerchantAuth, Operator, ReadPool, Staff, Viewer};
+use super::app_data::{ApiPool, Operator, ReadPool, Viewer};
+use super::extract::{MerchantAuth, Staff};
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::notifications::admin::{
@@ -104,7 +105,8 @@ pub async fn list_notifications(
 ) -> Result<HttpResponse, ApiError> {
     let (filter, limit) = (query.filter()?, query.limit()?);
     let mut conn = api_pool.get().await?;
-    Ok(HttpResponse::Ok().json(admin::page(&mut conn, filter, limit).await?))
+    let page = admin::page(&mut conn, filter, limit).await?;
+    Ok(HttpResponse::Ok().json(page.as_merchant_sees_it()))
 }
 
 fn notification_not_found() -> ApiError {
@@ -164,14 +166,11 @@ pub struct RangeQuery {
 
 /// The merchant of the path, which must have a notification endpoint in this gateway's
 /// configuration (404 `merchant_not_found` otherwise: nothing here could send to it).
-pub(super) fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> {
-    path.parse::<i64>()
-        .ok()
-        .filter(|id| state.notifying.wants(*id))
-        .ok_or(ApiError::NotFound {
-            code: "merchant_not_found",
-            what: "merchant with a notification endpoint",
-        })
+fn configured_merchant(path: String, state: &AppState) -> Result<i64, ApiError> {
+    state.notifying.merchant(&path).ok_or(ApiError::NotFound {
+        code: "merchant_not_found",
+        what: "merchant with a notification endpoint",
+    })
 }
 
 /// `POST /admin/merchants/{id}/notifications/redeliver?since=&until=&cursor=&limit=`: the
@@ -256,8 +255,8 @@ pub async fn enable_endpoint(
     api_pool: web::Data<ApiPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let mut conn = api_pool.get().await?;
+    let merchant_id = state.enabled_merchant(&path, &mut conn).await?;
     let release = state.settings.notifications.release_per_sec;
     let enabled = admin::enable(&mut conn, merchant_id, release, &staff.audit).await?;
     state.notifying.wake_handle().wake();
@@ -286,8 +285,8 @@ pub async fn disable_endpoint(
     api_pool: web::Data<ApiPool>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let mut conn = api_pool.get().await?;
+    let merchant_id = state.endpoint_merchant(&path, &mut conn).await?;
     let disabled = admin::disable(&mut conn, merchant_id, &staff.audit).await?;
     Ok(HttpResponse::Ok().json(disabled))
 }
@@ -336,5 +335,6 @@ pub async fn merchant_notifications(
     filter.merchant_id = Some(merchant.user_id);
     let limit = query.limit()?;
     let mut conn = read_pool.get().await?;
-    Ok(HttpResponse::Ok().json(admin::page(&mut conn, filter, limit).await?))
+    let page = admin::page(&mut conn, filter, limit).await?;
+    Ok(HttpResponse::Ok().json(page.as_merchant_sees_it()))
 }

@@ -6,8 +6,9 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
+use super::app_data::{Admin, ApiPool};
 use super::body::read_body;
-use super::extract::{Admin, ApiPool, MerchantAuth, Staff};
+use super::extract::{MerchantAuth, Staff};
 use super::state::AppState;
 use crate::access::audit;
 use crate::error::{ApiError, ErrorBody};
@@ -58,6 +59,17 @@ struct Acting {
     by: By,
 }
 
+impl Acting {
+    /// A merchant's own change, rotation, test or ping is charged to its limit (each writes an
+    /// audit row nobody may delete and reloads every gateway); an admin's is not.
+    fn charge(&self, state: &AppState) -> Result<(), ApiError> {
+        if self.by == By::Merchant {
+            state.limits.endpoint_change(self.merchant_id)?;
+        }
+        Ok(())
+    }
+}
+
 impl From<&MerchantAuth> for Acting {
     fn from(merchant: &MerchantAuth) -> Self {
         Self {
@@ -103,6 +115,7 @@ async fn create(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    acting.charge(state)?;
     let new: NewEndpoint = json_body(&request, payload, state).await?;
     let settings = &state.settings;
     let url = EndpointUrl::parse(&new.url, settings.notifications.allow_http)
@@ -113,7 +126,7 @@ async fn create(
     let created = endpoints::create(
         &mut conn,
         settings.secrets.key.as_ref(),
-        acting.merchant_id,
+        (acting.merchant_id, acting.by),
         (url, description),
         settings.notifications.release_per_sec,
         &acting.audit,
@@ -137,6 +150,7 @@ async fn update(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    acting.charge(state)?;
     let change: EndpointChange = json_body(&request, payload, state).await?;
     let settings = &state.settings;
     let change = Change {
@@ -173,6 +187,7 @@ async fn delete(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    acting.charge(state)?;
     let fallback = state
         .notifying
         .directory()
@@ -189,12 +204,13 @@ async fn rotate(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    acting.charge(state)?;
     let settings = &state.settings;
     let mut conn = api_pool.get().await?;
     let rotated = endpoints::rotate(
         &mut conn,
         settings.secrets.key.as_ref(),
-        (acting.merchant_id, id),
+        (acting.merchant_id, id, acting.by),
         settings.notifications.secret_overlap,
         &acting.audit,
     )
@@ -209,6 +225,7 @@ async fn ping(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    acting.charge(state)?;
     let mut conn = api_pool.get().await?;
     let notification_id = endpoints::ping(&mut conn, acting.merchant_id, id, &acting.audit).await?;
     state.notifying.wake_handle().wake();
@@ -232,7 +249,8 @@ async fn ping(
         (status = 201, body = WithSecret),
         (status = 400, description = "invalid_url, invalid_description or invalid_request (an unknown field): nothing stored", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
-        (status = 409, description = "endpoint_exists: one endpoint per merchant", body = ErrorBody),
+        (status = 409, description = "endpoint_exists: one endpoint per merchant; endpoint_disabled_by_operator: an operator disabled the merchant's endpoint, only an operator enables it", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 501, description = "not_configured: the gateway has no [secrets] key", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
@@ -277,6 +295,8 @@ pub async fn merchant_list(
         (status = 200, body = EndpointView),
         (status = 400, description = "invalid_url, invalid_description or invalid_request", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 409, description = "endpoint_disabled_by_operator: an operator disabled this endpoint (enabling it, or rotating its secret, is an operator's)", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 404, description = "endpoint_not_found (also another merchant's)", body = ErrorBody),
     )
 )]
@@ -310,6 +330,7 @@ pub async fn merchant_update(
     responses(
         (status = 204, description = "deleted"),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 404, description = "endpoint_not_found", body = ErrorBody),
     )
 )]
@@ -333,6 +354,8 @@ pub async fn merchant_delete(
     responses(
         (status = 200, body = WithSecret),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 409, description = "endpoint_disabled_by_operator: an operator disabled this endpoint (enabling it, or rotating its secret, is an operator's)", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 404, description = "endpoint_not_found", body = ErrorBody),
         (status = 501, description = "not_configured", body = ErrorBody),
     )
@@ -356,6 +379,7 @@ pub async fn merchant_rotate(
     responses(
         (status = 202, body = Pinged),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 404, description = "endpoint_not_found", body = ErrorBody),
     )
 )]

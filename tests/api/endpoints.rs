@@ -4,7 +4,7 @@
 //! sender never connects where the operator did not allow; bad input stores nothing.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,23 +22,28 @@ use crate::support::{
 };
 
 /// `[secrets] key`: 32 bytes, base64 (a test value).
-const KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE=";
+pub(crate) const KEY: &str = "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE=";
 /// Another 32-byte key, for `secrets rekey`.
-const OTHER_KEY: &str = "YW5vdGhlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE=";
+pub(crate) const OTHER_KEY: &str = "YW5vdGhlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE=";
 
-/// The settings these tests add: the key, plain http to named local hosts, quick polls, and
-/// retries far apart (a refused attempt stays failing to be looked at).
-fn endpoints_config(key: Option<&str>, allow_hosts: &[&str]) -> String {
-    let hosts: Vec<String> = allow_hosts.iter().map(|h| format!("\"{h}\"")).collect();
+/// The settings these tests add: the key, plain http by API, quick polls, and retries far
+/// apart (a refused attempt stays failing to be looked at); `grants` gives a merchant an origin
+/// its endpoints may reach though its address is refused (`[[merchants]] allow_hosts`).
+fn endpoints_config(key: Option<&str>, grants: &[(i64, &str)]) -> String {
     let key = key.map_or_else(String::new, |k| format!("[secrets]\nkey = \"{k}\"\n"));
+    let merchants: String = grants
+        .iter()
+        .map(|(merchant, origin)| {
+            format!("[[merchants]]\nid = {merchant}\nallow_hosts = [\"{origin}\"]\n")
+        })
+        .collect();
     format!(
-        "{key}[notifications]\nallow_http = true\nallow_hosts = [{}]\npoll_interval_ms = 100\n\
-         retry_delays_ms = [60000]\nattempt_timeout_ms = 2000\n",
-        hosts.join(", ")
+        "{key}[notifications]\nallow_http = true\npoll_interval_ms = 100\n\
+         retry_delays_ms = [60000]\nattempt_timeout_ms = 2000\n{merchants}"
     )
 }
 
-fn cli(
+pub(crate) fn cli(
     database_url: &str,
     config: Option<&str>,
     args: &[&str],
@@ -46,7 +51,7 @@ fn cli(
 ) -> std::process::Output {
     let dir = std::env::temp_dir().join(format!("cg-cli-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_callback-gateway"));
+    let mut command = Command::new(crate::support::gateway::gateway_binary());
     if let Some(config) = config {
         std::fs::write(dir.join("gateway.toml"), config).unwrap();
         command.arg("--config").arg(dir.join("gateway.toml"));
@@ -64,7 +69,7 @@ fn cli(
     output
 }
 
-fn merchant_token(database_url: &str, merchant: i64) -> String {
+pub(crate) fn merchant_token(database_url: &str, merchant: i64) -> String {
     let output = cli(
         database_url,
         None,
@@ -79,7 +84,7 @@ fn merchant_token(database_url: &str, merchant: i64) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
-async fn call(
+pub(crate) async fn call(
     gateway: &GatewayProcess,
     method: reqwest::Method,
     token: &str,
@@ -97,7 +102,7 @@ async fn call(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn create(gateway: &GatewayProcess, token: &str, url: &str) -> Value {
+pub(crate) async fn create(gateway: &GatewayProcess, token: &str, url: &str) -> Value {
     let (status, created) = call(
         gateway,
         reqwest::Method::POST,
@@ -110,7 +115,7 @@ async fn create(gateway: &GatewayProcess, token: &str, url: &str) -> Value {
     created
 }
 
-async fn ping(gateway: &GatewayProcess, token: &str, id: &str) -> i64 {
+pub(crate) async fn ping(gateway: &GatewayProcess, token: &str, id: &str) -> i64 {
     let (status, pinged) = call(
         gateway,
         reqwest::Method::POST,
@@ -123,7 +128,7 @@ async fn ping(gateway: &GatewayProcess, token: &str, id: &str) -> i64 {
     pinged["notification_id"].as_i64().unwrap()
 }
 
-async fn metric(gateway: &GatewayProcess, line_start: &str) -> Option<f64> {
+pub(crate) async fn metric(gateway: &GatewayProcess, line_start: &str) -> Option<f64> {
     let text = reqwest::get(format!("{}/metrics", gateway.address()))
         .await
         .unwrap()
@@ -137,7 +142,7 @@ async fn metric(gateway: &GatewayProcess, line_start: &str) -> Option<f64> {
 }
 
 /// Waits until `gateway` holds the database's revision of the endpoints.
-async fn until_loaded(gateway: &GatewayProcess, db: &tokio_postgres::Client) {
+pub(crate) async fn until_loaded(gateway: &GatewayProcess, db: &tokio_postgres::Client) {
     let revision: i64 = db
         .query_one("SELECT revision FROM webhook_endpoint_revision", &[])
         .await
@@ -184,7 +189,11 @@ fn python_verifies(secret: &str, delivery: &Delivery) -> bool {
     output.status.success()
 }
 
-async fn deliver_capture(gateway: &GatewayProcess, db: &tokio_postgres::Client, n: usize) {
+pub(crate) async fn deliver_capture(
+    gateway: &GatewayProcess,
+    db: &tokio_postgres::Client,
+    n: usize,
+) {
     let order: i64 = db
         .query_one(
             "INSERT INTO orders (user_id, amount_minor, currency) VALUES ($1, 700, 'USD') RETURNING id",
@@ -209,11 +218,14 @@ async fn deliver_capture(gateway: &GatewayProcess, db: &tokio_postgres::Client, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_made_by_api_reaches_both_running_gateways_and_gets_their_captures() {
     let database_url = fresh_database().await;
-    let config = config_with(&database_url, &endpoints_config(Some(KEY), &["127.0.0.1"]));
+    let receiver = Receiver::start("whsec_bm90LXRoZS1zZWNyZXQtb2YtdGhpcy1lbmRwb2ludA==").await;
+    let config = config_with(
+        &database_url,
+        &endpoints_config(Some(KEY), &[(MERCHANT, &receiver.origin())]),
+    );
     let a = GatewayProcess::spawn_on(&database_url, &config).await;
     let b = GatewayProcess::spawn_on(&database_url, &config).await;
     let db = connect(&database_url).await;
-    let receiver = Receiver::start("whsec_bm90LXRoZS1zZWNyZXQtb2YtdGhpcy1lbmRwb2ludA==").await;
     let token = merchant_token(&database_url, MERCHANT);
 
     let created_at = Instant::now();
@@ -313,10 +325,13 @@ async fn an_endpoint_made_by_api_reaches_both_running_gateways_and_gets_their_ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_secret_signs_beside_the_new_one_for_the_overlap_and_then_stops() {
     let database_url = fresh_database().await;
-    let config = config_with(&database_url, &endpoints_config(Some(KEY), &["127.0.0.1"]));
+    let receiver = Receiver::start("whsec_bm90LXRoZS1zZWNyZXQtb2YtdGhpcy1lbmRwb2ludA==").await;
+    let config = config_with(
+        &database_url,
+        &endpoints_config(Some(KEY), &[(MERCHANT, &receiver.origin())]),
+    );
     let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
     let db = connect(&database_url).await;
-    let receiver = Receiver::start("whsec_bm90LXRoZS1zZWNyZXQtb2YtdGhpcy1lbmRwb2ludA==").await;
     let token = merchant_token(&database_url, MERCHANT);
     let created = create(&gateway, &token, &receiver.url).await;
     let id = created["id"].as_str().unwrap().to_owned();
@@ -476,13 +491,24 @@ fn redirector(location: String) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sender_never_connects_to_an_address_the_operator_did_not_allow() {
     let database_url = fresh_database().await;
-    let config = config_with(&database_url, &endpoints_config(Some(KEY), &["127.0.0.2"]));
-    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
-    let db = connect(&database_url).await;
     let v4 = Counting::start("127.0.0.1").unwrap();
     let v6 = Counting::start("::1");
     let v6_port = v6.as_ref().map_or(9, |c| c.port);
     let redirect_port = redirector(format!("http://127.0.0.1:{}/stolen", v4.port));
+    let receiver = AllowedReceiver::start();
+    // The redirector (merchant 1007) and the allowed receiver (merchant 2000) are origins the
+    // operator named for those merchants.
+    let redirect_origin = format!("http://127.0.0.2:{redirect_port}");
+    let receiver_origin = receiver.url.trim_end_matches("/hooks").to_owned();
+    let config = config_with(
+        &database_url,
+        &endpoints_config(
+            Some(KEY),
+            &[(1007, &redirect_origin), (2000, &receiver_origin)],
+        ),
+    );
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let db = connect(&database_url).await;
     let table = [
         format!("http://127.0.0.1:{}/h", v4.port),
         format!("http://[::1]:{v6_port}/h"),
@@ -558,8 +584,7 @@ async fn the_sender_never_connects_to_an_address_the_operator_did_not_allow() {
         assert!(listed.contains(id), "{url} is not in attention: {listed:?}");
     }
 
-    // An allowed host works: a receiver on 127.0.0.2 (named in allow_hosts).
-    let receiver = AllowedReceiver::start();
+    // An allowed origin works: a receiver on 127.0.0.2 (named in merchant 2000's allow_hosts).
     let token = merchant_token(&database_url, 2000);
     let created = create(&gateway, &token, &receiver.url).await;
     until_loaded(&gateway, &db).await;
@@ -593,42 +618,13 @@ impl AllowedReceiver {
         std::thread::spawn(move || {
             for mut stream in listener.incoming().flatten() {
                 counter.fetch_add(1, Ordering::SeqCst);
-                let _ = read_request(&mut stream);
+                let _ = crate::support::listener::read_request(&mut stream);
                 let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n");
             }
         });
         Self {
             url: format!("http://127.0.0.2:{port}/hooks"),
             accepted,
-        }
-    }
-}
-
-/// Reads a request's head and its content-length body.
-fn read_request(stream: &mut TcpStream) -> std::io::Result<()> {
-    let mut data = Vec::new();
-    let mut buffer = [0u8; 8192];
-    loop {
-        let n = stream.read(&mut buffer)?;
-        if n == 0 {
-            return Ok(());
-        }
-        data.extend_from_slice(&buffer[..n]);
-        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            while data.len() < end + 4 + length {
-                let n = stream.read(&mut buffer)?;
-                if n == 0 {
-                    break;
-                }
-                data.extend_from_slice(&buffer[..n]);
-            }
-            return Ok(());
         }
     }
 }
@@ -646,13 +642,17 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_answering_ten_mebibytes_is_cut_at_64_kib_and_the_sender_stays_small() {
     let database_url = fresh_database().await;
-    let config = config_with(&database_url, &endpoints_config(Some(KEY), &["127.0.0.2"]));
-    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
-    let db = connect(&database_url).await;
     // Answers 200 with a 10 MiB body, written in 64 KiB pieces; counts what it got to write
     // and whether any answer was written whole.
     let listener = TcpListener::bind(("127.0.0.2", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
+    let origin = format!("http://127.0.0.2:{port}");
+    let config = config_with(
+        &database_url,
+        &endpoints_config(Some(KEY), &[(MERCHANT, &origin)]),
+    );
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let db = connect(&database_url).await;
     let whole = Arc::new(AtomicUsize::new(0));
     let answered = Arc::new(AtomicUsize::new(0));
     let (w, a) = (whole.clone(), answered.clone());
@@ -661,7 +661,7 @@ async fn an_endpoint_answering_ten_mebibytes_is_cut_at_64_kib_and_the_sender_sta
             let (w, a) = (w.clone(), a.clone());
             std::thread::spawn(move || {
                 let mut stream = stream;
-                let _ = read_request(&mut stream);
+                let _ = crate::support::listener::read_request(&mut stream);
                 a.fetch_add(1, Ordering::SeqCst);
                 let size = 10 * 1024 * 1024;
                 let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n");
@@ -962,4 +962,448 @@ async fn without_a_key_endpoints_are_off_serve_refuses_and_rekey_reseals_every_s
         .unwrap()
         .get(0);
     assert_eq!(rekeyed, 1);
+}
+
+/// `POST /admin/merchants/{merchant}/endpoint/{action}` with the admin token.
+async fn operator(gateway: &GatewayProcess, merchant: i64, action: &str) -> u16 {
+    call(
+        gateway,
+        reqwest::Method::POST,
+        ADMIN_TOKEN,
+        &format!("/admin/merchants/{merchant}/endpoint/{action}"),
+        None,
+    )
+    .await
+    .0
+}
+
+/// An operator's disable is decided by the database, not by what this gateway has loaded: an
+/// endpoint made a moment ago (through this gateway or another, loaded here up to a refresh
+/// later) is disabled at once. Here its row is written without moving the endpoints' revision,
+/// so this gateway never loads it: the moment before its reload, made to last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_disables_an_endpoint_this_gateway_has_not_loaded_yet() {
+    let database_url = fresh_database().await;
+    let config = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let db = connect(&database_url).await;
+    db.execute(
+        "INSERT INTO webhook_endpoints (id, merchant_id, url, secret_sealed) \
+         VALUES ('ep_0123456789abcdef01234567', $1, 'https://merchant.example/hooks', '\\x00')",
+        &[&MERCHANT],
+    )
+    .await
+    .unwrap();
+    assert_eq!(operator(&gateway, MERCHANT, "disable").await, 200);
+    let reason: Option<String> = db
+        .query_one(
+            "SELECT disabled_reason FROM notification_endpoints WHERE merchant_id = $1",
+            &[&MERCHANT],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(reason.as_deref(), Some("operator"));
+    assert_eq!(
+        operator(&gateway, MERCHANT + 1000, "disable").await,
+        404,
+        "a merchant with no endpoint anywhere is still not found"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_an_operator_disabled_stays_disabled_until_an_operator_enables_it() {
+    let database_url = fresh_database().await;
+    let config = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    let created = create(&gateway, &token, "https://merchant.example/hooks").await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    until_loaded(&gateway, &connect(&database_url).await).await;
+    assert_eq!(operator(&gateway, MERCHANT, "disable").await, 200);
+
+    let refused = |(status, body): (u16, Value)| {
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (409, Some("endpoint_disabled_by_operator")),
+            "{body}"
+        );
+    };
+    // Enabling it again by PATCH, rotating its secret: refused.
+    refused(
+        call(
+            &gateway,
+            reqwest::Method::PATCH,
+            &token,
+            &format!("/v1/webhook-endpoints/{id}"),
+            Some(json!({"disabled": false})),
+        )
+        .await,
+    );
+    refused(
+        call(
+            &gateway,
+            reqwest::Method::POST,
+            &token,
+            &format!("/v1/webhook-endpoints/{id}/rotate-secret"),
+            None,
+        )
+        .await,
+    );
+    let (status, list) = call(
+        &gateway,
+        reqwest::Method::GET,
+        &token,
+        "/v1/webhook-endpoints",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            list["endpoints"][0]["status"].as_str(),
+            list["endpoints"][0]["disabled_reason"].as_str()
+        ),
+        (Some("disabled"), Some("operator"))
+    );
+    // Deleting it is the merchant's own business; making a new one is not a way around it.
+    let (status, _) = call(
+        &gateway,
+        reqwest::Method::DELETE,
+        &token,
+        &format!("/v1/webhook-endpoints/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    refused(
+        call(
+            &gateway,
+            reqwest::Method::POST,
+            &token,
+            "/v1/webhook-endpoints",
+            Some(json!({"url": "https://merchant.example/new-hooks"})),
+        )
+        .await,
+    );
+    // The operator lifts it; then the merchant makes its endpoint and changes it freely.
+    assert_eq!(operator(&gateway, MERCHANT, "enable").await, 200);
+    let created = create(&gateway, &token, "https://merchant.example/new-hooks").await;
+    assert_eq!(created["status"], "enabled");
+    let id = created["id"].as_str().unwrap();
+    for disabled in [true, false] {
+        let (status, body) = call(
+            &gateway,
+            reqwest::Method::PATCH,
+            &token,
+            &format!("/v1/webhook-endpoints/{id}"),
+            Some(json!({"disabled": disabled})),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // A merchant's own disable, then the operator's: the operator's reason holds.
+    let (status, _) = call(
+        &gateway,
+        reqwest::Method::PATCH,
+        &token,
+        &format!("/v1/webhook-endpoints/{id}"),
+        Some(json!({"disabled": true})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(operator(&gateway, MERCHANT, "disable").await, 200);
+    refused(
+        call(
+            &gateway,
+            reqwest::Method::PATCH,
+            &token,
+            &format!("/v1/webhook-endpoints/{id}"),
+            Some(json!({"disabled": false})),
+        )
+        .await,
+    );
+}
+
+/// The number of notifications of `kind` staged for `merchant`.
+async fn staged(db: &tokio_postgres::Client, merchant: i64, kind: &str) -> i64 {
+    db.query_one(
+        "SELECT count(*) FROM merchant_notifications WHERE merchant_id = $1 AND kind = $2",
+        &[&merchant, &kind],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_rekey_a_gateway_still_on_the_old_key_stages_every_notification() {
+    let database_url = fresh_database().await;
+    let old = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &old).await;
+    let db = connect(&database_url).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    create(&gateway, &token, "https://merchant.example/hooks").await;
+    until_loaded(&gateway, &db).await;
+
+    // The secrets are re-sealed under a new key; this gateway still holds the old one.
+    let new = config_with(&database_url, &endpoints_config(Some(OTHER_KEY), &[]));
+    let output = cli(
+        &database_url,
+        Some(&new),
+        &["secrets", "rekey", "--old-key", "env:OLD"],
+        &[("OLD", KEY)],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    until_loaded(&gateway, &db).await;
+    assert_eq!(
+        metric(&gateway, "gateway_webhook_endpoints{state=\"unopened\"}").await,
+        Some(1.0),
+        "the gateway cannot open the secret and says so"
+    );
+
+    // A capture through it still stages the merchant's notification: it waits for a gateway
+    // that can sign it.
+    deliver_capture(&gateway, &db, 1).await;
+    assert_eq!(
+        staged(&db, MERCHANT, "order.paid").await,
+        1,
+        "the capture's notification is staged"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn previous_keys_open_secrets_sealed_under_an_earlier_key_and_new_seals_use_the_key() {
+    let receiver = Receiver::start("whsec_bm90LXRoZS1zZWNyZXQtb2YtdGhpcy1lbmRwb2ludA==").await;
+    let origin = receiver.origin();
+    let database_url = fresh_database().await;
+    let exempt = format!("[[merchants]]\nid = {MERCHANT}\nallow_hosts = [\"{origin}\"]\n");
+    let old = config_with(
+        &database_url,
+        &format!("{}{exempt}", endpoints_config(Some(KEY), &[])),
+    );
+    let gateway = GatewayProcess::spawn_on(&database_url, &old).await;
+    let db = connect(&database_url).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    let created = create(&gateway, &token, &receiver.url).await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let id = created["id"].as_str().unwrap().to_owned();
+    drop(gateway);
+
+    // The new key, the old one kept as a previous key: the old seal opens.
+    let rotated = config_with(
+        &database_url,
+        &format!(
+            "[secrets]\nkey = \"{OTHER_KEY}\"\nprevious_keys = [\"env:OLD_SECRETS_KEY\"]\n{}{exempt}",
+            endpoints_config(None, &[])
+        ),
+    );
+    let gateway =
+        GatewayProcess::spawn_on_with_env(&database_url, &rotated, &[("OLD_SECRETS_KEY", KEY)])
+            .await;
+    until_loaded(&gateway, &db).await;
+    assert_eq!(
+        metric(&gateway, "gateway_webhook_endpoints{state=\"unopened\"}").await,
+        Some(0.0)
+    );
+    ping(&gateway, &token, &id).await;
+    let delivered = receiver.until_hooks(1).await.remove(0);
+    assert!(
+        python_verifies(&secret, &delivered),
+        "signed with the endpoint's secret"
+    );
+
+    // A rotation under this gateway seals with the new key: a gateway holding only the new
+    // key opens it.
+    let (status, _) = call(
+        &gateway,
+        reqwest::Method::POST,
+        &token,
+        &format!("/v1/webhook-endpoints/{id}/rotate-secret"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    db.batch_execute(
+        "UPDATE webhook_endpoints SET previous_secret_sealed = NULL, previous_secret_until = NULL",
+    )
+    .await
+    .unwrap();
+    drop(gateway);
+    let only_new = config_with(
+        &database_url,
+        &format!("{}{exempt}", endpoints_config(Some(OTHER_KEY), &[])),
+    );
+    let gateway = GatewayProcess::spawn_on(&database_url, &only_new).await;
+    until_loaded(&gateway, &db).await;
+    assert_eq!(
+        metric(&gateway, "gateway_webhook_endpoints{state=\"loaded\"}").await,
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_answers_callbacks_only_after_its_first_load_of_the_endpoints() {
+    let database_url = fresh_database().await;
+    let config = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let db = connect(&database_url).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    create(&gateway, &token, "https://merchant.example/hooks").await;
+    drop(gateway);
+
+    // A new gateway starts while its first read of the endpoints cannot finish.
+    let holder = connect(&database_url).await;
+    holder
+        .batch_execute("BEGIN; LOCK TABLE webhook_endpoint_revision IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("cg-proc-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gateway.toml"), &config).unwrap();
+    let mut gateway =
+        GatewayProcess::start(&dir, crate::support::cluster::free_port(), &database_url);
+    let address = gateway.address();
+    until(
+        "the gateway's first read of the endpoints to wait",
+        async || {
+            db.query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND query LIKE '%webhook_endpoint_revision%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+                >= 1
+        },
+    )
+    .await;
+    let healthy = async || {
+        reqwest::get(format!("{address}/healthz"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    };
+    until("the gateway to serve /healthz", healthy).await;
+    let ready = reqwest::get(format!("{address}/readyz")).await.unwrap();
+    assert_eq!(
+        ready.status(),
+        503,
+        "not ready before the endpoints are loaded"
+    );
+    let order: i64 = db
+        .query_one(
+            "INSERT INTO orders (user_id, amount_minor, currency) VALUES ($1, 700, 'USD') RETURNING id",
+            &[&MERCHANT],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let body = capture("evt_before_load", "pay_before_load", order, 700);
+    let (headers, body) = sign::signed_now(ACME, "evt_before_load", &body);
+    let send = async || {
+        let mut request = reqwest::Client::new()
+            .post(format!("{address}/v1/callbacks/{ACME}"))
+            .header("Content-Type", "application/json")
+            .body(body.clone());
+        for (name, value) in &headers {
+            request = request.header(name, value);
+        }
+        request.send().await.unwrap()
+    };
+    let early = send().await;
+    assert_eq!(early.status(), 503, "a callback before the first load");
+    assert!(early.headers().contains_key("retry-after"));
+    assert_eq!(staged(&db, MERCHANT, "order.paid").await, 0);
+
+    holder.batch_execute("COMMIT").await.unwrap();
+    gateway.wait_ready().await;
+    assert_eq!(send().await.status(), 200);
+    assert_eq!(
+        staged(&db, MERCHANT, "order.paid").await,
+        1,
+        "the provider's retry after the load stages the notification"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_secret_moved_to_another_merchant_does_not_open() {
+    let database_url = fresh_database().await;
+    let config = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let db = connect(&database_url).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    create(&gateway, &token, "https://merchant.example/hooks").await;
+    until_loaded(&gateway, &db).await;
+    assert_eq!(
+        metric(&gateway, "gateway_webhook_endpoints{state=\"loaded\"}").await,
+        Some(1.0)
+    );
+    // Someone with write access to the database gives merchant 42's endpoint to merchant 43.
+    db.batch_execute(
+        "UPDATE webhook_endpoints SET merchant_id = 43; \
+         UPDATE webhook_endpoint_revision SET revision = revision + 1",
+    )
+    .await
+    .unwrap();
+    until_loaded(&gateway, &db).await;
+    assert_eq!(
+        metric(&gateway, "gateway_webhook_endpoints{state=\"unopened\"}").await,
+        Some(1.0),
+        "the secret is bound to its merchant"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rekey_takes_the_old_key_from_the_environment_or_stdin_never_the_command_line() {
+    let database_url = fresh_database().await;
+    let config = config_with(&database_url, &endpoints_config(Some(KEY), &[]));
+    let gateway = GatewayProcess::spawn_on(&database_url, &config).await;
+    let token = merchant_token(&database_url, MERCHANT);
+    create(&gateway, &token, "https://merchant.example/hooks").await;
+    drop(gateway);
+    let other = config_with(&database_url, &endpoints_config(Some(OTHER_KEY), &[]));
+    // The key itself on the command line (visible in `ps` and shell history): refused.
+    let output = cli(
+        &database_url,
+        Some(&other),
+        &["secrets", "rekey", "--old-key", KEY],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("env:"), "{stderr}");
+    assert!(!stderr.contains(KEY), "the refusal does not echo the key");
+    // From stdin: `--old-key -`.
+    let dir = std::env::temp_dir().join(format!("cg-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("gateway.toml"), &other).unwrap();
+    let mut child = Command::new(crate::support::gateway::gateway_binary())
+        .arg("--config")
+        .arg(dir.join("gateway.toml"))
+        .args(["secrets", "rekey", "--old-key", "-"])
+        .env_remove("GATEWAY_CONFIG")
+        .env("DATABASE_URL", &database_url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{KEY}\n").as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,7 +40,7 @@ async fn gateway(config: &str, database_url: &str, args: &[&str], env: &[(&str, 
     let dir = scratch();
     let file = dir.join("gateway.toml");
     std::fs::write(&file, config).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
         .arg("--config")
         .arg(&file)
         .args(args)
@@ -325,6 +325,8 @@ async fn a_line_longer_than_any_the_gateway_writes_is_refused_by_verify_and_repl
         bytes: bytes.len() as u64,
         sha256: hex::encode(Sha256::digest(&bytes)),
         archived_at: chrono::Utc::now(),
+        database: None,
+        rows_digest: None,
     };
     std::fs::write(
         archive::manifest_path(&bomb),
@@ -509,10 +511,10 @@ async fn reconcile_reads_an_archive_to_say_which_missing_payments_were_received_
     let capture = format!(
         r#"{{"id":"e1","type":"payment.succeeded","data":{{"payment_id":"pay_1","order_id":{order},"amount_minor":5000,"currency":"USD"}}}}"#
     );
-    let refund = r#"{"id":"e2","type":"refund.succeeded","data":{"payment_id":"pay_1","amount_minor":6000,"currency":"USD"}}"#;
+    let refund = r#"{"id":"e2","type":"refund.succeeded","data":{"payment_id":"pay_1","amount_minor":6000,"currency":"EUR"}}"#;
     assert_eq!(app.deliver(ACME, "e1", &capture).await.status(), 200);
     let refused: serde_json::Value = app.deliver(ACME, "e2", refund).await.json().await.unwrap();
-    assert_eq!(refused["reason"], "refund_exceeds_captured");
+    assert_eq!(refused["reason"], "currency_mismatch");
     received_in_january_2025(&app, "true").await;
     let dir = scratch();
     let archive_dir = dir.join("archive");
@@ -567,8 +569,7 @@ async fn reconcile_reads_an_archive_to_say_which_missing_payments_were_received_
         .find(|l| l.starts_with("received      pay_1"))
         .unwrap_or_else(|| panic!("{}", run.stdout));
     assert!(
-        received.contains("e2 at 2025-01-10T")
-            && received.contains(": rejected refund_exceeds_captured"),
+        received.contains("e2 at 2025-01-10T") && received.contains(": rejected currency_mismatch"),
         "{received}"
     );
     assert!(
@@ -584,5 +585,266 @@ async fn reconcile_reads_an_archive_to_say_which_missing_payments_were_received_
     let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["e1", "e2"], "pay_1's events, as a replay file");
     assert_eq!(lines[1]["body"], refund, "the raw body, byte for byte");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `history archive` by hand while a gateway's own pass runs: it waits for that pass (the
+/// lock every gateway's pass takes) instead of detaching and dropping under it, which left
+/// months half-detached ("already pending detach") and archives deleted mid-write when the
+/// provider simulator ran both at once.
+#[tokio::test]
+async fn history_archive_waits_for_a_pass_that_holds_the_lock() {
+    let (app, dir, archive_dir, config) = aged_app().await;
+    let pass = crate::support::connect(&app.database_url).await;
+    pass.execute(
+        "SELECT pg_advisory_lock($1)",
+        &[&callback_gateway::history::pass::HISTORY_LOCK_KEY],
+    )
+    .await
+    .unwrap();
+    let archive = {
+        let (config, url) = (config.clone(), app.database_url.clone());
+        tokio::spawn(async move { gateway(&config, &url, &["history", "archive"], &[]).await })
+    };
+    crate::support::until("the command waiting for the lock", async || {
+        app.count(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert!(
+        exists(&app, JANUARY).await,
+        "nothing is archived while the pass holds the lock"
+    );
+    pass.execute(
+        "SELECT pg_advisory_unlock($1)",
+        &[&callback_gateway::history::pass::HISTORY_LOCK_KEY],
+    )
+    .await
+    .unwrap();
+    let run = archive.await.unwrap();
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!exists(&app, JANUARY).await, "{}", run.stdout);
+    assert!(archive_dir.join(format!("{JANUARY}.jsonl.gz")).exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The mode bits of `path` (permissions only).
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[tokio::test]
+async fn an_archives_manifest_names_its_database_and_bounds_and_holds_a_digest_of_the_rows() {
+    let (app, dir, archive_dir, config) = aged_app().await;
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
+    let data = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    let manifest_file = archive_dir.join(format!("{JANUARY}.manifest.json"));
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_file).unwrap()).unwrap();
+    let identity = app
+        .db
+        .query_one(
+            "SELECT system_identifier::text, current_database()::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (system_identifier, database): (String, String) = (identity.get(0), identity.get(1));
+    assert_eq!(
+        manifest["database"]["system_identifier"], system_identifier,
+        "{manifest}"
+    );
+    assert_eq!(manifest["database"]["name"], database, "{manifest}");
+    assert_eq!(manifest["from"], "2025-01-01T00:00:00Z", "{manifest}");
+    assert_eq!(manifest["to"], "2025-02-01T00:00:00Z", "{manifest}");
+    let digest = manifest["rows_digest"].as_str().unwrap_or_default();
+    assert!(
+        digest.len() == 64 && digest.chars().all(|c| c.is_ascii_hexdigit()),
+        "a SHA-256 of the rows as read: {manifest}"
+    );
+    for file in [&data, &manifest_file] {
+        assert_eq!(
+            mode(file),
+            0o600,
+            "{} is readable by its owner only",
+            file.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_archive_of_another_database_is_refused_and_never_overwritten() {
+    // One deployment archives and drops its January.
+    let (first, dir, archive_dir, config) = aged_app().await;
+    let pass = gateway(&config, &first.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
+    let data = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    let manifest_file = archive_dir.join(format!("{JANUARY}.manifest.json"));
+    let kept = (
+        std::fs::read(&data).unwrap(),
+        std::fs::read(&manifest_file).unwrap(),
+    );
+
+    // A second deployment (another database) shares the folder: its January has as many rows.
+    let second = spawn_app().await;
+    aged_log(&second).await;
+    let shared = history_config(&second, &archive_dir);
+    let pass = gateway(&shared, &second.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(
+        pass.code,
+        Some(1),
+        "the pass refuses the other database's archive: {}\n{}",
+        pass.stdout,
+        pass.stderr
+    );
+    assert!(pass.stderr.contains("another database"), "{}", pass.stderr);
+    assert_eq!(
+        second
+            .count(&format!("SELECT count(*) FROM {JANUARY}"))
+            .await,
+        3,
+        "the second deployment's month stays in its database"
+    );
+    assert_eq!(
+        (
+            std::fs::read(&data).unwrap(),
+            std::fs::read(&manifest_file).unwrap()
+        ),
+        kept,
+        "the only copy of the first deployment's month is untouched"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_self_consistent_archive_of_other_rows_with_the_right_count_is_refused() {
+    let (app, dir, archive_dir, config) = aged_app().await;
+    std::fs::create_dir_all(&archive_dir).unwrap();
+    // Three made-up events, a whole gzip file, its SHA-256 and count in a manifest that even
+    // names this database: everything a count and a checksum can check.
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    for i in 0..3 {
+        let line = serde_json::json!({"provider": ACME, "id": format!("forged_{i}"),
+            "body": "{}", "merchant_id": 42, "received_at": "2025-01-10T00:00:00Z",
+            "event_type": null, "outcome": "applied", "reason": null, "ack_status": 200,
+            "transfer_id": null, "trace_id": null, "delivery_id": i});
+        encoder.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+    encoder
+        .write_all(b"{\"trailer\":{\"events\":3,\"skipped_non_utf8\":0}}\n")
+        .unwrap();
+    let bytes = encoder.finish().unwrap();
+    let data = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    std::fs::write(&data, &bytes).unwrap();
+    let identity = app
+        .db
+        .query_one(
+            "SELECT system_identifier::text, current_database()::text FROM pg_control_system()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (system_identifier, database): (String, String) = (identity.get(0), identity.get(1));
+    let manifest = serde_json::json!({
+        "partition": JANUARY, "from": "2025-01-01T00:00:00Z", "to": "2025-02-01T00:00:00Z",
+        "rows": 3, "file": format!("{JANUARY}.jsonl.gz"), "bytes": bytes.len(),
+        "sha256": hex::encode(Sha256::digest(&bytes)), "archived_at": "2025-06-01T00:00:00Z",
+        "database": {"system_identifier": system_identifier, "name": database},
+        "rows_digest": hex::encode(Sha256::digest(b"not the rows")),
+    });
+    std::fs::write(
+        archive_dir.join(format!("{JANUARY}.manifest.json")),
+        manifest.to_string(),
+    )
+    .unwrap();
+
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(1), "{}\n{}", pass.stdout, pass.stderr);
+    assert_eq!(
+        app.count(&format!("SELECT count(*) FROM {JANUARY}")).await,
+        3,
+        "the month is kept: its archive does not hold its rows"
+    );
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        bytes,
+        "and is not overwritten"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn archive_files_are_never_written_through_a_symbolic_link() {
+    let (app, dir, archive_dir, config) = aged_app().await;
+    std::fs::create_dir_all(&archive_dir).unwrap();
+    let mut victims = Vec::new();
+    for name in [
+        format!("{JANUARY}.jsonl.gz.partial"),
+        format!("{JANUARY}.manifest.json.partial"),
+    ] {
+        let victim = dir.join(format!("victim-of-{name}"));
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, archive_dir.join(&name)).unwrap();
+        victims.push(victim);
+    }
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    for victim in &victims {
+        assert_eq!(
+            std::fs::read(victim).unwrap(),
+            b"precious",
+            "the target of {} is untouched",
+            victim.display()
+        );
+    }
+    assert_eq!(pass.code, Some(0), "{}\n{}", pass.stdout, pass.stderr);
+    let data = archive_dir.join(format!("{JANUARY}.jsonl.gz"));
+    assert!(!std::fs::symlink_metadata(&data).unwrap().is_symlink());
+    assert_eq!(mode(&data), 0o600);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_partition_whose_name_is_not_a_months_is_refused_before_any_path_is_built() {
+    let (app, dir, _archive_dir, config) = aged_app().await;
+    // Someone with DDL rights attaches a month under a name that walks out of the folder.
+    app.db
+        .batch_execute(
+            "CREATE TABLE \"../escaped_y2024m12\" PARTITION OF callback_deliveries \
+             FOR VALUES FROM ('2024-12-01') TO ('2025-01-01')",
+        )
+        .await
+        .unwrap();
+    let pass = gateway(&config, &app.database_url, &["history", "archive"], &[]).await;
+    assert_eq!(pass.code, Some(1), "{}\n{}", pass.stdout, pass.stderr);
+    assert!(
+        pass.stderr.contains("not a partition name"),
+        "{}",
+        pass.stderr
+    );
+    let outside: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("escaped"))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "nothing written outside the folder: {outside:?}"
+    );
+    assert!(
+        exists(&app, "\"../escaped_y2024m12\"").await,
+        "the table is kept"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -111,6 +111,11 @@ impl Receiver {
         }
     }
 
+    /// Its origin (`http://127.0.0.1:PORT`), as a merchant's `allow_hosts` names it.
+    pub fn origin(&self) -> String {
+        self.url.trim_end_matches("/hooks").to_owned()
+    }
+
     /// The next deliveries are answered as `answers` say, in order; then as `otherwise` says.
     pub fn script(&self, answers: &[Answer]) {
         self.state().script.extend(answers.iter().cloned());
