@@ -24,6 +24,48 @@ CREATE TYPE public.payment_apply_result AS ENUM (
 );
 
 --
+-- Name: audit_log_chain_refuse_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_log_chain_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the audit log chain''s head moves only with an audit row: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+--
+-- Name: audit_log_chain_row(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_log_chain_row() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    v_prev text;
+BEGIN
+    SELECT last_hash INTO STRICT v_prev FROM audit_log_chain WHERE only_row FOR UPDATE;
+    NEW.id := nextval('audit_log_id_seq');
+    NEW.prev_hash := v_prev;
+    NEW.row_hash := audit_log_row_hash(v_prev, NEW.id, NEW.at, NEW.actor, NEW.role, NEW.action,
+                                       NEW.target, NEW.request_id, NEW.outcome, NEW.changes);
+    UPDATE audit_log_chain SET last_id = NEW.id, last_hash = NEW.row_hash WHERE only_row;
+    RETURN NEW;
+END
+$$;
+
+--
+-- Name: audit_log_hash_field(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_log_hash_field(p_value text) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$ SELECT coalesce(octet_length(convert_to(p_value, 'UTF8'))::text || ':' || p_value, '-') || E'\n' $$;
+
+--
 -- Name: audit_log_refuse_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -34,6 +76,22 @@ BEGIN
     RAISE EXCEPTION 'the audit log is append-only: % refused', TG_OP
         USING ERRCODE = 'insufficient_privilege';
 END
+$$;
+
+--
+-- Name: audit_log_row_hash(text, bigint, timestamp with time zone, text, text, text, text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.audit_log_row_hash(p_prev_hash text, p_id bigint, p_at timestamp with time zone, p_actor text, p_role text, p_action text, p_target text, p_request_id text, p_outcome text, p_changes jsonb) RETURNS text
+    LANGUAGE sql STABLE
+    AS $$
+SELECT encode(sha256(convert_to(
+    p_prev_hash || E'\n' || p_id::text || E'\n'
+    || ((extract(epoch FROM p_at) * 1000000)::bigint)::text || E'\n'
+    || audit_log_hash_field(p_actor) || audit_log_hash_field(p_role)
+    || audit_log_hash_field(p_action) || audit_log_hash_field(p_target)
+    || audit_log_hash_field(p_request_id) || audit_log_hash_field(p_outcome)
+    || audit_log_hash_field(p_changes::text), 'UTF8')), 'hex')
 $$;
 
 --
@@ -95,12 +153,49 @@ END
 $$;
 
 --
+-- Name: callback_deliveries_digest_step(bytea, bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_digest_step(state bytea, row_digest bytea) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT sha256(state || row_digest) $$;
+
+--
+-- Name: callback_deliveries_field(bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_field(b bytea) RETURNS bytea
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT coalesce(int4send(length(b)) || b, '\xffffffff'::bytea) $$;
+
+--
 -- Name: callback_deliveries_month_start(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.callback_deliveries_month_start(p_at timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
     AS $$ SELECT date_trunc('month', p_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' $$;
+
+--
+-- Name: callback_deliveries_row_digest(bigint, bigint, text, text, bytea, timestamp with time zone, text, text, text, integer, bigint, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.callback_deliveries_row_digest(p_id bigint, p_merchant_id bigint, p_provider text, p_event_id text, p_body bytea, p_received_at timestamp with time zone, p_event_type text, p_outcome text, p_reason text, p_ack_status integer, p_transfer_id bigint, p_trace_id text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+        SELECT sha256(
+            int8send(p_id) || int8send(p_merchant_id)
+            || callback_deliveries_field(convert_to(p_provider, 'UTF8'))
+            || callback_deliveries_field(convert_to(p_event_id, 'UTF8'))
+            || callback_deliveries_field(p_body)
+            || int8send((extract(epoch FROM p_received_at) * 1000000)::bigint)
+            || callback_deliveries_field(convert_to(p_event_type, 'UTF8'))
+            || callback_deliveries_field(convert_to(p_outcome, 'UTF8'))
+            || callback_deliveries_field(convert_to(p_reason, 'UTF8'))
+            || coalesce('\x01'::bytea || int4send(p_ack_status), '\x00'::bytea)
+            || coalesce('\x01'::bytea || int8send(p_transfer_id), '\x00'::bytea)
+            || callback_deliveries_field(convert_to(p_trace_id, 'UTF8')))
+    $$;
 
 --
 -- Name: callback_first_delivery(text, text, text, timestamp with time zone, bytea, bigint, text, text, text, bigint, text, text, text, bigint, text, bigint, bigint, text, text, text, bigint, text, bigint, text, text, text, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
@@ -890,6 +985,16 @@ END
 $$;
 
 --
+-- Name: callback_deliveries_digest(bytea); Type: AGGREGATE; Schema: public; Owner: -
+--
+
+CREATE AGGREGATE public.callback_deliveries_digest(bytea) (
+    SFUNC = public.callback_deliveries_digest_step,
+    STYPE = bytea,
+    INITCOND = ''
+);
+
+--
 -- Name: api_tokens; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -930,7 +1035,20 @@ CREATE TABLE public.audit_log (
     target text,
     request_id text,
     outcome text NOT NULL,
-    changes jsonb DEFAULT '{}'::jsonb NOT NULL
+    changes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    prev_hash text NOT NULL,
+    row_hash text NOT NULL
+);
+
+--
+-- Name: audit_log_chain; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_log_chain (
+    only_row boolean DEFAULT true NOT NULL,
+    last_id bigint NOT NULL,
+    last_hash text NOT NULL,
+    CONSTRAINT audit_log_chain_only_row_check CHECK (only_row)
 );
 
 --
@@ -1117,7 +1235,7 @@ CREATE TABLE public.ledger_transfers (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     refund_id text,
     dispute_id text,
-    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text])))
+    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text])))
 );
 
 --
@@ -1459,12 +1577,6 @@ CREATE TABLE public.webhook_endpoints (
 ALTER TABLE ONLY public.api_tokens ALTER COLUMN id SET DEFAULT nextval('public.api_tokens_id_seq'::regclass);
 
 --
--- Name: audit_log id; Type: DEFAULT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.audit_log ALTER COLUMN id SET DEFAULT nextval('public.audit_log_id_seq'::regclass);
-
---
 -- Name: callback_deliveries id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1537,6 +1649,13 @@ ALTER TABLE ONLY public.api_tokens
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_token_sha256_key UNIQUE (token_sha256);
+
+--
+-- Name: audit_log_chain audit_log_chain_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log_chain
+    ADD CONSTRAINT audit_log_chain_pkey PRIMARY KEY (only_row);
 
 --
 -- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1894,10 +2013,10 @@ CREATE UNIQUE INDEX uq_idempotency ON public.idempotency_keys USING btree (user_
 CREATE UNIQUE INDEX uq_ledger_transfers_dispute ON public.ledger_transfers USING btree (merchant_id, provider, dispute_id, kind) WHERE (dispute_id IS NOT NULL);
 
 --
--- Name: uq_ledger_transfers_refund; Type: INDEX; Schema: public; Owner: -
+-- Name: uq_ledger_transfers_refund_kind; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX uq_ledger_transfers_refund ON public.ledger_transfers USING btree (merchant_id, provider, refund_id) WHERE (refund_id IS NOT NULL);
+CREATE UNIQUE INDEX uq_ledger_transfers_refund_kind ON public.ledger_transfers USING btree (merchant_id, provider, refund_id, kind) WHERE (refund_id IS NOT NULL);
 
 --
 -- Name: uq_operators_live_name; Type: INDEX; Schema: public; Owner: -
@@ -1922,6 +2041,24 @@ CREATE UNIQUE INDEX uq_refund_requests_provider_refund ON public.refund_requests
 --
 
 CREATE TRIGGER audit_log_append_only BEFORE DELETE OR UPDATE ON public.audit_log FOR EACH STATEMENT EXECUTE FUNCTION public.audit_log_refuse_change();
+
+--
+-- Name: audit_log audit_log_chain; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_log_chain BEFORE INSERT ON public.audit_log FOR EACH ROW EXECUTE FUNCTION public.audit_log_chain_row();
+
+--
+-- Name: audit_log_chain audit_log_chain_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_log_chain_no_truncate BEFORE TRUNCATE ON public.audit_log_chain FOR EACH STATEMENT EXECUTE FUNCTION public.audit_log_chain_refuse_change();
+
+--
+-- Name: audit_log_chain audit_log_chain_one_row; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_log_chain_one_row BEFORE INSERT OR DELETE ON public.audit_log_chain FOR EACH STATEMENT EXECUTE FUNCTION public.audit_log_chain_refuse_change();
 
 --
 -- Name: audit_log audit_log_no_truncate; Type: TRIGGER; Schema: public; Owner: -

@@ -4,7 +4,7 @@
 //! it), what a confirmed commit is (`commit`, and `unconfirmed` for why an answer cannot be given
 //! as done), the barrier a replay waits for
 //! (`replication`), the errors that say the database cannot write at all (`cannot_write`: a
-//! full disk), and the embedded migrations (the same `migrations/` that diesel CLI
+//! full disk), the role it serves as (`roles`), ids after a point-in-time restore (`sequences`), and the embedded migrations (the same `migrations/` that diesel CLI
 //! runs). Code that only holds a pool or a connection imports the submodule it needs, not
 //! this file, so the pool's users do not depend on how connections are opened.
 
@@ -13,6 +13,8 @@ pub mod commit;
 pub mod connection;
 pub mod pool;
 pub mod replication;
+pub mod roles;
+pub mod sequences;
 pub mod tls;
 pub mod unconfirmed;
 pub mod watch;
@@ -214,4 +216,27 @@ pub async fn connect_holding_lock(
         .get_result(&mut conn)
         .await?;
     Ok(locked.then_some(conn))
+}
+
+/// Like [`connect_holding_lock`], waiting for the lock while another session holds it: for a
+/// command an operator runs by hand (`history archive`), which must not run beside the pass
+/// of a gateway that holds it.
+pub async fn connect_waiting_for_lock(url: &str, key: i64) -> anyhow::Result<AsyncPgConnection> {
+    if let Some(conn) = connect_holding_lock(url, key).await? {
+        return Ok(conn);
+    }
+    tracing::warn!("waiting for the lock a running pass holds");
+    let spec = ConnectSpec::new(
+        url,
+        true,
+        BACKGROUND_CONNECT_TIMEOUT,
+        "callback-gateway/background",
+        String::new(),
+    )?;
+    let mut conn = spec.connect().await?;
+    diesel::sql_query("SELECT pg_advisory_lock($1)")
+        .bind::<diesel::sql_types::BigInt, _>(key)
+        .execute(&mut conn)
+        .await?;
+    Ok(conn)
 }

@@ -86,6 +86,13 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     if let Some(replica) = &database.replica_url {
         line("replica (reads)", redacted_database(replica.expose()));
     }
+    line(
+        "migrations",
+        database.migrate_url.as_ref().map_or_else(
+            || "as the database role above (no [database] migrate_url)".to_owned(),
+            |url| redacted_database(url.expose()),
+        ),
+    );
     line("commit wait", millis(database.commit_timeout));
     line(
         "pool size",
@@ -217,7 +224,7 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
     let _ = writeln!(out, "{:<14}{}", "traces", traces);
     let _ = writeln!(
         out,
-        "{:<14}{}; endpoints by API: http {}, allow_hosts {:?}, secret overlap {}h",
+        "{:<14}{}; endpoints by API: http {}, secret overlap {}h",
         "secrets",
         if settings.secrets.key.is_some() {
             "[secrets] key set (32 bytes)"
@@ -229,7 +236,6 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         } else {
             "refused"
         },
-        notifications.allow_hosts,
         notifications.secret_overlap.as_secs() / 3600,
     );
     let _ = writeln!(out, "{:<14}{}", "merchants", settings.merchants.len());
@@ -237,12 +243,18 @@ pub fn summary(settings: &Settings, explicit: Option<&Path>) -> String {
         // The URL without its query (it may carry a token); the secret only as set.
         let _ = writeln!(
             out,
-            "  {} notify_url={}",
+            "  {} notify_url={}{}",
             m.id,
             m.endpoint.as_ref().map_or_else(
                 || "none (no notifications)".to_owned(),
                 |e| format!("{} (notify_secret set)", e.shown())
             ),
+            if m.allow_hosts.is_empty() {
+                String::new()
+            } else {
+                let origins: Vec<String> = m.allow_hosts.iter().map(ToString::to_string).collect();
+                format!(" allow_hosts={}", origins.join(","))
+            },
         );
     }
     out
@@ -318,6 +330,20 @@ fn redacted_database(url: &str) -> String {
 /// With no `[secrets] key`, the endpoints made by API cannot be signed for: `serve` refuses to
 /// start (and `check-config` says so) once the database holds one, rather than letting their
 /// notifications fail one by one.
+/// `check-config`: the runtime role as the database sees it, on stdout, and a warning on
+/// stderr when it owns tables or is a superuser (what `serve` logs at start).
+pub async fn report_runtime_role(conn: &mut diesel_async::AsyncPgConnection) {
+    match crate::db::roles::inspect(conn).await {
+        Ok(role) => {
+            println!("{:<14}{}", "runtime role", role.describe());
+            for warning in role.warnings() {
+                eprintln!("check-config: WARNING: {warning}");
+            }
+        }
+        Err(error) => eprintln!("check-config: the runtime role was not checked: {error}"),
+    }
+}
+
 pub async fn endpoints_need_a_key(
     settings: &Settings,
     conn: &mut diesel_async::AsyncPgConnection,

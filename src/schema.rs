@@ -20,23 +20,16 @@ diesel::table! {
         request_id -> Nullable<Text>,
         outcome -> Text,
         changes -> Jsonb,
+        prev_hash -> Text,
+        row_hash -> Text,
     }
 }
 
 diesel::table! {
-    callback_deliveries (id) {
-        id -> Int8,
-        merchant_id -> Int8,
-        provider -> Text,
-        event_id -> Text,
-        body -> Bytea,
-        received_at -> Timestamptz,
-        event_type -> Nullable<Text>,
-        outcome -> Nullable<Text>,
-        reason -> Nullable<Text>,
-        ack_status -> Nullable<Int4>,
-        transfer_id -> Nullable<Int8>,
-        trace_id -> Nullable<Text>,
+    audit_log_chain (only_row) {
+        only_row -> Bool,
+        last_id -> Int8,
+        last_hash -> Text,
     }
 }
 
@@ -291,7 +284,7 @@ diesel::joinable!(refund_requests -> orders (order_id));
 diesel::allow_tables_to_appear_in_same_query!(
     api_tokens,
     audit_log,
-    callback_deliveries,
+    audit_log_chain,
     callback_minute_counts,
     callback_minute_state,
     idempotency_keys,

@@ -42,10 +42,14 @@ pub enum Action {
     /// A month of the event log dropped after its archive was read back (`history archive`, or
     /// the pass inside `serve`).
     HistoryDropPartition,
+    /// A merchant API token minted (`token issue`): never the token, its merchant only.
+    TokenIssue,
+    /// One expiry pass run by hand (`cleanup`), with what it deleted.
+    IdempotencyCleanup,
 }
 
 impl Action {
-    pub const ALL: [Action; 16] = [
+    pub const ALL: [Action; 18] = [
         Action::SignIn,
         Action::EventReplay,
         Action::RefundRequestResolve,
@@ -62,6 +66,8 @@ impl Action {
         Action::EndpointTest,
         Action::SecretsRekey,
         Action::HistoryDropPartition,
+        Action::TokenIssue,
+        Action::IdempotencyCleanup,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +88,8 @@ impl Action {
             Action::EndpointTest => "webhook_endpoint.test",
             Action::SecretsRekey => "secrets.rekey",
             Action::HistoryDropPartition => "history.drop_partition",
+            Action::TokenIssue => "token.issue",
+            Action::IdempotencyCleanup => "idempotency.cleanup",
         }
     }
 
@@ -244,6 +252,84 @@ pub struct AuditPage {
 
 pub const MAX_LIMIT: i64 = 500;
 pub const DEFAULT_LIMIT: i64 = 100;
+
+/// Why a query of the log was refused (400 `invalid_query`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidQuery(pub String);
+
+/// The query string of the log (and of the console's page).
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// The actor's name: an operator, `bootstrap`, `cli:<login>`, or `unknown` (refused
+    /// sign-ins).
+    pub actor: Option<String>,
+    /// e.g. `event.replay`, `console.sign_in` (docs/access.md lists them).
+    pub action: Option<String>,
+    /// RFC 3339: at or after.
+    pub since: Option<String>,
+    /// RFC 3339: before.
+    pub until: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// 1..=500, default 100.
+    pub limit: Option<String>,
+}
+
+fn present(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn time(name: &str, value: &Option<String>) -> Result<Option<DateTime<Utc>>, InvalidQuery> {
+    present(value)
+        .map(|v| {
+            DateTime::parse_from_rfc3339(v)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| InvalidQuery(format!("{name} must be an RFC 3339 time")))
+        })
+        .transpose()
+}
+
+impl AuditQuery {
+    /// The filter the query names.
+    pub fn filter(&self) -> Result<AuditFilter, InvalidQuery> {
+        Ok(AuditFilter {
+            actor: present(&self.actor).map(str::to_owned),
+            action: present(&self.action)
+                .map(|v| {
+                    Action::parse(v).ok_or_else(|| {
+                        InvalidQuery(format!("action {v:?} is not an audited action"))
+                    })
+                })
+                .transpose()?,
+            since: time("since", &self.since)?,
+            until: time("until", &self.until)?,
+            before: present(&self.cursor)
+                .map(|v| {
+                    v.parse::<i64>()
+                        .ok()
+                        .filter(|id| *id > 0)
+                        .ok_or_else(|| InvalidQuery("unknown cursor".into()))
+                })
+                .transpose()?,
+        })
+    }
+
+    /// The page size the query names, or the default.
+    pub fn limit(&self) -> Result<i64, InvalidQuery> {
+        present(&self.limit)
+            .map(|v| {
+                v.parse::<i64>()
+                    .ok()
+                    .filter(|n| (1..=MAX_LIMIT).contains(n))
+                    .ok_or_else(|| InvalidQuery(format!("limit must be 1 to {MAX_LIMIT}")))
+            })
+            .transpose()
+            .map(|limit| limit.unwrap_or(DEFAULT_LIMIT))
+    }
+}
 
 /// Newest first by id; an actor or action filter reads its own index, the time window the
 /// `at` index (or filters the id order it walks).

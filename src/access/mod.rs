@@ -1,8 +1,10 @@
 //! People and what they did: operator keys with one role each ([`operator`]), the roles and
 //! what each includes ([`role`]), and the append-only audit log that every state-changing
-//! admin or console action writes in its own transaction ([`audit`]).
+//! admin or console action writes in its own transaction ([`audit`]), whose hash chain
+//! ([`chain`]) shows a row deleted, changed or moved.
 
 pub mod audit;
+pub mod chain;
 pub mod operator;
 pub mod role;
 pub mod sign_in;

@@ -25,7 +25,8 @@ const LAST_USE_RESOLUTION_SECS: i64 = 60;
 pub const MAX_EXPIRES_IN_DAYS: u32 = 3650;
 
 /// A name as `operator add` takes it: 1 to 64 letters, digits, `.`, `_`, `@` or `-`, starting
-/// with a letter or digit, and not `bootstrap` (the break-glass token's actor).
+/// with a letter or digit, and neither `bootstrap` (the break-glass token's actor) nor `unknown`
+/// (the actor of a refused sign-in), so the audit log's actor always says who acted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorName(String);
 
@@ -38,7 +39,7 @@ impl OperatorName {
         if !first_ok || !rest_ok || text.len() > 64 {
             return Err(AddError::InvalidName);
         }
-        if text == super::BOOTSTRAP {
+        if text == super::BOOTSTRAP || text.eq_ignore_ascii_case(super::audit::NOBODY) {
             return Err(AddError::ReservedName);
         }
         Ok(Self(text.to_owned()))
@@ -55,7 +56,9 @@ pub enum AddError {
         "a name is 1 to 64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"
     )]
     InvalidName,
-    #[error("'bootstrap' is the [admin] token's actor name; choose another")]
+    #[error(
+        "'bootstrap' (the [admin] token's actor) and 'unknown' (a refused sign-in's) are reserved; choose another name"
+    )]
     ReservedName,
     #[error("--expires-in-days must be 1 to {MAX_EXPIRES_IN_DAYS}")]
     InvalidExpiry,

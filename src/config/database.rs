@@ -28,6 +28,10 @@ pub struct DatabaseSettings {
     /// A standby for the read-only work (console, event log, export, reconcile, balances);
     /// `None`: they read from `url`. Callbacks, orders and refunds never read from it.
     pub replica_url: Option<Secret>,
+    /// The role that owns the schema: `migrate` and `serve` apply migrations with it, and the
+    /// history pass adds, detaches and drops the event log's partitions with it. `None`: `url`
+    /// does all of it (one role for everything).
+    pub migrate_url: Option<Secret>,
 }
 
 impl DatabaseSettings {
@@ -50,17 +54,20 @@ pub(super) struct RawDatabase {
     statement_timeout_ms: Option<u64>,
     commit_timeout_ms: Option<u64>,
     replica_url: Option<String>,
+    migrate_url: Option<String>,
 }
 
-/// `[database]`, with `DATABASE_URL` over `url`.
+/// `[database]`, with `DATABASE_URL` over `url` and `DATABASE_MIGRATE_URL` over `migrate_url`.
 pub(super) fn validate(
     raw: RawDatabase,
     env: &dyn Environment,
 ) -> Result<DatabaseSettings, ConfigError> {
     let url = env.var("DATABASE_URL").or(raw.url);
+    let migrate_url = env.var("DATABASE_MIGRATE_URL").or(raw.migrate_url);
     for (field, url) in [
         ("database.url", &url),
         ("database.replica_url", &raw.replica_url),
+        ("database.migrate_url", &migrate_url),
     ] {
         if let Some(url) = url {
             check_database_url(field, url)?;
@@ -94,6 +101,7 @@ pub(super) fn validate(
         statement_timeout: Duration::from_millis(statement_timeout_ms),
         commit_timeout: Duration::from_millis(commit_timeout_ms),
         replica_url: raw.replica_url.map(Secret::new),
+        migrate_url: migrate_url.map(Secret::new),
     })
 }
 

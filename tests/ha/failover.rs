@@ -13,9 +13,6 @@ use crate::support::ha::HaCluster;
 use crate::support::simulator::{Attempt, Event, Simulator};
 use crate::support::{ACME, ADMIN_TOKEN, config_with, connect, insert_orders, sign};
 
-/// One HA scenario at a time (see main.rs).
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Small pools and short bounds: a capture answers within 1 s of statement plus 1.5 s of
 /// commit, so a stalled standby shows as 503s well inside Patroni's ttl of 10 s.
 const HA_TUNING: &str = "[server]\nworkers = 2\nacquire_timeout_ms = 2000\n\
@@ -199,7 +196,7 @@ fn refusal_window(attempts: &[Attempt], since: Instant) -> Option<(Duration, usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_primary_node_killed_mid_load_loses_no_acknowledged_event_of_3000() {
-    let _serial = SERIAL.lock().await;
+    let _serial = crate::SERIAL.lock().await;
     let started = Instant::now();
     let setup = setup(true, "").await;
     let events = Arc::new(events(&setup.url, 3000).await);
@@ -300,6 +297,31 @@ async fn stalled_standby_then_the_primary_dies(synchronous: bool) -> usize {
             setup.cluster.walreceiver_pid(standby).is_some()
         })
         .await;
+        // It must also have replayed the warm-up: a standby still catching up on the
+        // gateway's database (its creation, its migrations) is promoted without it, and the
+        // gateways then have no database at all instead of one missing the stalled events.
+        let written: String = connect(&setup.cluster.node_url(&primary))
+            .await
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let standby_db = connect(
+            &setup
+                .cluster
+                .node_url(standby)
+                .replace("/gateway", "/postgres"),
+        )
+        .await;
+        let replayed =
+            format!("SELECT coalesce(pg_last_wal_replay_lsn() >= '{written}'::pg_lsn, false)");
+        crate::support::until("the standby's replay of the warm-up", async || {
+            standby_db
+                .query_one(&replayed, &[])
+                .await
+                .is_ok_and(|row| row.get::<_, bool>(0))
+        })
+        .await;
     }
     let stalled_at = Instant::now();
     setup.cluster.run(&["stall-node", standby]);
@@ -367,7 +389,14 @@ async fn stalled_standby_then_the_primary_dies(synchronous: bool) -> usize {
     }
     tokio::time::timeout(Duration::from_secs(300), load)
         .await
-        .expect("the simulator did not finish")
+        .unwrap_or_else(|_| {
+            for gateway in &setup.gateways {
+                let log = gateway.log();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                eprintln!("gateway log, newest first:\n{}", tail.join("\n"));
+            }
+            panic!("the simulator did not finish: {:?}", simulator.tally())
+        })
         .unwrap();
     let all: Vec<Event> = warm_up
         .iter()
@@ -394,13 +423,13 @@ async fn stalled_standby_then_the_primary_dies(synchronous: bool) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_synchronous_standby_gets_no_2xx_and_after_the_primary_dies_nothing_acknowledged_is_missing()
  {
-    let _serial = SERIAL.lock().await;
+    let _serial = crate::SERIAL.lock().await;
     assert_eq!(stalled_standby_then_the_primary_dies(true).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_run_with_asynchronous_replication_loses_acknowledged_events() {
-    let _serial = SERIAL.lock().await;
+    let _serial = crate::SERIAL.lock().await;
     let lost = stalled_standby_then_the_primary_dies(false).await;
     assert!(
         lost > 0,
@@ -444,7 +473,7 @@ async fn callback_p99(gateways: &[GatewayProcess], events: &[Event]) -> Duration
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_and_export_read_from_the_replica_during_a_load_run() {
-    let _serial = SERIAL.lock().await;
+    let _serial = crate::SERIAL.lock().await;
     let cluster = tokio::task::spawn_blocking(|| HaCluster::start(true))
         .await
         .unwrap();
@@ -477,12 +506,9 @@ async fn console_and_export_read_from_the_replica_during_a_load_run() {
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .unwrap();
-                let signed_in = client
-                    .post(format!("{base}/console/login"))
-                    .form(&[("token", ADMIN_TOKEN)])
-                    .send()
-                    .await
-                    .unwrap();
+                let signed_in =
+                    crate::support::console_sign_in(&client, &base, Some(ADMIN_TOKEN)).await;
+                assert_eq!(signed_in.status(), 303, "the console sign-in");
                 let cookie = signed_in.headers()["set-cookie"]
                     .to_str()
                     .unwrap()

@@ -11,4 +11,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod backup;
 mod failover;
+
+/// One HA scenario at a time.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

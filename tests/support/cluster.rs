@@ -17,6 +17,14 @@ pub struct Cluster {
 impl Cluster {
     /// Runs `initdb` and starts the server; blocks until it accepts connections.
     pub fn start() -> Self {
+        let cluster = Self::init();
+        cluster.pg_ctl(&["start"]);
+        cluster
+    }
+
+    /// Runs `initdb` only: settings can be added ([`Cluster::append_settings`]) before
+    /// [`Cluster::start_again`] starts it.
+    pub fn init() -> Self {
         let dir =
             std::env::temp_dir().join(format!("cg-cluster-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -53,8 +61,55 @@ impl Cluster {
             ],
         );
         assert!(initdb.status.success(), "initdb failed: {}", text(&initdb));
-        cluster.pg_ctl(&["start"]);
         cluster
+    }
+
+    /// Appends `settings` to the server's postgresql.conf (read at the next start).
+    pub fn append_settings(&self, settings: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data_dir().join("postgresql.conf"))
+            .unwrap();
+        writeln!(file, "\n{settings}").unwrap();
+    }
+
+    /// The cluster's own directory (its data, socket and log live in it), owned by the
+    /// server's user.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Runs `program` (a path, or a name on PATH) as the server's user, from the cluster's
+    /// directory; its output, whatever its exit status.
+    pub fn run_as_server_user(&self, program: &str, args: &[&str]) -> Output {
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        };
+        command.args(args).current_dir(&self.dir).output().unwrap()
+    }
+
+    /// Runs a psql script file as the superuser on database `name`, with `-v` variables.
+    pub fn psql_file(&self, name: &str, file: &Path, variables: &[(&str, &str)]) {
+        let mut command = Command::new(Path::new(BIN_DIR).join("psql"));
+        command
+            .arg(self.url(name))
+            .args(["-X", "-q", "-f"])
+            .arg(file);
+        for (key, value) in variables {
+            command.arg("-v").arg(format!("{key}={value}"));
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "psql -f {} failed: {}",
+            file.display(),
+            text(&output)
+        );
     }
 
     pub fn port(&self) -> u16 {
@@ -156,7 +211,7 @@ impl Cluster {
         self.pg_ctl(&["start"]);
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
     }
 

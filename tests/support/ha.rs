@@ -17,15 +17,28 @@ impl HaCluster {
     /// Starts etcd and two Patroni nodes (synchronous and strict unless `synchronous` is
     /// false); returns once node2 is the synchronous standby (or streams, asynchronously).
     pub fn start(synchronous: bool) -> Self {
+        Self::start_with(if synchronous { &[] } else { &["--async"] })
+    }
+
+    /// `scripts/ha-cluster start OPTIONS` (`--async`, `--backup`).
+    pub fn start_with(options: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(format!("cg-ha-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let cluster = Self { dir };
         let mut args = vec!["start"];
-        if !synchronous {
-            args.push("--async");
-        }
+        args.extend_from_slice(options);
         cluster.run(&args);
         cluster
+    }
+
+    /// Deletes node `name`'s data directory (the node must be stopped): a lost disk.
+    pub fn remove_data(&self, name: &str) {
+        std::fs::remove_dir_all(self.dir.join(name).join("data")).unwrap();
+    }
+
+    /// Node `name`'s Patroni log (pgBackRest's restore of a replica prints there).
+    pub fn patroni_log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name).join("patroni.log")).unwrap_or_default()
     }
 
     /// Runs `scripts/ha-cluster ARGS --dir DIR`; its stdout, trimmed. Fails the test with the
