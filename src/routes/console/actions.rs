@@ -10,13 +10,12 @@ use super::page::{Console, ConsoleError, Me, see_other};
 use super::view;
 use crate::error::ApiError;
 use crate::notifications::admin;
+use crate::payments::callback::{self, Worker};
 use crate::providers::registry::Providers;
-use crate::refunds::create::{self, Refunds};
-use crate::routes::callbacks::replay_event;
-use crate::routes::extract::{ApiPool, Finance, Operator};
-use crate::routes::notifications::configured_merchant;
-use crate::routes::refunds::ResolveRefundRequest;
+use crate::refunds::create::{self, Refunds, Resolution};
+use crate::routes::app_data::{ApiPool, Finance, Operator};
 use crate::routes::state::AppState;
+use crate::telemetry;
 
 /// A form that carries nothing but its session's token.
 #[derive(serde::Deserialize)]
@@ -67,21 +66,37 @@ pub async fn replay(
     root_span: RootSpan,
 ) -> Result<HttpResponse, ConsoleError> {
     form::<TokenOnly>(&request, payload, &console.me, |f| &f.csrf).await?;
+    state.serving()?;
     let (provider, event_id) = path.into_inner();
     let page = format!(
         "/console/events/{}/{}",
         view::encode(&provider),
         view::encode(&event_id)
     );
-    replay_event(
-        &providers,
-        &state,
+    let provider = providers.get(&provider).ok_or(ApiError::UnknownProvider)?;
+    root_span.record("provider", provider.name());
+    root_span.record("event_id", event_id.as_str());
+    let worker = Worker {
+        pool: &state.pool,
+        replication: &state.replication,
+        batcher: &state.capture_batcher,
+        notifying: &state.notifying,
+    };
+    let trace_id = telemetry::trace_id(&root_span);
+    callback::replay(
+        worker,
         &api_pool,
-        (&provider, event_id),
+        provider.as_ref(),
+        &event_id,
         &console.me.audit(),
-        &root_span,
+        trace_id.as_deref(),
     )
-    .await?;
+    .await
+    .map_err(ApiError::from)?
+    .ok_or(ApiError::NotFound {
+        code: "event_not_found",
+        what: "event",
+    })?;
     Ok(see_other(&format!("{page}?done=replayed")))
 }
 
@@ -140,9 +155,9 @@ pub async fn enable_endpoint(
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ConsoleError> {
     form::<TokenOnly>(&request, payload, &console.me, |f| &f.csrf).await?;
-    let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let release = state.settings.notifications.release_per_sec;
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let merchant_id = state.enabled_merchant(&path, &mut conn).await?;
     admin::enable(&mut conn, merchant_id, release, &console.me.audit()).await?;
     state.notifying.wake_handle().wake();
     Ok(see_other("/console/notifications?done=enabled"))
@@ -169,8 +184,8 @@ pub async fn disable_endpoint(
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ConsoleError> {
     form::<TokenOnly>(&request, payload, &console.me, |f| &f.csrf).await?;
-    let merchant_id = configured_merchant(path.into_inner(), &state)?;
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
+    let merchant_id = state.endpoint_merchant(&path, &mut conn).await?;
     admin::disable(&mut conn, merchant_id, &console.me.audit()).await?;
     Ok(see_other("/console/notifications?done=disabled"))
 }
@@ -208,28 +223,27 @@ pub async fn resolve_refund_request(
     refunds: web::Data<Refunds>,
 ) -> Result<HttpResponse, ConsoleError> {
     let form = form::<ResolveForm>(&request, payload, &console.me, |f| &f.csrf).await?;
+    if !refunds.notifying.loaded() {
+        return Err(ConsoleError::Api(ApiError::Starting));
+    }
     let request_id = path.parse::<i64>().map_err(|_| ApiError::NotFound {
         code: "refund_request_not_found",
         what: "refund request",
     })?;
     let resolution = match form.outcome.as_str() {
-        "accepted" => ResolveRefundRequest::Accepted {
-            provider_refund_id: form
-                .provider_refund_id
+        "accepted" => Resolution::accepted(
+            form.provider_refund_id
                 .unwrap_or_default()
                 .trim()
                 .to_owned(),
-        },
-        "declined" => ResolveRefundRequest::Declined {
-            message: form.message.unwrap_or_default().trim().to_owned(),
-        },
+        ),
+        "declined" => Resolution::declined(form.message.unwrap_or_default().trim().to_owned()),
         _ => {
             return Err(
                 ApiError::InvalidResolution("outcome must be accepted or declined".into()).into(),
             );
         }
     }
-    .parse()
     .map_err(ApiError::InvalidResolution)?;
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
     create::resolve(

@@ -7,10 +7,9 @@ use askama::Template;
 
 use super::page::{Console, ConsoleError, Me, html};
 use super::view::{self, time};
-use crate::access::audit::{self, Action};
+use crate::access::audit::{self, Action, AuditQuery};
 use crate::error::ApiError;
-use crate::routes::audit::AuditQuery;
-use crate::routes::extract::{Admin, ApiPool};
+use crate::routes::app_data::{Admin, ApiPool};
 
 /// One row as the page shows it (askama escapes every field).
 struct AuditLine {
@@ -58,7 +57,8 @@ pub async fn audit(
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, ConsoleError> {
     let query = query.map_err(|e| ApiError::InvalidQuery(e.to_string()))?;
-    let (filter, limit) = (query.filter()?, query.limit()?);
+    let filter = query.filter().map_err(ApiError::from)?;
+    let limit = query.limit().map_err(ApiError::from)?;
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
     let page = audit::page(&mut conn, &filter, limit).await?;
     drop(conn);

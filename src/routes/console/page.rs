@@ -18,7 +18,7 @@ use crate::access::audit;
 use crate::access::operator;
 use crate::access::role::Role;
 use crate::error::ApiError;
-use crate::routes::extract::{AdminToken, ApiPool, Needs, request_id};
+use crate::routes::app_data::{AdminToken, ApiPool, Needs, request_id};
 
 /// Why a console request did not get its page.
 #[derive(Debug, thiserror::Error)]

@@ -19,13 +19,19 @@ use sha2::{Digest, Sha256};
 use crate::config::console::SecureCookie;
 
 pub const COOKIE: &str = "cg_console";
+/// The sign-in form's cookie: the token its form carries must match it, so a form posted from
+/// another site (which can neither read it nor, SameSite=Strict, send it) signs nobody in.
+pub const LOGIN_COOKIE: &str = "cg_login";
 /// How long a session lasts after sign-in.
 pub const LIFETIME_HOURS: i64 = 8;
-/// At most this many live sessions; signing in beyond it ends the oldest.
+/// At most this many live sessions; signing in beyond it ends the oldest session of the owner
+/// that holds the most, so nobody's sign-ins can end another person's session.
 const MAX_SESSIONS: usize = 1024;
+/// At most this many live sessions per key; its next sign-in ends its own oldest.
+const MAX_SESSIONS_PER_OWNER: usize = 16;
 
 /// Whose key opened a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Owner {
     /// The `[admin] token`.
     Bootstrap,
@@ -86,9 +92,24 @@ impl Sessions {
         };
         if let Ok(mut sessions) = self.by_hash.lock() {
             sessions.retain(|_, s| s.expires > now);
-            if sessions.len() >= MAX_SESSIONS
+            let own = sessions.values().filter(|s| s.live.owner == owner).count();
+            // One key's sign-ins end its own sessions first, and a full store ends a session of
+            // whoever holds the most: a flood of one viewer's sign-ins never ends an admin's.
+            let evict = if own >= MAX_SESSIONS_PER_OWNER {
+                Some(owner)
+            } else if sessions.len() >= MAX_SESSIONS {
+                let mut counts: HashMap<Owner, usize> = HashMap::new();
+                for s in sessions.values() {
+                    *counts.entry(s.live.owner).or_default() += 1;
+                }
+                counts.into_iter().max_by_key(|(_, n)| *n).map(|(o, _)| o)
+            } else {
+                None
+            };
+            if let Some(evicted) = evict
                 && let Some(oldest) = sessions
                     .iter()
+                    .filter(|(_, s)| s.live.owner == evicted)
                     .min_by_key(|(_, s)| s.expires)
                     .map(|(k, _)| *k)
             {
@@ -124,6 +145,19 @@ impl Sessions {
         self.cookie(String::new(), CookieDuration::ZERO, https)
     }
 
+    /// A new token for the sign-in form, and the cookie that carries the same token.
+    pub fn login_form(&self, https: bool) -> (String, Cookie<'static>) {
+        let token = random_text();
+        let cookie = Cookie::build(LOGIN_COOKIE, token.clone())
+            .path("/console/login")
+            .http_only(true)
+            .same_site(SameSite::Strict)
+            .secure(self.secure.applies(https))
+            .max_age(CookieDuration::hours(1))
+            .finish();
+        (token, cookie)
+    }
+
     fn cookie(&self, value: String, max_age: CookieDuration, https: bool) -> Cookie<'static> {
         Cookie::build(COOKIE, value)
             .path("/console")
@@ -155,6 +189,22 @@ mod tests {
         assert!(sessions.find("guessed", now).is_none());
         sessions.end(Some(cookie.value()), false);
         assert!(sessions.find(cookie.value(), now).is_none());
+    }
+
+    #[test]
+    fn a_flood_of_one_operators_sign_ins_never_ends_another_operators_session() {
+        let sessions = Sessions::new(SecureCookie::WhenHttps);
+        let now = Utc::now();
+        let admin = sessions.start(now, false, Owner::Operator(1));
+        let bootstrap = sessions.start(now, false, Owner::Bootstrap);
+        for i in 0..2 * MAX_SESSIONS as i64 {
+            sessions.start(now + Duration::milliseconds(i), false, Owner::Operator(2));
+        }
+        assert!(
+            sessions.find(admin.value(), now).is_some(),
+            "another operator's session lives on"
+        );
+        assert!(sessions.find(bootstrap.value(), now).is_some());
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Signing in and out of the console: an operator key (or the `[admin] token`) checked as a
 //! bearer key is, a server-side session in a cookie, and an audit row for each sign-in,
 //! refused ones at most [`crate::access::sign_in::ROWS_PER_WINDOW`] a minute and one count.
+//! The form carries a token its cookie must match (no sign-in from another site's form), and
+//! past `[limits] failed_sign_ins_per_minute` refusals an address gets 429 before its key is
+//! looked up.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::LOCATION;
@@ -15,28 +18,59 @@ use crate::access::audit::{self, Action, Entry};
 use crate::access::operator;
 use crate::access::sign_in::{Admit, FailedSignIns, WINDOW};
 use crate::error::ApiError;
-use crate::routes::extract::{AdminToken, ApiPool, actor_of_key, request_id};
+use crate::limits::Limits;
+use crate::routes::app_data::{AdminToken, ApiPool, request_id, source_address};
+use crate::routes::extract::actor_of_key;
 
 #[derive(Template)]
 #[template(path = "console/login.html")]
 struct LoginPage {
     me: Option<Me>,
     refused: bool,
+    /// The token the form posts back; its cookie carries the same.
+    csrf: String,
 }
 
-pub async fn login_page() -> Result<HttpResponse, ConsoleError> {
-    html(
+/// The sign-in page with a fresh form token, and its cookie.
+fn login_form(sessions: &Sessions, https: bool) -> Result<HttpResponse, ConsoleError> {
+    let (csrf, cookie) = sessions.login_form(https);
+    let mut response = html(
         StatusCode::OK,
         &LoginPage {
             me: None,
             refused: false,
+            csrf,
         },
-    )
+    )?;
+    response
+        .add_cookie(&cookie)
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    Ok(response)
+}
+
+pub async fn login_page(
+    request: HttpRequest,
+    sessions: web::Data<Sessions>,
+) -> Result<HttpResponse, ConsoleError> {
+    login_form(&sessions, over_https(&request))
 }
 
 #[derive(serde::Deserialize)]
 pub struct LoginForm {
     token: Option<String>,
+    csrf: Option<String>,
+}
+
+/// Whether the form's token is its cookie's (constant time): a form from another site has no
+/// such cookie to send.
+fn form_is_ours(request: &HttpRequest, form: &LoginForm) -> bool {
+    use subtle::ConstantTimeEq;
+    match (request.cookie(session::LOGIN_COOKIE), form.csrf.as_deref()) {
+        (Some(cookie), Some(csrf)) if !csrf.is_empty() => {
+            cookie.value().as_bytes().ct_eq(csrf.as_bytes()).into()
+        }
+        _ => false,
+    }
 }
 
 /// Whether the browser reached us over HTTPS: the gateway's own TLS, or what the TLS-terminating
@@ -60,15 +94,28 @@ pub async fn login(
     api_pool: web::Data<ApiPool>,
     sessions: web::Data<Sessions>,
     failed: web::Data<FailedSignIns>,
+    limits: web::Data<Limits>,
 ) -> Result<HttpResponse, ConsoleError> {
+    if !form_is_ours(&request, &form) {
+        tracing::warn!("console sign-in refused: the form is not the sign-in page's");
+        return Err(ConsoleError::StaleForm);
+    }
+    let source = source_address(&request, &limits);
     let key = form
         .token
         .as_deref()
         .map(str::trim)
         .filter(|t| !t.is_empty());
+    let closed = || match source {
+        Some(source) => limits.sign_in(source).map_err(ApiError::from),
+        None => Ok(()),
+    };
     let found = match key {
-        Some(key) => actor_of_key(key, bootstrap.0.as_ref(), &api_pool).await?,
-        None => Err(operator::Denied::Unknown),
+        Some(key) => actor_of_key(key, bootstrap.0.as_ref(), &api_pool, closed).await?,
+        None => {
+            closed()?;
+            Err(operator::Denied::Unknown)
+        }
     };
     let peer = request.peer_addr().map(|a| a.ip().to_string());
     let request_id = request_id(&request);
@@ -77,11 +124,17 @@ pub async fn login(
         Err(denied) => {
             tracing::warn!(denied = denied.as_str(), "console sign-in refused");
             sign_in_refused(&api_pool, &failed, denied, peer, request_id).await?;
+            if let Some(source) = source {
+                limits.sign_in_refused(source).map_err(ApiError::from)?;
+            }
+            // The same form again, with the token its cookie still carries: a refusal sets no
+            // cookie at all.
             return html(
                 StatusCode::UNAUTHORIZED,
                 &LoginPage {
                     me: None,
                     refused: true,
+                    csrf: form.csrf.clone().unwrap_or_default(),
                 },
             );
         }
