@@ -5,7 +5,7 @@ use actix_web::http::header::{AUTHORIZATION, HeaderMap};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -40,6 +40,28 @@ pub async fn issue_token(conn: &mut AsyncPgConnection, user_id: i64) -> QueryRes
         .execute(conn)
         .await?;
     Ok(token)
+}
+
+/// [`issue_token`] by a person (`token issue`), with its audit row in the same transaction:
+/// whoever minted a merchant's key is on record, the key itself never is.
+pub async fn issue_token_audited(
+    conn: &mut AsyncPgConnection,
+    user_id: i64,
+    context: &crate::access::audit::Context,
+) -> QueryResult<String> {
+    use crate::access::audit::{self, Action, Entry};
+    conn.transaction(async |conn| {
+        let token = issue_token(conn, user_id).await?;
+        let entry = Entry::new(
+            Action::TokenIssue,
+            Some(format!("merchant:{user_id}")),
+            "issued",
+        )
+        .with_changes(serde_json::json!({ "user_id": user_id }));
+        audit::record(conn, context, entry).await?;
+        Ok(token)
+    })
+    .await
 }
 
 /// The user a token belongs to, or `None` for an unknown token.

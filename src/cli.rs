@@ -52,6 +52,19 @@ pub enum Command {
         #[command(subcommand)]
         command: OperatorCommand,
     },
+    /// The audit log (docs/access.md#tamper-evidence).
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// After a point-in-time restore, before serving: move every id sequence past the ids the
+    /// lost timeline handed out, so none is handed out twice (docs/backup.md). As the schema's
+    /// owner.
+    AfterRestore {
+        /// How far past its restored value each sequence moves.
+        #[arg(long, value_name = "N", default_value_t = db::sequences::DEFAULT_GAP)]
+        id_gap: i64,
+    },
     /// The key that seals merchant endpoint secrets at rest.
     Secrets {
         #[command(subcommand)]
@@ -109,12 +122,20 @@ pub enum OperatorCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Walk the audit log's hash chain: exit 0 when it is whole, 1 naming the first broken row
+    /// (deleted, changed or moved).
+    Verify,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum SecretsCommand {
     /// Re-seal every endpoint secret, sealed under the old key, with `[secrets] key`, in one
     /// transaction (all or nothing); restart or wait a second for the gateways to reload.
     Rekey {
-        /// The key the secrets are sealed with now: `env:NAME` (or the base64 itself).
-        #[arg(long, value_name = "KEY")]
+        /// The key the secrets are sealed with now: `env:NAME`, or `-` to read it from stdin
+        /// (never the key itself: a command line is seen by `ps` and kept in shell history).
+        #[arg(long, value_name = "env:NAME|-")]
         old_key: String,
     },
 }
@@ -137,6 +158,7 @@ impl Cli {
                 // Checked when the database answers within the connect bound; said when not.
                 match db::connect(settings.database_url()?).await {
                     Ok(mut conn) => {
+                        preflight::report_runtime_role(&mut conn).await;
                         match preflight::endpoints_need_a_key(&settings, &mut conn).await {
                             Err(CommandError::Runtime(error)) => eprintln!(
                                 "check-config: the database did not say whether it holds endpoints made by API (not migrated yet?): {error}"
@@ -151,7 +173,7 @@ impl Cli {
                 Ok(())
             }
             Command::Migrate => {
-                let applied = db::run_migrations(settings.database_url()?).await?;
+                let applied = db::run_migrations(settings.migrate_database_url()?).await?;
                 println!("applied {} migration(s)", applied.len());
                 Ok(())
             }
@@ -182,6 +204,23 @@ impl Cli {
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!("deleted {transmissions} expired transmission binding(s)");
+                // A person deleted rows by hand: on record, with what went. The passes commit
+                // batch by batch, so the row follows them.
+                let entry = crate::access::audit::Entry::new(
+                    crate::access::audit::Action::IdempotencyCleanup,
+                    None,
+                    "deleted",
+                )
+                .with_changes(serde_json::json!({
+                    "deleted": deleted,
+                    "notifications_delivered": removed.delivered,
+                    "notifications_failed": removed.failed,
+                    "notifications_dropped": removed.dropped,
+                    "transmissions": transmissions,
+                }));
+                crate::access::audit::record(&mut conn, &crate::access::command_line(), entry)
+                    .await
+                    .map_err(anyhow::Error::from)?;
                 Ok(())
             }
             Command::Token {
@@ -191,13 +230,58 @@ impl Cli {
                     return Err(ConfigError("--user-id must be greater than 0".into()).into());
                 }
                 let mut conn = db::connect(settings.database_url()?).await?;
-                let token = auth::issue_token(&mut conn, user_id)
+                let context = crate::access::command_line();
+                let token = auth::issue_token_audited(&mut conn, user_id, &context)
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!("{token}");
                 Ok(())
             }
             Command::Operator { command } => operator_command(&settings, command).await,
+            Command::AfterRestore { id_gap } => {
+                if id_gap <= 0 {
+                    return Err(ConfigError("--id-gap must be greater than 0".into()).into());
+                }
+                let mut conn = db::connect(settings.migrate_database_url()?).await?;
+                let advanced = db::sequences::advance(&mut conn, id_gap)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                for sequence in &advanced {
+                    println!(
+                        "{:<36} {:>20} -> {}",
+                        sequence.name, sequence.before, sequence.after
+                    );
+                }
+                eprintln!(
+                    "moved {} sequence(s) {id_gap} past their restored values: no id the lost timeline handed out is handed out again",
+                    advanced.len()
+                );
+                Ok(())
+            }
+            Command::Audit {
+                command: AuditCommand::Verify,
+            } => {
+                let mut conn = db::connect_reader(settings.read_database_url()?).await?;
+                let verdict = crate::access::chain::verify_all(&mut conn)
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                match verdict.broken {
+                    None => {
+                        match verdict.newest {
+                            Some((id, hash)) => println!(
+                                "audit log whole: {} row(s); the newest is row {id}, row_hash {hash}",
+                                verdict.rows
+                            ),
+                            None => println!("audit log whole: no rows yet"),
+                        }
+                        Ok(())
+                    }
+                    Some(broken) => {
+                        println!("audit log broken: {broken}");
+                        Err(anyhow::anyhow!("the audit log's hash chain is broken").into())
+                    }
+                }
+            }
             Command::History { command } => crate::history::command::run(&settings, command).await,
             Command::Secrets {
                 command: SecretsCommand::Rekey { old_key },
@@ -205,7 +289,10 @@ impl Cli {
                 let new = settings.secrets.key.as_ref().ok_or_else(|| {
                     ConfigError("secrets rekey needs the new key in [secrets] key".into())
                 })?;
-                let old = crate::config::secrets::parse_key("--old-key", &old_key, &ProcessEnv)?;
+                let old = crate::config::secrets::parse_old_key(&old_key, &ProcessEnv, || {
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line).map(|_| line)
+                })?;
                 let mut conn = db::connect(settings.database_url()?).await?;
                 let context = crate::access::command_line();
                 let count = crate::notifications::endpoints::rekey(&mut conn, &old, new, &context)
@@ -365,14 +452,15 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
     }
 }
 
-/// `reconcile --events`: each `missing_in_ledger` payment as the event files know it.
+/// `reconcile --events`: each payment the ledger misses or is short of (`missing_in_ledger`,
+/// `amount_mismatch` below the report) as the event files know it.
 fn received_events(
     settings: &Settings,
     args: &ReconcileArgs,
     reconciliation: &reconcile::Reconciliation,
     out: &mut dyn std::io::Write,
 ) -> Result<(), CommandError> {
-    let missing = reconciliation.missing_ids();
+    let missing = reconciliation.short_ids();
     let providers = crate::providers::configure_all(&settings.providers);
     let found = reconcile::events::find(&args.events, &args.provider, &providers, &missing)?;
     let mut ids: Vec<&String> = missing.iter().collect();
@@ -380,7 +468,7 @@ fn received_events(
     let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
         writeln!(
             out,
-            "\nmissing_in_ledger payments in the event files ({} of {} received):",
+            "\npayments the ledger misses or is short of, in the event files ({} of {} received):",
             found.len(),
             missing.len()
         )?;

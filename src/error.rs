@@ -9,10 +9,12 @@ use actix_web::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
+use crate::access::audit::InvalidQuery;
 use crate::access::role::Role;
 use crate::db::cannot_write::CannotWrite;
 use crate::idempotency::error::IdempotencyError;
 use crate::idempotency::key::KeyError;
+use crate::limits::Limited;
 use crate::notifications::endpoints::{EndpointError, InvalidEndpoint};
 use crate::orders::request::RejectionKind;
 use crate::refunds::error::{RefundError, ResolveError};
@@ -113,8 +115,30 @@ pub enum ApiError {
     /// More load than the database can take: shed at once, retry shortly.
     #[error("saturated: {0}")]
     Saturated(&'static str),
+    /// The gateway has not read the merchants' endpoints yet (it just started): what it would
+    /// write now could miss a merchant's notification, so it asks for a retry instead.
+    #[error("the gateway is starting: its merchant endpoints are not loaded yet")]
+    Starting,
+    /// An operator disabled the merchant's endpoint: only an operator's enable lifts it.
+    #[error("an operator disabled this endpoint; only an operator can enable it again")]
+    EndpointDisabledByOperator,
+    /// Over an abuse limit (`limit` names which): nothing was looked up or stored.
+    #[error("too many requests ({limit}); retry after {retry_after_secs} s")]
+    RateLimited {
+        limit: &'static str,
+        retry_after_secs: u64,
+    },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
+}
+
+impl From<Limited> for ApiError {
+    fn from(limited: Limited) -> Self {
+        ApiError::RateLimited {
+            limit: limited.limit,
+            retry_after_secs: limited.retry_after_secs(),
+        }
+    }
 }
 
 impl ApiError {
@@ -144,6 +168,8 @@ impl ApiError {
             ApiError::InvalidRequest(_) => "invalid_request",
             ApiError::InvalidEndpoint { code, .. } => code,
             ApiError::EndpointExists(_) => "endpoint_exists",
+            ApiError::EndpointDisabledByOperator => "endpoint_disabled_by_operator",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::NotConfigured(_) => "not_configured",
             ApiError::OutOfOrder(_) => "out_of_order",
             ApiError::RefundNeedsReview { .. } => "refund_needs_review",
@@ -151,6 +177,7 @@ impl ApiError {
             ApiError::InvalidResolution(_) => "invalid_resolution",
             ApiError::Unavailable(_)
             | ApiError::Saturated(_)
+            | ApiError::Starting
             | ApiError::RefundBackingOff { .. }
             | ApiError::ProviderKeyRefused(_) => "unavailable",
             ApiError::CannotWrite { .. } => "database_cannot_write",
@@ -167,6 +194,7 @@ impl ApiError {
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::Unavailable(_) => "unavailable",
             ApiError::Saturated(_) => "saturated",
+            ApiError::Starting => "starting",
             ApiError::RefundBackingOff { .. } => "provider_unavailable",
             ApiError::ProviderKeyRefused(_) => "provider_key_refused",
             other => other.code(),
@@ -176,7 +204,10 @@ impl ApiError {
     /// The message clients see: never a cause chain, a secret or a signature.
     fn public_message(&self) -> String {
         match self {
-            ApiError::Unavailable(_) | ApiError::Saturated(_) | ApiError::ProviderKeyRefused(_) => {
+            ApiError::Unavailable(_)
+            | ApiError::Saturated(_)
+            | ApiError::Starting
+            | ApiError::ProviderKeyRefused(_) => {
                 "the service is temporarily unavailable; retry".into()
             }
             ApiError::CannotWrite { .. } => {
@@ -224,7 +255,10 @@ impl ResponseError for ApiError {
             | ApiError::InvalidRequest(_)
             | ApiError::InvalidEndpoint { .. }
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
-            ApiError::EndpointExists(_) => StatusCode::CONFLICT,
+            ApiError::EndpointExists(_) | ApiError::EndpointDisabledByOperator => {
+                StatusCode::CONFLICT
+            }
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotConfigured(_) => StatusCode::NOT_IMPLEMENTED,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -239,6 +273,7 @@ impl ResponseError for ApiError {
             ApiError::Unavailable(_)
             | ApiError::CannotWrite { .. }
             | ApiError::Saturated(_)
+            | ApiError::Starting
             | ApiError::RefundBackingOff { .. }
             | ApiError::ProviderKeyRefused(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -247,7 +282,8 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
-        if status.is_server_error() && !matches!(self, ApiError::Saturated(_)) {
+        if status.is_server_error() && !matches!(self, ApiError::Saturated(_) | ApiError::Starting)
+        {
             // The whole cause chain goes to the log, never to the client.
             tracing::error!(error.code = self.code(), error.cause = ?anyhow_chain(self), "request failed");
         }
@@ -260,8 +296,13 @@ impl ResponseError for ApiError {
             ApiError::OutOfOrder(_) => {
                 response.insert_header((RETRY_AFTER, OUT_OF_ORDER_RETRY_AFTER_SECS.to_string()));
             }
-            ApiError::Unavailable(_) | ApiError::Saturated(_) => {
+            ApiError::Unavailable(_) | ApiError::Saturated(_) | ApiError::Starting => {
                 response.insert_header((RETRY_AFTER, "1"));
+            }
+            ApiError::RateLimited {
+                retry_after_secs, ..
+            } => {
+                response.insert_header((RETRY_AFTER, retry_after_secs.to_string()));
             }
             ApiError::RefundBackingOff { retry_after_secs } => {
                 response.insert_header((RETRY_AFTER, retry_after_secs.to_string()));
@@ -338,6 +379,12 @@ impl From<Rejection> for ApiError {
     }
 }
 
+impl From<InvalidQuery> for ApiError {
+    fn from(error: InvalidQuery) -> Self {
+        ApiError::InvalidQuery(error.0)
+    }
+}
+
 impl From<IdempotencyError> for ApiError {
     fn from(error: IdempotencyError) -> Self {
         match error {
@@ -349,6 +396,9 @@ impl From<IdempotencyError> for ApiError {
             IdempotencyError::Saturated(why) => ApiError::Saturated(why),
             IdempotencyError::Unconfirmed(why) => {
                 ApiError::Unavailable(anyhow::anyhow!("commit not confirmed: {why}"))
+            }
+            IdempotencyError::ProviderUnavailable => {
+                ApiError::Unavailable(anyhow::anyhow!("the provider's API could not be asked"))
             }
         }
     }
@@ -374,6 +424,7 @@ impl From<EndpointError> for ApiError {
                 what: "endpoint",
             },
             EndpointError::Exists(_) => ApiError::EndpointExists(error.to_string()),
+            EndpointError::DisabledByOperator => ApiError::EndpointDisabledByOperator,
             EndpointError::NoKey => ApiError::NotConfigured(
                 "the gateway has no [secrets] key: endpoints by API are off (docs/notifications.md)",
             ),

@@ -11,7 +11,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::schema::callback_deliveries;
+use crate::schema_partitioned::callback_deliveries;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {

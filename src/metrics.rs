@@ -24,6 +24,14 @@ pub struct OutcomeLabel(pub &'static str);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteCommitted;
 
+/// The `limit` labels of `gateway_rate_limited_total`.
+pub const RATE_LIMITS: [&str; 4] = [
+    "unknown_key",
+    "failed_sign_in",
+    "endpoint_change",
+    "unsigned_delivery",
+];
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -52,7 +60,9 @@ pub struct Metrics {
     history: HistoryMetrics,
     database_write_failures: IntCounterVec,
     database_cannot_write_last: IntGauge,
+    audit_chain_broken: IntGauge,
     write_health: Arc<WriteHealth>,
+    rate_limited: IntCounterVec,
 }
 
 /// Retention of the event log (`history::pass`).
@@ -317,7 +327,7 @@ impl Metrics {
             IntGaugeVec::new(
                 Opts::new(
                     "gateway_webhook_endpoints",
-                    "Merchant endpoints made by API this gateway loaded (state loaded), and those whose secret [secrets] key does not open (state unopened: their notifications are not sent)",
+                    "Merchant endpoints made by API this gateway loaded (state loaded), and those whose secret neither [secrets] key nor previous_keys opens (state unopened: their notifications are staged and wait for a gateway that can sign them)",
                 ),
                 &["state"],
             )
@@ -366,8 +376,34 @@ impl Metrics {
             )
             .unwrap_or_else(|e| unreachable!("{e}")),
         );
+        let rate_limited = register(
+            &registry,
+            IntCounterVec::new(
+                Opts::new(
+                    "gateway_rate_limited_total",
+                    "Requests answered 429 by an abuse limit ([limits]): unknown_key, failed_sign_in (per source address), endpoint_change (per merchant), unsigned_delivery (per source address)",
+                ),
+                &["limit"],
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
+        // Every limit's series from the start, so an alert sees the first increase.
+        for limit in RATE_LIMITS {
+            rate_limited.with_label_values(&[limit]);
+        }
+
+        let audit_chain_broken = register(
+            &registry,
+            IntGauge::new(
+                "gateway_audit_chain_broken",
+                "1 when serve's start-up check found the audit log's hash chain broken among its newest rows (a row deleted, changed or moved); 0 when whole or not checked",
+            )
+            .unwrap_or_else(|e| unreachable!("{e}")),
+        );
         Self {
+            rate_limited,
             history,
+            audit_chain_broken,
             database_write_failures,
             database_cannot_write_last,
             write_health: Arc::default(),
@@ -463,6 +499,11 @@ impl Metrics {
         self.capture_refused.inc();
     }
 
+    /// What serve's start-up check of the audit log's hash chain found.
+    pub fn record_audit_chain(&self, broken: bool) {
+        self.audit_chain_broken.set(i64::from(broken));
+    }
+
     /// A history pass finished: the months and rows it dropped, and when.
     pub fn record_history_pass(&self, months: u64, rows: u64) {
         self.history.months_dropped.inc_by(months);
@@ -539,6 +580,11 @@ impl Metrics {
         };
         gauge("loaded", loaded);
         gauge("unopened", unopened);
+    }
+
+    /// A request answered 429 by the limit `limit`.
+    pub fn record_rate_limited(&self, limit: &str) {
+        self.rate_limited.with_label_values(&[limit]).inc();
     }
 
     /// Pending notifications of disabled endpoints deleted beyond what they keep.

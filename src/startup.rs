@@ -21,6 +21,7 @@ use crate::db::connection::ConnectSpec;
 use crate::db::pool::SessionLimits;
 use crate::db::replication::Replication;
 use crate::idempotency::cleanup;
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::notifications::directory::Directory;
 use crate::notifications::{Notifying, Wake, retention, sender, watch};
@@ -29,7 +30,8 @@ use crate::providers;
 use crate::refunds::create::Refunds;
 use crate::refunds::provider::RefundClients;
 use crate::refunds::recover;
-use crate::routes::extract::{AdminToken, ApiPool, ReadPool};
+use crate::routes::app_data::{AdminToken, ApiPool, ReadPool};
+use crate::routes::console::{actions, audit_page, sign_in};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, SecuritySchemes};
 use crate::routes::state::AppState;
@@ -85,12 +87,12 @@ use crate::{preflight, read_caches};
         console::attention,
         console::notifications,
         console::balances,
-        console::audit_page::audit,
-        console::actions::replay,
-        console::actions::redeliver,
-        console::actions::enable_endpoint,
-        console::actions::disable_endpoint,
-        console::actions::resolve_refund_request,
+        audit_page::audit,
+        actions::replay,
+        actions::redeliver,
+        actions::enable_endpoint,
+        actions::disable_endpoint,
+        actions::resolve_refund_request,
         health::healthz,
         health::readyz,
         health::metrics,
@@ -217,7 +219,45 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             "/admin/merchants/{merchant_id}/endpoint/disable",
             web::post().to(notifications::disable_endpoint),
         )
-        .configure(console::configure);
+        .service(
+            web::scope("/console")
+                .wrap(console::security_headers())
+                .route("", web::get().to(console::home))
+                .route("/login", web::get().to(sign_in::login_page))
+                .route("/login", web::post().to(sign_in::login))
+                .route("/logout", web::post().to(sign_in::logout))
+                .route("/events", web::get().to(console::events))
+                .route("/events.jsonl", web::get().to(console::export))
+                .route(
+                    "/events/{provider}/{event_id}",
+                    web::get().to(console::event),
+                )
+                .route(
+                    "/events/{provider}/{event_id}/replay",
+                    web::post().to(actions::replay),
+                )
+                .route("/attention", web::get().to(console::attention))
+                .route(
+                    "/refund-requests/{id}/resolve",
+                    web::post().to(actions::resolve_refund_request),
+                )
+                .route("/notifications", web::get().to(console::notifications))
+                .route(
+                    "/notifications/{id}/redeliver",
+                    web::post().to(actions::redeliver),
+                )
+                .route(
+                    "/merchants/{merchant_id}/endpoint/enable",
+                    web::post().to(actions::enable_endpoint),
+                )
+                .route(
+                    "/merchants/{merchant_id}/endpoint/disable",
+                    web::post().to(actions::disable_endpoint),
+                )
+                .route("/balances", web::get().to(console::balances))
+                .route("/audit", web::get().to(audit_page::audit))
+                .route("/static/console.css", web::get().to(console::stylesheet)),
+        );
 }
 
 /// The first wait before a refund whose provider outcome stayed unknown is sent again; it
@@ -333,16 +373,12 @@ impl Application {
             metrics.provider_fetches(),
         ));
         let admin_token = web::Data::new(AdminToken(settings.admin.token.clone()));
-        let directory = Arc::new(Directory::new(
-            &settings.merchants,
-            &settings.notifications.allow_hosts,
-            settings.notifications.allow_http,
-        ));
+        let directory = Arc::new(Directory::new(&settings.merchants));
         let notifying = Notifying::of(directory.clone(), Wake::default());
         let watcher = tokio::spawn(watch::watch(
             directory.clone(),
             settings.database_url()?.to_owned(),
-            settings.secrets.key.clone(),
+            settings.secrets.keyring(),
             metrics.clone(),
             notifying.endpoints_changed_handle(),
         ));
@@ -357,6 +393,7 @@ impl Application {
         let console_sessions =
             web::Data::new(console::Sessions::new(settings.console.secure_cookie));
         let failed_sign_ins = web::Data::new(FailedSignIns::default());
+        let limits = web::Data::new(Limits::new(&settings.limits, metrics.clone()));
         let serves_tls = tls.is_some();
         let notifying_handle = notifying.clone();
         let head_timeout = settings.server.body_read_timeout;
@@ -388,6 +425,7 @@ impl Application {
                 settings: settings.clone(),
                 latest_migration: latest_migration.clone(),
                 notifying: notifying.clone(),
+                limits: limits.clone().into_inner(),
             });
             // The last wrap is the outermost: the request span encloses the observation.
             App::new()
@@ -408,6 +446,7 @@ impl Application {
                 .app_data(openapi_document.clone())
                 .app_data(console_sessions.clone())
                 .app_data(failed_sign_ins.clone())
+                .app_data(limits.clone())
                 .app_data(metrics_data.clone())
                 .configure(configure)
                 .default_service(web::to(not_found))
@@ -465,6 +504,42 @@ impl Application {
     }
 }
 
+/// The audit log rows serve's start-up check reads: the newest ones, whose chain a tampering
+/// since the last start is most likely to have broken; `audit verify` walks them all.
+const AUDIT_START_CHECK_ROWS: i64 = 1000;
+
+/// Checks the newest audit rows' hash chain; true when broken. Logs the newest row's hash,
+/// which a log kept outside the database anchors: a chain rewritten from the start gives
+/// another. A check that cannot run (the chain's migration not applied yet) is logged, not
+/// fatal: serving does not depend on it.
+async fn check_audit_chain(conn: &mut diesel_async::AsyncPgConnection) -> bool {
+    match crate::access::chain::verify_newest(conn, AUDIT_START_CHECK_ROWS).await {
+        Ok(verdict) => match verdict.broken {
+            Some(broken) => {
+                tracing::error!(
+                    first_break = %broken,
+                    "the audit log's hash chain is broken: rows were deleted, changed or moved; run `callback-gateway audit verify`"
+                );
+                true
+            }
+            None => {
+                let (newest_id, newest_hash) = verdict.newest.unwrap_or_default();
+                tracing::info!(
+                    rows = verdict.rows,
+                    newest_id,
+                    newest_hash,
+                    "audit log hash chain whole (newest rows)"
+                );
+                false
+            }
+        },
+        Err(error) => {
+            tracing::warn!(error = %error, "the audit log's hash chain was not checked");
+            false
+        }
+    }
+}
+
 /// The `serve` command: checks the configuration before touching the database, applies
 /// pending migrations (unless `no_migrate`), runs the app and the background passes (expiry
 /// cleaner, refund recoverer, read caches, notification retention) until it stops.
@@ -478,13 +553,24 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
         tokio::spawn(crate::telemetry::export::probe(exporting.traces_url));
     }
     if !no_migrate {
-        let applied = db::run_migrations(settings.database_url()?).await?;
+        let applied = db::run_migrations(settings.migrate_database_url()?).await?;
         tracing::info!(count = applied.len(), "migrations applied");
     }
+    let audit_chain_broken;
     {
         let mut conn = db::connect(settings.database_url()?).await?;
+        let role = db::roles::inspect(&mut conn)
+            .await
+            .map_err(anyhow::Error::from)?;
+        for warning in role.warnings() {
+            tracing::warn!(role = %role.name, "{warning}");
+        }
         preflight::endpoints_need_a_key(&settings, &mut conn).await?;
+        audit_chain_broken = check_audit_chain(&mut conn).await;
     }
+    // The history pass changes the schema (adds, detaches and drops the event log's monthly
+    // partitions): the owner does that, not the runtime role.
+    let owner_url = settings.migrate_database_url()?.to_owned();
     let database_url = settings.database_url()?.to_owned();
     let (interval, batch_size) = (
         settings.idempotency.cleanup_interval,
@@ -496,19 +582,23 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
     let history_settings = settings.history.clone();
     let refunds_settings = settings.clone();
     let app = Application::build(settings).await?;
+    app.metrics().record_audit_chain(audit_chain_broken);
     let refunds = refunds_of(&refunds_settings, app.notifying())?;
+    let notifying = app.notifying();
     let cleaner = tokio::spawn(cleanup::run_periodically(
         database_url.clone(),
         interval,
         batch_size,
         app.metrics(),
     ));
-    let recoverer = tokio::spawn(recover::run_periodically(
-        database_url.clone(),
-        refunds,
-        recover_interval,
-        app.metrics(),
-    ));
+    let recover_metrics = app.metrics();
+    let recover_url = database_url.clone();
+    let recoverer = tokio::spawn(async move {
+        // A refund request it settles or fails stages its merchant's notification: not before
+        // this gateway knows which merchants have an endpoint.
+        notifying.until_loaded().await;
+        recover::run_periodically(recover_url, refunds, recover_interval, recover_metrics).await;
+    });
     let checkpointer = tokio::spawn(read_caches::run_periodically(
         database_url.clone(),
         checkpoint_interval,
@@ -521,7 +611,7 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
         app.metrics(),
     ));
     let history = tokio::spawn(crate::history::pass::run_periodically(
-        database_url.clone(),
+        owner_url,
         history_settings,
         app.metrics(),
     ));

@@ -80,7 +80,7 @@ pub fn allowed<'a>(
     provider: &'a ProviderSettings,
     args: &SendTestEventArgs,
 ) -> Result<&'a ProviderSettings, String> {
-    if provider.scheme == SchemeName::Paypal {
+    if provider.scheme == SchemeName::Paypal && !provider.asks_api() {
         return Err(format!(
             "provider {:?} is a PayPal provider: PayPal signs with its own private key, which the \
              gateway does not have, so it cannot send a PayPal test event (use PayPal's webhook \
@@ -88,14 +88,14 @@ pub fn allowed<'a>(
             provider.name
         ));
     }
-    if provider.scheme.fetches() && args.url.is_none() {
+    if provider.asks_api() && args.url.is_none() {
         let api = provider
             .fetch_api
             .as_ref()
             .map_or("its API", |api| api.base_url.as_str());
         return Err(format!(
             "provider {:?} is fetch-verified (scheme {}): the gateway does not act on the sample \
-             itself but asks {api} about its payment, which only an emulator of the provider's \
+             itself but asks {api} about what it names, which only an emulator of the provider's \
              API that knows it can answer (a live API says 404: a stored unknown_resource). Point \
              api_base_url at such an emulator (ca_file for its CA) and pass --url of the gateway",
             provider.name,
@@ -162,7 +162,9 @@ pub async fn run(
         .sign(&sample.event_id, body.as_bytes(), Utc::now().timestamp())
         .map_err(|e| anyhow::anyhow!("cannot sign for provider {:?}: {e}", provider.name()))?;
     let body = String::from_utf8_lossy(signed.body_or(body.as_bytes())).into_owned();
+    // Straight to the gateway: no client of the gateway reads a proxy from the environment.
     let client = reqwest::Client::builder()
+        .no_proxy()
         .timeout(Duration::from_secs(30))
         .build()?;
     let url = format!("{base_url}{}", signed.path(&provider_settings.name));
@@ -237,9 +239,7 @@ mod tests {
     /// The providers whose samples are the events themselves: a fetch-verified provider's
     /// sample only names a payment its API (an emulator) must describe.
     fn self_describing() -> impl Iterator<Item = Provider> {
-        providers()
-            .into_iter()
-            .filter(|p| !p.settings().scheme.fetches())
+        providers().into_iter().filter(|p| !p.settings().asks_api())
     }
 
     #[test]

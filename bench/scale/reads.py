@@ -36,9 +36,16 @@ def get(path, headers):
     return body
 
 
-# A console session, signed in with the admin token as a person would.
-conn.request("POST", "/console/login", body=urllib.parse.urlencode({"token": token}),
-             headers={"Content-Type": "application/x-www-form-urlencoded"})
+# A console session, signed in with the admin token as a person would: the sign-in form first
+# (its cookie and the csrf field it carries), then the token with them.
+conn.request("GET", "/console/login")
+form = conn.getresponse()
+form_page = form.read().decode()
+form_cookie = form.getheader("Set-Cookie", "").split(";")[0]
+csrf = form_page.split('name="csrf"', 1)[1].split('value="', 1)[1].split('"', 1)[0]
+conn.request("POST", "/console/login",
+             body=urllib.parse.urlencode({"token": token, "csrf": csrf}),
+             headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": form_cookie})
 response = conn.getresponse()
 response.read()
 cookie = response.getheader("Set-Cookie", "").split(";")[0]

@@ -484,6 +484,14 @@ stop_gateway
 rm -f target/bench-history.json
 DATABASE_URL="$DATABASE_URL" scripts/bench --history --rows "$ROWS" >&2
 
+# A backup and a point-in-time restore at the largest point (bench/backup/backup.sh), on a
+# cluster of its own; the measured database goes first, so the disk holds one copy at a time.
+if [ "${KEEP_DB:-0}" != 1 ]; then
+    psql "$server/postgres" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+fi
+rm -f target/bench-backup.json
+scripts/bench --backup --rows "$ROWS" >&2
+
 python3 - "$points" "$ROWS" "$load_total" "$loaded_rows" "$DURATION" "$CLIENTS" "$fsync" "$shared_buffers" <<'PY'
 import json, os, sys
 points_file, rows, load_total, loaded_rows, duration, clients, fsync, shared_buffers = sys.argv[1:]
@@ -522,6 +530,8 @@ r = {
 }
 if os.path.exists("target/bench-history.json"):
     r.update(json.load(open("target/bench-history.json")))
+if os.path.exists("target/bench-backup.json"):
+    r.update(json.load(open("target/bench-backup.json")))
 with open("target/bench-scale.json", "w") as out:
     json.dump({**r, "points": curve}, out, indent=2)
 print("NOTE: the load generator, the gateway and PostgreSQL share this machine's cores.")

@@ -4,7 +4,7 @@
 //! One file per section of the file, each with its settings, its raw form (as written, every
 //! field optional) and its validation and defaults: `server`, `database`, `idempotency`,
 //! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`,
-//! `history`, `telemetry`; `rules`
+//! `history`, `telemetry`, `secrets`, `limits`; `rules`
 //! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
 //! document and assembles the sections.
 
@@ -14,6 +14,7 @@ pub mod database;
 pub mod history;
 pub mod idempotency;
 pub mod ledger;
+pub mod limits;
 pub mod merchants;
 pub mod notifications;
 pub mod providers;
@@ -34,6 +35,7 @@ pub use database::DatabaseSettings;
 pub use history::HistorySettings;
 pub use idempotency::IdempotencySettings;
 pub use ledger::LedgerSettings;
+pub use limits::LimitSettings;
 pub use merchants::{MerchantSettings, NotifyEndpoint};
 pub use notifications::NotificationSettings;
 pub use providers::{
@@ -67,6 +69,8 @@ pub struct Settings {
     pub telemetry: Option<TelemetrySettings>,
     /// `[secrets]`: the key of endpoint secrets at rest.
     pub secrets: SecretsSettings,
+    /// `[limits]`: what one source address or merchant may cost before a 429.
+    pub limits: LimitSettings,
 }
 
 // The file as written; every section and field is optional so defaults apply.
@@ -99,6 +103,8 @@ struct RawSettings {
     telemetry: telemetry::RawTelemetry,
     #[serde(default)]
     secrets: secrets::RawSecrets,
+    #[serde(default)]
+    limits: limits::RawLimits,
 }
 
 impl Settings {
@@ -113,6 +119,15 @@ impl Settings {
                     "database.url is not set (set it in the config file or DATABASE_URL)".into(),
                 )
             })
+    }
+
+    /// The schema owner's URL: `[database] migrate_url`, else the database URL (one role for
+    /// everything). Migrations and the event log's partition changes run with it.
+    pub fn migrate_database_url(&self) -> Result<&str, ConfigError> {
+        match &self.database.migrate_url {
+            Some(url) => Ok(url.expose()),
+            None => self.database_url(),
+        }
     }
 
     /// Where the read-only commands (export, reconcile) read: `[database] replica_url`, else
@@ -164,6 +179,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let console = console::validate(raw.console, server.tls.is_some());
     let telemetry = telemetry::validate(raw.telemetry)?;
     let secrets = secrets::validate(raw.secrets, env)?;
+    let limits = limits::validate(raw.limits)?;
     Ok(Settings {
         server,
         database,
@@ -178,6 +194,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         notifications,
         telemetry,
         secrets,
+        limits,
     })
 }
 

@@ -34,11 +34,20 @@ pub struct ProviderSettings {
     pub notification_url: Option<String>,
     /// PayPal: the receiving webhook's id and where its certificates may come from.
     pub paypal: Option<PaypalProviderSettings>,
-    /// Fetch-verified schemes (mollie, gocardless, mercadopago): the provider's API the
-    /// gateway asks before it acts on a delivery.
+    /// Fetch-verified providers (mollie, gocardless, mercadopago, and paypal with
+    /// `verify = "fetch"`): the provider's API the gateway asks before it acts on a delivery.
     pub fetch_api: Option<FetchApi>,
     /// Braintree: the public key a delivery's `bt_signature` must name.
     pub public_key: Option<String>,
+}
+
+impl ProviderSettings {
+    /// Whether the gateway asks the provider's API before it acts on a delivery (the API's
+    /// answer, not the delivery, says what happened): the fetch-verified schemes, and PayPal
+    /// with `verify = "fetch"`.
+    pub fn asks_api(&self) -> bool {
+        self.fetch_api.is_some()
+    }
 }
 
 /// The provider API a fetch-verified scheme asks (`api_base_url`, `api_key`, `ca_file`,
@@ -54,6 +63,29 @@ pub struct FetchApi {
     pub timeout: Duration,
     /// Fetches of this provider running at once in one process.
     pub concurrency: usize,
+    /// Whose resources the key may read: the API answers any resource the key can see, so
+    /// where the account is named, a resource of another is refused (stored `rejected`).
+    pub owner: ResourceOwner,
+    /// PayPal: `api_key` is the secret of this OAuth 2.0 client, exchanged for a bearer token
+    /// (client credentials); `None`: `api_key` is the bearer token itself.
+    pub oauth_client: Option<OauthClient>,
+}
+
+/// An OAuth 2.0 client whose credentials are exchanged for a bearer token (PayPal's REST
+/// API): `POST {api_base_url}{token_path}`, HTTP Basic `client_id:api_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OauthClient {
+    pub client_id: String,
+    pub token_path: &'static str,
+}
+
+/// The account a provider's fetched resources must belong to, where configured: Mollie's
+/// `profile_id` and `mode` (`live` or `test`), GoCardless's `creditor`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceOwner {
+    pub profile_id: Option<String>,
+    pub mode: Option<String>,
+    pub creditor: Option<String>,
 }
 
 /// What a PayPal provider verifies with (it has no secrets: PayPal signs with its certificate).
@@ -166,6 +198,7 @@ impl SchemeName {
             SchemeName::Mollie => Some("https://api.mollie.com"),
             SchemeName::Gocardless => Some("https://api.gocardless.com"),
             SchemeName::Mercadopago => Some("https://api.mercadopago.com"),
+            SchemeName::Paypal => Some("https://api-m.paypal.com"),
             _ => None,
         }
     }
@@ -285,9 +318,14 @@ pub(super) struct RawProvider {
     public_key: Option<String>,
     fetch_timeout_ms: Option<u64>,
     fetch_concurrency: Option<u64>,
+    profile_id: Option<String>,
+    mode: Option<String>,
+    creditor: Option<String>,
+    verify: Option<String>,
+    client_id: Option<String>,
 }
 
-/// Every provider, in order; names are unique.
+/// Every provider, in order; names are unique, and no two ask their API with one key.
 pub(super) fn validate_all(
     raw: Vec<RawProvider>,
     env: &dyn Environment,
@@ -295,6 +333,22 @@ pub(super) fn validate_all(
     let mut providers: Vec<ProviderSettings> = Vec::with_capacity(raw.len());
     for (index, provider) in raw.into_iter().enumerate() {
         let provider = validate_provider(index, provider, env)?;
+        // A key reads every resource of its account: two providers asking one API with one
+        // key (two merchants on one Mollie key, say) would each accept the other's payments
+        // as its own merchant's.
+        if let Some(api) = &provider.fetch_api
+            && let Some(other) = providers.iter().find(|p| {
+                p.scheme == provider.scheme
+                    && p.fetch_api.as_ref().is_some_and(|o| {
+                        o.base_url == api.base_url && o.api_key.expose() == api.api_key.expose()
+                    })
+            })
+        {
+            return Err(ConfigError(format!(
+                "providers[{index}].api_key: the same key as provider {:?}: each provider needs a key of its own account",
+                other.name
+            )));
+        }
         if providers.iter().any(|p| p.name == provider.name) {
             return Err(ConfigError(format!(
                 "providers[{index}].name: duplicate provider name {:?}",
@@ -405,9 +459,11 @@ fn validate_provider(
             field("merchant_id")
         )));
     }
+    let paypal_fetches = paypal_verify(&field, scheme, raw.verify.take())? == PaypalVerify::Fetch;
     if scheme == SchemeName::Paypal && !raw.secrets.is_empty() {
         return Err(ConfigError(format!(
-            "{}: scheme paypal takes no secrets (PayPal signs with its certificate; set webhook_id)",
+            "{}: scheme paypal takes no secrets (PayPal signs with its certificate; set webhook_id, \
+             or verify = \"fetch\" with client_id and api_key)",
             field("secrets")
         )));
     }
@@ -486,7 +542,27 @@ fn validate_provider(
             field("ttl_hours")
         )));
     }
-    let (refund_api, fetch_api) = if scheme.fetches() {
+    let oauth_client = match (paypal_fetches, raw.client_id.take()) {
+        (true, Some(client_id)) => Some(OauthClient {
+            client_id: checked_client_id(&field, client_id)?,
+            token_path: PAYPAL_TOKEN_PATH,
+        }),
+        (true, None) => {
+            return Err(ConfigError(format!(
+                "{} is required with verify = \"fetch\": the REST app's client id at PayPal, \
+                 whose secret is api_key",
+                field("client_id")
+            )));
+        }
+        (false, Some(_)) => {
+            return Err(ConfigError(format!(
+                "{} is only for scheme paypal with verify = \"fetch\"",
+                field("client_id")
+            )));
+        }
+        (false, None) => None,
+    };
+    let (refund_api, fetch_api) = if scheme.fetches() || paypal_fetches {
         let api = validate_fetch_api(
             &field,
             scheme,
@@ -496,6 +572,12 @@ fn validate_provider(
                 ca_file: raw.ca_file.take(),
                 timeout_ms: raw.fetch_timeout_ms,
                 concurrency: raw.fetch_concurrency,
+                owner: ResourceOwner {
+                    profile_id: raw.profile_id.take(),
+                    mode: raw.mode.take(),
+                    creditor: raw.creditor.take(),
+                },
+                oauth_client,
             },
             env,
         )?;
@@ -507,7 +589,8 @@ fn validate_provider(
         ] {
             if set {
                 return Err(ConfigError(format!(
-                    "{} is only for the schemes that ask the provider's API (mollie, gocardless, mercadopago)",
+                    "{} is only for the providers that ask the provider's API (mollie, gocardless, \
+                     mercadopago, paypal with verify = \"fetch\")",
                     field(name)
                 )));
             }
@@ -579,13 +662,29 @@ fn validate_provider(
         }
         (_, None) => None,
     };
-    let paypal = validate_paypal(
-        &field,
-        scheme,
-        raw.webhook_id,
-        raw.cert_url_hosts,
-        raw.ca_file,
-    )?;
+    let paypal = if paypal_fetches {
+        for (name, set) in [
+            ("webhook_id", raw.webhook_id.is_some()),
+            ("cert_url_hosts", raw.cert_url_hosts.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError(format!(
+                    "{} is only for verify = \"signature\": with verify = \"fetch\" PayPal's API \
+                     says which events are this app's, and no signature is checked",
+                    field(name)
+                )));
+            }
+        }
+        None
+    } else {
+        validate_paypal(
+            &field,
+            scheme,
+            raw.webhook_id,
+            raw.cert_url_hosts,
+            raw.ca_file,
+        )?
+    };
     Ok(ProviderSettings {
         name,
         scheme,
@@ -611,6 +710,8 @@ struct FetchFields {
     ca_file: Option<PathBuf>,
     timeout_ms: Option<u64>,
     concurrency: Option<u64>,
+    owner: ResourceOwner,
+    oauth_client: Option<OauthClient>,
 }
 
 /// The API a fetch-verified scheme asks: `api_key` (required, `env:NAME` like every secret),
@@ -650,12 +751,54 @@ fn validate_fetch_api(
         Some(path) => Some(read_ca_file(&field("ca_file"), &path)?),
         None => None,
     };
+    let owner = fields.owner;
+    for (name, set, scheme_of_it) in [
+        ("profile_id", owner.profile_id.is_some(), SchemeName::Mollie),
+        ("mode", owner.mode.is_some(), SchemeName::Mollie),
+        ("creditor", owner.creditor.is_some(), SchemeName::Gocardless),
+    ] {
+        if set && scheme != scheme_of_it {
+            return Err(ConfigError(format!(
+                "{} is only for scheme {}",
+                field(name),
+                scheme_of_it.as_str()
+            )));
+        }
+    }
+    if let Some(mode) = &owner.mode
+        && mode != "live"
+        && mode != "test"
+    {
+        return Err(ConfigError(format!(
+            "{}: {mode:?} must be \"live\" or \"test\"",
+            field("mode")
+        )));
+    }
+    for (name, value) in [
+        ("profile_id", &owner.profile_id),
+        ("creditor", &owner.creditor),
+    ] {
+        if let Some(value) = value
+            && !(!value.is_empty()
+                && value.len() <= 64
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        {
+            return Err(ConfigError(format!(
+                "{}: {value:?} must be the provider's id (letters, digits, _ or -)",
+                field(name)
+            )));
+        }
+    }
     Ok(FetchApi {
         base_url: base_url.trim_end_matches('/').to_owned(),
         api_key,
         extra_roots_pem,
         timeout: Duration::from_millis(timeout_ms),
         concurrency: usize::try_from(concurrency).unwrap_or(16),
+        owner,
+        oauth_client: fields.oauth_client,
     })
 }
 
@@ -670,6 +813,50 @@ fn read_ca_file(field: &str, path: &std::path::Path) -> Result<String, ConfigErr
         )));
     }
     Ok(pem)
+}
+
+/// Where PayPal's REST API exchanges a client's credentials for a token.
+const PAYPAL_TOKEN_PATH: &str = "/v1/oauth2/token";
+
+/// How a PayPal provider verifies a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PaypalVerify {
+    /// PayPal's signature with its certificate (the default).
+    Signature,
+    /// The event as PayPal's API shows it, by the id the body names.
+    Fetch,
+}
+
+/// `verify`: only for scheme paypal, `"signature"` (the default) or `"fetch"`.
+fn paypal_verify(
+    field: &dyn Fn(&str) -> String,
+    scheme: SchemeName,
+    verify: Option<String>,
+) -> Result<PaypalVerify, ConfigError> {
+    match (scheme, verify.as_deref()) {
+        (_, None) => Ok(PaypalVerify::Signature),
+        (SchemeName::Paypal, Some("signature")) => Ok(PaypalVerify::Signature),
+        (SchemeName::Paypal, Some("fetch")) => Ok(PaypalVerify::Fetch),
+        (SchemeName::Paypal, Some(other)) => Err(ConfigError(format!(
+            "{}: {other:?} must be \"signature\" or \"fetch\"",
+            field("verify")
+        ))),
+        (_, Some(_)) => Err(ConfigError(format!(
+            "{} is only for scheme paypal",
+            field("verify")
+        ))),
+    }
+}
+
+/// A PayPal REST app's client id: it travels in a Basic authorization header.
+fn checked_client_id(field: &dyn Fn(&str) -> String, id: String) -> Result<String, ConfigError> {
+    if id.is_empty() || id.len() > 256 || !id.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+        return Err(ConfigError(format!(
+            "{}: 1 to 256 visible characters without ':' (PayPal's client id)",
+            field("client_id")
+        )));
+    }
+    Ok(id)
 }
 
 /// PayPal's settings: `webhook_id` (required), `cert_url_hosts` (default: hosts under

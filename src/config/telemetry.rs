@@ -23,6 +23,11 @@ pub struct TelemetrySettings {
     pub export_timeout: Duration,
     /// The share of requests (trace roots) that are traced, per million.
     pub sample_per_million: u32,
+    /// A caller's `traceparent` decides by its sampled flag alone (a mesh of the operator's
+    /// own services). Off: its "sampled" is honoured only within `sample_ratio`, so a caller
+    /// cannot make every one of its requests traced (and exported, and stored with the trace
+    /// id it chose).
+    pub trust_incoming_sampling: bool,
     /// The console's link to a trace: `{trace_id}` is replaced by the trace id.
     pub trace_url: Option<String>,
 }
@@ -38,6 +43,7 @@ pub(super) struct RawTelemetry {
     export_timeout_ms: Option<u64>,
     trace_url: Option<String>,
     sample_ratio: Option<f64>,
+    trust_incoming_sampling: Option<bool>,
 }
 
 pub(super) fn validate(raw: RawTelemetry) -> Result<Option<TelemetrySettings>, ConfigError> {
@@ -112,5 +118,6 @@ pub(super) fn validate(raw: RawTelemetry) -> Result<Option<TelemetrySettings>, C
         trace_url: raw.trace_url,
         // Rounded to a millionth; at least one, so a tiny ratio still traces something.
         sample_per_million: ((ratio * 1_000_000.0).round() as u32).max(1),
+        trust_incoming_sampling: raw.trust_incoming_sampling.unwrap_or(false),
     }))
 }

@@ -560,6 +560,38 @@ fn a_replica_url_is_read_by_the_driver_and_the_read_work_uses_it() {
 }
 
 #[test]
+fn migrations_run_as_the_migrate_url_role_else_as_the_runtime_one() {
+    let settings = Settings::from_toml("", &env()).unwrap();
+    assert_eq!(
+        settings.migrate_database_url().unwrap(),
+        "postgres://u@localhost/db"
+    );
+    let text = "[database]\nmigrate_url = \"postgres://owner@localhost/db\"\n";
+    let settings = Settings::from_toml(text, &env()).unwrap();
+    assert_eq!(
+        settings.migrate_database_url().unwrap(),
+        "postgres://owner@localhost/db"
+    );
+    assert_eq!(
+        settings.database_url().unwrap(),
+        "postgres://u@localhost/db"
+    );
+    let overridden = FakeEnv(HashMap::from([
+        ("DATABASE_URL", "postgres://u@localhost/db"),
+        ("DATABASE_MIGRATE_URL", "postgres://env-owner@localhost/db"),
+    ]));
+    let settings = Settings::from_toml(text, &overridden).unwrap();
+    assert_eq!(
+        settings.migrate_database_url().unwrap(),
+        "postgres://env-owner@localhost/db"
+    );
+    let err = error_of("[database]\nmigrate_url = \"mysql://owner:pw-in-url@h/db\"\n");
+    assert!(err.starts_with("database.migrate_url"), "{err}");
+    assert!(!err.contains("pw-in-url"), "{err}");
+    assert!(!format!("{settings:?}").contains("env-owner"));
+}
+
+#[test]
 fn the_api_pool_defaults_to_four() {
     let settings = Settings::from_toml("", &env()).unwrap();
     assert_eq!(settings.database.api_pool_size, 4);
@@ -635,21 +667,31 @@ fn the_sample_ratio_is_a_share_of_requests_above_zero() {
 }
 
 #[test]
-fn endpoint_settings_take_a_32_byte_key_and_plain_allowed_hosts() {
+fn endpoint_settings_take_a_32_byte_key_and_origins_allowed_per_merchant() {
     let env = FakeEnv(HashMap::from([
         ("DATABASE_URL", "postgres://u@localhost/db"),
         ("KEY", "dGVzdC1zZWNyZXRzLWtleS0zMi1ieXRlcy1sb25nISE="),
     ]));
     let settings = Settings::from_toml(
-        "[secrets]\nkey = \"env:KEY\"\n[notifications]\nallow_hosts = [\"LocalHost\", \"[::1]\", \"10.1.2.3\"]\n",
+        "[secrets]\nkey = \"env:KEY\"\n[[merchants]]\nid = 42\n\
+         allow_hosts = [\"http://LocalHost:9000\", \"https://[::1]\", \"https://10.1.2.3:8443/\"]\n",
         &env,
     )
     .unwrap();
     assert!(settings.secrets.key.is_some());
     assert!(!format!("{settings:?}").contains("dGVzdC1zZWNyZXRz"));
+    let origins: Vec<String> = settings.merchants[0]
+        .allow_hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
-        settings.notifications.allow_hosts,
-        ["localhost", "::1", "10.1.2.3"]
+        origins,
+        [
+            "http://localhost:9000",
+            "https://[::1]:443",
+            "https://10.1.2.3:8443"
+        ]
     );
     assert!(!settings.notifications.allow_http);
     assert_eq!(settings.notifications.secret_overlap.as_secs(), 24 * 3600);
@@ -660,8 +702,16 @@ fn endpoint_settings_take_a_32_byte_key_and_plain_allowed_hosts() {
             "secrets.key is not base64",
         ),
         (
-            "[notifications]\nallow_hosts = [\"https://x.example/\"]\n",
-            "notifications.allow_hosts[0]",
+            "[notifications]\nallow_hosts = [\"127.0.0.1\"]\n",
+            "notifications.allow_hosts: an exemption now names an origin for one merchant",
+        ),
+        (
+            "[[merchants]]\nid = 42\nallow_hosts = [\"https://x.example/hooks\"]\n",
+            "merchants[0].allow_hosts[0]",
+        ),
+        (
+            "[[merchants]]\nid = 42\nallow_hosts = [\"x.example\"]\n",
+            "merchants[0].allow_hosts[0]",
         ),
         (
             "[notifications]\nsecret_overlap_hours = 169\n",
@@ -671,4 +721,118 @@ fn endpoint_settings_take_a_32_byte_key_and_plain_allowed_hosts() {
         let error = Settings::from_toml(text, &env).unwrap_err().to_string();
         assert!(error.contains(says), "{text}: {error}");
     }
+}
+
+#[test]
+fn two_providers_asking_their_api_with_one_key_are_refused() {
+    let text = r#"
+[database]
+url = "postgres://localhost/x"
+
+[[providers]]
+name = "mollie_a"
+scheme = "mollie"
+merchant_id = 1
+api_key = "test_shared_key_0000000000"
+
+[[providers]]
+name = "mollie_b"
+scheme = "mollie"
+merchant_id = 2
+api_key = "test_shared_key_0000000000"
+"#;
+    let error = Settings::from_toml(text, &ProcessEnv).unwrap_err();
+    assert!(
+        error.0.contains("providers[1].api_key") && error.0.contains("mollie_a"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_account_a_fetched_resource_must_belong_to_is_each_schemes_own() {
+    let provider = |scheme: &str, line: &str| {
+        format!(
+            "[database]\nurl = \"postgres://localhost/x\"\n\n[[providers]]\nname = \"p\"\nscheme = \"{scheme}\"\nmerchant_id = 1\napi_key = \"k_0123456789abcdef\"\nsecrets = {secrets}\n{line}\n",
+            secrets = if scheme == "mollie" {
+                "[]"
+            } else {
+                "[\"0123456789abcdef0123\"]"
+            }
+        )
+    };
+    assert!(
+        Settings::from_toml(
+            &provider("mollie", "profile_id = \"pfl_1\"\nmode = \"live\""),
+            &ProcessEnv
+        )
+        .is_ok()
+    );
+    assert!(
+        Settings::from_toml(&provider("gocardless", "creditor = \"CR1\""), &ProcessEnv).is_ok()
+    );
+    for (scheme, line, field) in [
+        ("mollie", "mode = \"production\"", "mode"),
+        ("mollie", "creditor = \"CR1\"", "creditor"),
+        ("gocardless", "profile_id = \"pfl_1\"", "profile_id"),
+        ("mollie", "profile_id = \"pfl/../x\"", "profile_id"),
+    ] {
+        let error = Settings::from_toml(&provider(scheme, line), &ProcessEnv).unwrap_err();
+        assert!(error.0.contains(field), "{scheme} {line}: {error}");
+    }
+}
+
+#[test]
+fn paypal_asks_its_api_with_verify_fetch_a_client_id_and_its_secret() {
+    let paypal = "[[providers]]\nname = \"pp\"\nscheme = \"paypal\"\nmerchant_id = 1\n";
+    let p = one(&format!(
+        "{paypal}verify = \"fetch\"\nclient_id = \"AeClient1\"\napi_key = \"client_secret_0123456789\"\n"
+    ));
+    assert!(p.asks_api());
+    assert_eq!(p.paypal, None, "no signature is checked");
+    let api = p.fetch_api.unwrap();
+    assert_eq!(api.base_url, "https://api-m.paypal.com");
+    let client = api.oauth_client.unwrap();
+    assert_eq!(
+        (client.client_id.as_str(), client.token_path),
+        ("AeClient1", "/v1/oauth2/token")
+    );
+    // The signature's settings are the default's, and the default needs none of the API's.
+    let signed = one(&format!(
+        "{paypal}webhook_id = \"WH1\"\nverify = \"signature\"\n"
+    ));
+    assert!(!signed.asks_api() && signed.paypal.is_some());
+    for (lines, says) in [
+        (
+            "verify = \"fetch\"\napi_key = \"k_0123456789abcdef\"\n",
+            "providers[0].client_id is required",
+        ),
+        (
+            "verify = \"fetch\"\nclient_id = \"AeClient1\"\n",
+            "providers[0].api_key is required",
+        ),
+        (
+            "verify = \"fetch\"\nclient_id = \"Ae:1\"\napi_key = \"k_0123456789abcdef\"\n",
+            "providers[0].client_id",
+        ),
+        (
+            "verify = \"fetch\"\nclient_id = \"AeClient1\"\napi_key = \"k_0123456789abcdef\"\nwebhook_id = \"WH1\"\n",
+            "providers[0].webhook_id is only for verify = \"signature\"",
+        ),
+        (
+            "verify = \"ask\"\nwebhook_id = \"WH1\"\n",
+            "providers[0].verify",
+        ),
+        (
+            "webhook_id = \"WH1\"\nclient_id = \"AeClient1\"\n",
+            "providers[0].client_id is only for scheme paypal with verify = \"fetch\"",
+        ),
+    ] {
+        let err = error_of(&format!("{paypal}{lines}"));
+        assert!(err.starts_with(says), "{lines}: {err}");
+    }
+    let err = error_of(&provider("verify = \"fetch\"\n"));
+    assert!(
+        err.starts_with("providers[0].verify is only for scheme paypal"),
+        "{err}"
+    );
 }

@@ -14,8 +14,9 @@ use serde::Serialize;
 
 use crate::export::ExportRow;
 use crate::payments::dispute::{self, DisputeView};
-use crate::schema::{callback_deliveries, idempotency_keys, ledger_entries, ledger_transfers};
+use crate::schema::{idempotency_keys, ledger_entries, ledger_transfers};
 use crate::schema::{orders, payments};
+use crate::schema_partitioned::callback_deliveries;
 
 /// The largest page a caller may ask for.
 pub const MAX_LIMIT: i64 = 200;
@@ -465,10 +466,13 @@ pub async fn merchant_detail(
     event_id: &str,
 ) -> QueryResult<Option<MerchantEventDetail>> {
     use callback_deliveries as d;
+    // An event delivered in two months (its record expired between) has a row in each: the
+    // newest, as the admin's detail shows.
     let found: Option<EventRow> = d::table
         .filter(d::merchant_id.eq(merchant_id))
         .filter(d::provider.eq(provider))
         .filter(d::event_id.eq(event_id))
+        .order(d::id.desc())
         .select(EventRow::as_select())
         .first(conn)
         .await
@@ -695,24 +699,6 @@ pub async fn explain_detail(
             .await?,
     ];
     Ok(plans.map(|lines| lines.join("\n")).join("\n--\n"))
-}
-
-/// The verified body stored for `provider`'s event `event_id` (the newest, should a provider's
-/// name have served two merchants), for the admin replay.
-pub async fn stored_body(
-    conn: &mut AsyncPgConnection,
-    provider: &str,
-    event_id: &str,
-) -> QueryResult<Option<Vec<u8>>> {
-    use callback_deliveries as d;
-    d::table
-        .filter(d::provider.eq(provider))
-        .filter(d::event_id.eq(event_id))
-        .order(d::id.desc())
-        .select(d::body)
-        .first(conn)
-        .await
-        .optional()
 }
 
 #[cfg(test)]

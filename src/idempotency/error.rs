@@ -25,6 +25,9 @@ pub enum IdempotencyError {
     /// More work is queued than the database can take; shed at once instead of queueing.
     #[error("saturated: {0}")]
     Saturated(&'static str),
+    /// A provider that must be asked could not be asked now (a replay of its event).
+    #[error("the provider's API could not be asked")]
+    ProviderUnavailable,
 }
 
 impl crate::db::unconfirmed::DatabaseCause for IdempotencyError {

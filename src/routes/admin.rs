@@ -1,6 +1,7 @@
 use actix_web::{HttpResponse, web};
 
-use super::extract::{ApiPool, ReadPool, Staff, Viewer};
+use super::app_data::{ApiPool, ReadPool, Viewer};
+use super::extract::Staff;
 use crate::error::{ApiError, ErrorBody};
 use crate::idempotency::record::{IdempotencyRecord, Operation, Scope};
 use crate::ledger;

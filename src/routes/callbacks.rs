@@ -4,21 +4,17 @@ use chrono::{DateTime, Utc};
 use tracing::Instrument;
 use tracing_actix_web::RootSpan;
 
+use super::app_data::{ApiPool, Finance, source_address};
 use super::body::read_body;
-use super::extract::{ApiPool, Finance, Staff};
+use super::extract::Staff;
 use super::respond::idempotent_response;
 use super::state::AppState;
-use crate::access::audit::{self, Action, Entry};
-use crate::deliveries::read::stored_body;
 use crate::error::{ApiError, ErrorBody};
-use crate::idempotency::audited::Audited;
-use crate::idempotency::record::Completion;
 use crate::idempotency::transmission::{self, Binding, Bound};
-use crate::idempotency::{self, Executed, REPLAYED_HEADER};
+use crate::idempotency::{Executed, REPLAYED_HEADER};
 use crate::metrics::{Metrics, OutcomeLabel, WriteCommitted};
-use crate::payments::ack::{ACK_STATUS, Ack, CallbackOutcome, Outcome};
-use crate::payments::callback::ProcessCallback;
-use crate::payments::effect::Source;
+use crate::payments::ack::{Ack, CallbackOutcome, Outcome};
+use crate::payments::callback::{self, Worker};
 use crate::providers::connector::{Answer, Event, Events};
 use crate::providers::registry::{Provider, Providers};
 use crate::signature::scheme::{SignatureError, Transmission};
@@ -56,7 +52,8 @@ use crate::trace_switch::TRACE;
         (status = 409, description = "idempotency_key_in_flight (Retry-After: 2) or out_of_order (Retry-After: 30)", body = ErrorBody),
         (status = 413, description = "payload_too_large", body = ErrorBody),
         (status = 422, description = "key_reused_with_different_body", body = ErrorBody),
-        (status = 503, description = "unavailable: nothing stored, redeliver (Retry-After: 1)", body = ErrorBody),
+        (status = 429, description = "rate_limited: an unsigned provider's deliveries (Mollie) past [limits] unsigned_deliveries_per_minute from one address (Retry-After); a signed provider's never are", body = ErrorBody),
+        (status = 503, description = "unavailable: nothing stored, redeliver (Retry-After: 1); also while the gateway starts, before its first read of the merchants' endpoints", body = ErrorBody),
     )
 )]
 pub async fn receive_callback(
@@ -70,6 +67,14 @@ pub async fn receive_callback(
 ) -> Result<HttpResponse, ApiError> {
     let provider = providers.get(&path).ok_or(ApiError::UnknownProvider)?;
     root_span.record("provider", provider.name());
+    state.serving()?;
+    // A signed provider's deliveries are never limited; an unsigned one's each cost a call to
+    // its API, so they are, per source address, before anything is read or asked.
+    if !provider.signed()
+        && let Some(source) = source_address(&request, &state.limits)
+    {
+        state.limits.unsigned_delivery(source)?;
+    }
     let body = read_body(&request, payload, &state.settings.server).await?;
 
     // Nothing is parsed or written before the signature over the raw bytes holds.
@@ -95,7 +100,7 @@ pub async fn receive_callback(
     match (events, provider.answer()) {
         (Events::One(event), Answer::StoredAck) => {
             root_span.record("event_id", event.id.as_str());
-            let executed = execute(&provider, &state, &event, now, trace_id, None).await?;
+            let executed = execute(&provider, &state, &event, now, trace_id).await?;
             let _answer = answer_span(&executed).entered();
             Ok(idempotent_response(executed, |outcome| {
                 outcome.outcome.as_str()
@@ -147,51 +152,27 @@ async fn hold_transmission(
     }
 }
 
-/// Claims, applies and acknowledges one event of a verified delivery in one transaction;
-/// `replayed_by`: a person's replay of a stored event, whose audit row joins that transaction.
+/// This worker's means to run callbacks, from the handlers' shared state.
+fn worker(state: &AppState) -> Worker<'_> {
+    Worker {
+        pool: &state.pool,
+        replication: &state.replication,
+        batcher: &state.capture_batcher,
+        notifying: &state.notifying,
+    }
+}
+
+/// Claims, applies and acknowledges one event of a verified delivery (the domain's
+/// [`callback::execute`]).
 async fn execute(
     provider: &Provider,
     state: &AppState,
     event: &Event<'_>,
     now: DateTime<Utc>,
     trace_id: Option<&str>,
-    replayed_by: Option<&audit::Context>,
 ) -> Result<Executed<CallbackOutcome>, ApiError> {
-    let idempotent = provider.idempotent_request(&event.id, &event.body, now);
-    let work = ProcessCallback::new(
-        Source {
-            merchant_id: provider.merchant_id(),
-            provider: provider.name(),
-            // Decided now, from this gateway's view of the merchant's endpoint (an endpoint made
-            // by API reaches it within a second): a lookup in memory, nothing on the database.
-            notify: state.notifying.wants(provider.merchant_id()),
-        },
-        provider.read_event(&event.body),
-        &state.capture_batcher,
-        &event.id,
-        &event.body,
-    )
-    .traced(trace_id);
-    let respond =
-        |outcome: &CallbackOutcome| Completion::succeeded(ACK_STATUS, outcome.ack(&event.id));
-    let (pool, replication) = (&state.pool, &state.replication);
-    let executed = match replayed_by {
-        None => idempotency::execute(pool, replication, &idempotent, &work, &respond).await?,
-        Some(context) => {
-            let entry = |outcome: &CallbackOutcome| {
-                replay_entry(provider.name(), &event.id, outcome.outcome.as_str())
-            };
-            let audited = Audited::new(&work, context, entry);
-            idempotency::execute(pool, replication, &idempotent, &audited, &respond).await?
-        }
-    };
-    if let Executed::First { output, .. } = &executed
-        && matches!(output.outcome, Outcome::Applied | Outcome::Held)
-    {
-        // Committed: the sender finds what the change staged now rather than at its next poll.
-        state.notifying.committed(provider.merchant_id());
-    }
-    Ok(executed)
+    let event = (event.id.as_str(), event.body.as_ref());
+    Ok(callback::execute(worker(state), provider, event, now, trace_id, None).await?)
 }
 
 /// A delivery answered with a fixed body (Adyen's `[accepted]`) once every event it carries is
@@ -214,7 +195,7 @@ async fn answer_all(
     let mut refusal: Option<ApiError> = None;
     let mut first: Option<Outcome> = None;
     for event in &events {
-        match execute(provider, state, event, now, trace_id, None).await {
+        match execute(provider, state, event, now, trace_id).await {
             Ok(Executed::First { output, .. }) => {
                 first = Some(first.map_or(output.outcome, |o| notable(o, output.outcome)));
             }
@@ -279,16 +260,6 @@ fn notable(a: Outcome, b: Outcome) -> Outcome {
     if weight(b) > weight(a) { b } else { a }
 }
 
-/// The audit row of a person's replay of a stored event: `outcome` is what the event did now,
-/// or `replayed` when the stored answer was sent again.
-fn replay_entry(provider: &str, event_id: &str, outcome: &str) -> Entry {
-    Entry::new(
-        Action::EventReplay,
-        Some(format!("event:{provider}/{event_id}")),
-        outcome,
-    )
-}
-
 /// `POST /admin/events/{provider}/{event_id}/replay`: runs the stored verified body of an event
 /// through the callback path again, as a redelivery of it would (no signature: it was verified
 /// when it was stored). For providers the gateway cannot sign for (PayPal), this is finance's
@@ -318,66 +289,28 @@ pub async fn replay_stored(
     root_span: RootSpan,
 ) -> Result<HttpResponse, ApiError> {
     let (provider_name, event_id) = path.into_inner();
-    let executed = replay_event(
-        &providers,
-        &state,
+    let provider = providers
+        .get(&provider_name)
+        .ok_or(ApiError::UnknownProvider)?;
+    state.serving()?;
+    root_span.record("provider", provider.name());
+    root_span.record("event_id", event_id.as_str());
+    let trace_id = telemetry::trace_id(&root_span);
+    let executed = callback::replay(
+        worker(&state),
         &api_pool,
-        (&provider_name, event_id),
+        provider.as_ref(),
+        &event_id,
         &staff.audit,
-        &root_span,
+        trace_id.as_deref(),
     )
-    .await?;
+    .await?
+    .ok_or(ApiError::NotFound {
+        code: "event_not_found",
+        what: "event",
+    })?;
     let _answer = answer_span(&executed).entered();
     Ok(idempotent_response(executed, |outcome| {
         outcome.outcome.as_str()
     }))
-}
-
-/// A person's replay of the stored event `(provider, event id)` (the admin route's and the
-/// console's): its audit row commits in the event's transaction when the event runs, or is
-/// written alone when the stored answer is sent again (nothing ran).
-pub async fn replay_event(
-    providers: &Providers,
-    state: &AppState,
-    api_pool: &ApiPool,
-    (provider_name, event_id): (&str, String),
-    audit: &audit::Context,
-    root_span: &RootSpan,
-) -> Result<Executed<CallbackOutcome>, ApiError> {
-    let trace_id = telemetry::trace_id(root_span);
-    let provider = providers
-        .get(provider_name)
-        .ok_or(ApiError::UnknownProvider)?;
-    root_span.record("provider", provider.name());
-    root_span.record("event_id", event_id.as_str());
-    let body = {
-        let mut conn = api_pool.get().await?;
-        stored_body(&mut conn, provider.name(), &event_id)
-            .await?
-            .ok_or(ApiError::NotFound {
-                code: "event_not_found",
-                what: "event",
-            })?
-    };
-    let event = Event {
-        id: event_id,
-        body: std::borrow::Cow::Borrowed(&body),
-    };
-    let executed = execute(
-        &provider,
-        state,
-        &event,
-        Utc::now(),
-        trace_id.as_deref(),
-        Some(audit),
-    )
-    .await?;
-    if let Executed::Replayed(_) = &executed {
-        // Answered from the stored record: nothing ran, so no transaction to join; the
-        // replay itself is still on the record.
-        let mut conn = api_pool.get().await?;
-        let entry = replay_entry(provider.name(), &event.id, "replayed");
-        audit::record(&mut conn, audit, entry).await?;
-    }
-    Ok(executed)
 }

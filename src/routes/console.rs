@@ -9,7 +9,7 @@ pub mod actions;
 pub mod audit_page;
 mod page;
 mod session;
-mod sign_in;
+pub mod sign_in;
 mod view;
 
 use actix_web::http::StatusCode;
@@ -23,8 +23,8 @@ pub use page::{Console, ConsoleError, Me};
 use page::{html, see_other};
 pub use session::Sessions;
 
+use super::app_data::{Finance, ReadPool, Viewer};
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{Finance, ReadPool, Viewer};
 use super::state::AppState;
 use crate::attention;
 use crate::config::merchants::MerchantSettings;
@@ -45,51 +45,16 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 const STYLESHEET: &str = include_str!("../../static/console.css");
 
-/// The console's routes, under one scope that adds the security headers.
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/console")
-            .wrap(
-                DefaultHeaders::new()
-                    .add(("Content-Security-Policy", CSP))
-                    .add(("X-Content-Type-Options", "nosniff"))
-                    .add(("X-Frame-Options", "DENY"))
-                    .add(("Referrer-Policy", "no-referrer"))
-                    .add((header::CACHE_CONTROL, "no-store")),
-            )
-            .route("", web::get().to(home))
-            .route("/login", web::get().to(sign_in::login_page))
-            .route("/login", web::post().to(sign_in::login))
-            .route("/logout", web::post().to(sign_in::logout))
-            .route("/events", web::get().to(events))
-            .route("/events.jsonl", web::get().to(export))
-            .route("/events/{provider}/{event_id}", web::get().to(event))
-            .route(
-                "/events/{provider}/{event_id}/replay",
-                web::post().to(actions::replay),
-            )
-            .route("/attention", web::get().to(attention))
-            .route(
-                "/refund-requests/{id}/resolve",
-                web::post().to(actions::resolve_refund_request),
-            )
-            .route("/notifications", web::get().to(notifications))
-            .route(
-                "/notifications/{id}/redeliver",
-                web::post().to(actions::redeliver),
-            )
-            .route(
-                "/merchants/{merchant_id}/endpoint/enable",
-                web::post().to(actions::enable_endpoint),
-            )
-            .route(
-                "/merchants/{merchant_id}/endpoint/disable",
-                web::post().to(actions::disable_endpoint),
-            )
-            .route("/balances", web::get().to(balances))
-            .route("/audit", web::get().to(audit_page::audit))
-            .route("/static/console.css", web::get().to(stylesheet)),
-    );
+/// The headers of every console answer (the route table in `startup` wraps the `/console`
+/// scope in them): no script or style from elsewhere, no framing, no sniffing, no referrer,
+/// nothing cached.
+pub fn security_headers() -> DefaultHeaders {
+    DefaultHeaders::new()
+        .add(("Content-Security-Policy", CSP))
+        .add(("X-Content-Type-Options", "nosniff"))
+        .add(("X-Frame-Options", "DENY"))
+        .add(("Referrer-Policy", "no-referrer"))
+        .add((header::CACHE_CONTROL, "no-store"))
 }
 
 /// `GET /console`: the events for a signed-in browser, else sign-in.
@@ -563,7 +528,8 @@ pub async fn balances(
     )
 }
 
-async fn stylesheet() -> HttpResponse {
+/// `GET /console/static/console.css`: the one stylesheet.
+pub async fn stylesheet() -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, "text/css; charset=utf-8"))
         .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))

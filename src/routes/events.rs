@@ -5,8 +5,9 @@
 
 use actix_web::{HttpResponse, web};
 
+use super::app_data::{Finance, ReadPool, Viewer};
 use super::event_log::{ATTENTION_LIMIT, EventQuery, export_events_stream, find_event};
-use super::extract::{Finance, MerchantAuth, ReadPool, Staff, Viewer};
+use super::extract::{MerchantAuth, Staff};
 use super::state::AppState;
 use crate::attention::{self, Attention};
 use crate::deliveries::read::{

@@ -3,7 +3,7 @@ use std::time::Duration;
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
-use super::extract::ApiPool;
+use super::app_data::ApiPool;
 use super::state::AppState;
 use crate::metrics::Metrics;
 
@@ -30,6 +30,13 @@ pub async fn readyz(
     api_pool: web::Data<ApiPool>,
     metrics: web::Data<Metrics>,
 ) -> HttpResponse {
+    if !state.notifying.loaded() {
+        // Callbacks get 503 until the merchants' endpoints are read: a balancer should wait.
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "error": "not_ready",
+            "message": "starting: the merchants' endpoints are not loaded yet",
+        }));
+    }
     if crate::db::is_ready(&api_pool, &state.latest_migration).await {
         match metrics.write_health().degraded(CANNOT_WRITE_WINDOW) {
             None => HttpResponse::Ok().json(json!({ "status": "ready" })),

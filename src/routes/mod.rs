@@ -3,6 +3,7 @@
 //! document that lists the handlers are in `startup`, which wires them into the app.
 
 pub mod admin;
+pub mod app_data;
 pub mod audit;
 mod body;
 pub mod callbacks;

@@ -2,8 +2,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
 use tracing_actix_web::RootSpan;
 
+use super::app_data::ApiPool;
 use super::body::read_body;
-use super::extract::{ApiPool, KeyHeader, MerchantAuth};
+use super::extract::{KeyHeader, MerchantAuth};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, order_rejection_status};

@@ -3,16 +3,15 @@ use chrono::Utc;
 use serde_json::json;
 use tracing_actix_web::RootSpan;
 
+use super::app_data::{ApiPool, Operator};
 use super::body::read_body;
-use super::extract::{ApiPool, KeyHeader, MerchantAuth, Operator, Staff};
+use super::extract::{KeyHeader, MerchantAuth, Staff};
 use super::respond::idempotent_response;
 use super::state::AppState;
 use crate::error::{ApiError, ErrorBody, error_body, refund_refusal_status};
 use crate::idempotency::record::{Completion, Fingerprint, IdempotentRequest, Operation, Scope};
-use crate::payments::event::MAX_EVENT_ID_LEN;
 use crate::refunds::create::{self, RefundOutcome, Refunds, Resolution};
 use crate::refunds::request::CreateRefundRequest;
-use crate::text;
 
 /// How a refund request's outcome is stored and answered (the recoverer stores the same).
 pub fn respond(outcome: &RefundOutcome) -> Completion {
@@ -75,6 +74,7 @@ pub async fn create_refund(
 ) -> Result<HttpResponse, ApiError> {
     let user_id = merchant.user_id;
     root_span.record("user_id", user_id);
+    state.serving()?;
     let body = read_body(&request, payload, &state.settings.server).await?;
     let order = path.into_inner();
     // The order is part of what the key stands for: the same key and body sent for another
@@ -122,20 +122,9 @@ impl ResolveRefundRequest {
     pub fn parse(self) -> Result<Resolution, String> {
         match self {
             ResolveRefundRequest::Accepted { provider_refund_id } => {
-                if !text::storable(&provider_refund_id, MAX_EVENT_ID_LEN) {
-                    return Err(
-                        "provider_refund_id must be 1 to 255 bytes with no control characters"
-                            .into(),
-                    );
-                }
-                Ok(Resolution::Accepted { provider_refund_id })
+                Resolution::accepted(provider_refund_id)
             }
-            ResolveRefundRequest::Declined { message } => {
-                if !text::storable(&message, 500) {
-                    return Err("message must be 1 to 500 bytes with no control characters".into());
-                }
-                Ok(Resolution::Declined { message })
-            }
+            ResolveRefundRequest::Declined { message } => Resolution::declined(message),
         }
     }
 }
@@ -177,6 +166,7 @@ pub async fn resolve_refund_request(
             code: "refund_request_not_found",
             what: "refund request",
         })?;
+    state.serving()?;
     // The server's body limit and read timeout, as for every other body.
     let body = read_body(&request, payload, &state.settings.server).await?;
     let resolution = serde_json::from_slice::<ResolveRefundRequest>(&body)

@@ -91,13 +91,23 @@ pub struct Exporting {
 }
 
 pub(super) fn start(settings: &TelemetrySettings) -> Result<Exporting, TraceStartError> {
-    let client = reqwest::Client::builder()
-        .timeout(settings.export_timeout)
-        .connect_timeout(settings.export_timeout)
-        // A collector's redirect is not followed: spans go where the operator said.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| TraceStartError(format!("the export client: {e}")))?;
+    // Through the one builder of outgoing clients (crate::outbound): no proxy from the
+    // environment, no redirect followed (spans go where the operator said), and the collector's
+    // origin granted to this exporter alone, as the operator named it (a collector is an
+    // internal service by design, often on loopback or a private address).
+    let traces_url = reqwest::Url::parse(&settings.traces_url)
+        .map_err(|e| TraceStartError(format!("the traces URL: {e}")))?;
+    let origin = crate::outbound::Origin::of(&traces_url)
+        .ok_or_else(|| TraceStartError("the traces URL has no host".into()))?;
+    let timeout = settings.export_timeout;
+    let outbound = crate::outbound::Outbound::new([((), origin)], false, |builder| {
+        builder.timeout(timeout).connect_timeout(timeout)
+    })
+    .map_err(|e| TraceStartError(format!("the export client: {e}")))?;
+    let client = outbound
+        .client(&(), &traces_url)
+        .map_err(|e| TraceStartError(format!("the export client: {e}")))?
+        .clone();
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(Collector(client))

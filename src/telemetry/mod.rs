@@ -94,7 +94,10 @@ pub fn start(
     settings: &crate::config::telemetry::TelemetrySettings,
 ) -> Result<Exporting, TraceStartError> {
     let exporting = export::start(settings)?;
-    sampling::set_ratio(settings.sample_per_million);
+    sampling::set_ratio(
+        settings.sample_per_million,
+        settings.trust_incoming_sampling,
+    );
     // Every call site's interest is asked again, now that the trace layer wants spans.
     trace_switch::turn_on();
     tracing::callsite::rebuild_interest_cache();
@@ -124,10 +127,11 @@ impl RootSpanBuilder for GatewayRootSpan {
         } else {
             None
         };
-        // A caller's traceparent decides whether this request is traced.
+        // A caller's traceparent decides whether this request is traced as far as it may
+        // (sampling::callers_say).
         let sampled = parent
             .as_ref()
-            .map(|parent| parent.span().span_context().is_sampled());
+            .and_then(|parent| sampling::callers_say(parent.span().span_context().is_sampled()));
         let span = sampling::as_parent_says(sampled, || {
             tracing_actix_web::root_span!(
                 request,

@@ -1,11 +1,14 @@
 //! Which requests are traced: head sampling, decided once per trace at its first span. A trace
 //! root (a span with no span around it: a request, a notification attempt) is sampled at
-//! `[telemetry] sample_ratio`, or as an incoming `traceparent`'s sampled flag says; every span
-//! inside a sampled root follows it, and inside an unsampled one no trace span is even created.
-//! So a request that is not traced costs what it costs with tracing off.
+//! `[telemetry] sample_ratio`. An incoming `traceparent` that says "not sampled" is obeyed; one
+//! that says "sampled" is honoured within the ratio only (the same draw as a request without
+//! one), unless `trust_incoming_sampling` lets the caller decide: otherwise any caller could
+//! have every one of its requests traced, exported and stored with a trace id of its choosing.
+//! Every span inside a sampled root follows it, and inside an unsampled one no trace span is
+//! even created. So a request that is not traced costs what it costs with tracing off.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tracing::{Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Filter};
@@ -16,13 +19,28 @@ use crate::trace_switch::tracing_on;
 /// The share of trace roots that are sampled, per million.
 static PER_MILLION: AtomicU32 = AtomicU32::new(1_000_000);
 
+/// Whether a caller's "sampled" is obeyed as it stands (`trust_incoming_sampling`).
+static TRUST_CALLERS: AtomicBool = AtomicBool::new(false);
+
 thread_local! {
     /// The decision a caller's `traceparent` made for the next root created on this thread.
     static PARENT_SAYS: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
-pub(super) fn set_ratio(per_million: u32) {
+pub(super) fn set_ratio(per_million: u32, trust_callers: bool) {
     PER_MILLION.store(per_million.min(1_000_000), Ordering::Relaxed);
+    TRUST_CALLERS.store(trust_callers, Ordering::Relaxed);
+}
+
+/// What a caller's sampled flag decides: all of it when callers are trusted; otherwise a "no"
+/// (none of the caller's business is traced against its will), while a "yes" leaves the
+/// decision to the ratio's draw.
+pub(super) fn callers_say(sampled: bool) -> Option<bool> {
+    if sampled && !TRUST_CALLERS.load(Ordering::Relaxed) {
+        None
+    } else {
+        Some(sampled)
+    }
 }
 
 /// Runs `create` (which creates a trace root) with the sampling decision of the caller's

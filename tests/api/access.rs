@@ -121,7 +121,7 @@ fn rank(role: &str) -> usize {
 fn cli(database_url: &str, args: &[&str]) -> Output {
     let dir = std::env::temp_dir().join(format!("cg-cli-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = Command::new(crate::support::gateway::gateway_binary())
         .args(args)
         .current_dir(&dir)
         .env_remove("GATEWAY_CONFIG")
@@ -165,12 +165,7 @@ struct Session {
 }
 
 async fn sign_in(gateway: &GatewayProcess, key: &str) -> reqwest::Response {
-    no_redirects()
-        .post(format!("{}/console/login", gateway.address()))
-        .form(&[("token", key)])
-        .send()
-        .await
-        .unwrap()
+    crate::support::console_sign_in(&no_redirects(), &gateway.address(), Some(key)).await
 }
 
 async fn session(gateway: &GatewayProcess, key: &str) -> Session {
@@ -295,7 +290,9 @@ async fn knock(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_admin_route_and_console_page_answers_each_role_as_the_contract_says() {
-    let gateway = GatewayProcess::spawn("").await;
+    // Every route is knocked on with revoked and expired keys too: more refused keys from one
+    // address than the default limit lets through (limits.rs tests the limit).
+    let gateway = GatewayProcess::spawn("[limits]\nunknown_keys_per_minute = 100000\n").await;
     let url = gateway.database_url.clone();
     let keys: Vec<(&str, String)> = ROLES
         .iter()
@@ -893,7 +890,12 @@ async fn operator_commands_print_a_key_once_list_none_and_refuse_bad_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_sign_ins_are_audit_rows_up_to_a_limit_a_minute_and_never_open_a_session() {
-    let gateway = GatewayProcess::spawn("").await;
+    // Sixty refusals from one address: past the default limit of refused sign-ins, which
+    // limits.rs tests; here the rows they write.
+    let gateway = GatewayProcess::spawn(
+        "[limits]\nfailed_sign_ins_per_minute = 100000\nunknown_keys_per_minute = 100000\n",
+    )
+    .await;
     let url = gateway.database_url.clone();
     let revoked = add_operator(&url, "gone", "admin");
     revoke_operator(&url, "gone");
@@ -1182,4 +1184,58 @@ async fn path_of_audit(db: &tokio_postgres::Client) -> Vec<(String, String)> {
     .iter()
     .map(|r| (r.get(0), r.get(1)))
     .collect()
+}
+
+#[tokio::test]
+async fn token_issue_and_cleanup_write_audit_rows_and_no_operator_may_be_named_unknown() {
+    let database_url = crate::support::fresh_database().await;
+    let db = connect(&database_url).await;
+    let issued = cli(&database_url, &["token", "issue", "--user-id", "42"]);
+    assert!(issued.status.success(), "{}", text(&issued.stderr));
+    let token = text(&issued.stdout).trim().to_owned();
+    let cleaned = cli(&database_url, &["cleanup"]);
+    assert!(cleaned.status.success(), "{}", text(&cleaned.stderr));
+
+    let rows = audit_rows(&db, "token.issue").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let (actor, role, target, _, changes) = &rows[0];
+    assert_eq!(
+        (actor.as_str(), role.as_str(), target.as_deref()),
+        ("cli:ops-laptop", "admin", Some("merchant:42"))
+    );
+    assert!(
+        !changes.to_string().contains(&token[4..]),
+        "the token never reaches the log: {changes}"
+    );
+    let rows = audit_rows(&db, "idempotency.cleanup").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, "cli:ops-laptop");
+    assert!(rows[0].4.get("deleted").is_some(), "{:?}", rows[0].4);
+
+    // `unknown` is the actor of a refused sign-in: no person may be named so.
+    let refused = cli(
+        &database_url,
+        &["operator", "add", "--name", "unknown", "--role", "viewer"],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stdout));
+    assert!(text(&refused.stderr).contains("unknown"));
+}
+
+#[tokio::test]
+async fn the_sign_in_form_carries_a_token_a_cross_site_post_lacks() {
+    let gateway = GatewayProcess::spawn("").await;
+    // A form posted from another site: no cookie of the sign-in page, no token.
+    let forged = no_redirects()
+        .post(format!("{}/console/login", gateway.address()))
+        .form(&[("token", ADMIN_TOKEN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert!(forged.headers().get("set-cookie").is_none(), "no session");
+    // The page's own form signs in.
+    let signed_in =
+        crate::support::console_sign_in(&no_redirects(), &gateway.address(), Some(ADMIN_TOKEN))
+            .await;
+    assert_eq!(signed_in.status(), 303);
 }

@@ -94,7 +94,7 @@ fn the_cleanup_command_prints_how_many_rows_it_deleted() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let app = runtime.block_on(spawn_app());
     runtime.block_on(seed(&app));
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = std::process::Command::new(crate::support::gateway::gateway_binary())
         .arg("cleanup")
         .env("DATABASE_URL", &app.database_url)
         .env_remove("GATEWAY_CONFIG")

@@ -6,7 +6,7 @@ use crate::support::{connect, empty_database, fresh_database};
 
 fn gateway(args: &[&str], config: Option<&str>, database_url: Option<&str>) -> Output {
     let dir = tempdir();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_callback-gateway"));
+    let mut command = Command::new(crate::support::gateway::gateway_binary());
     command
         .args(args)
         .current_dir(&dir)

@@ -35,13 +35,7 @@ async fn sign_in(
     client: &reqwest::Client,
     token: Option<&str>,
 ) -> reqwest::Response {
-    let form: Vec<(&str, &str)> = token.map(|t| vec![("token", t)]).unwrap_or_default();
-    client
-        .post(app.url("/console/login"))
-        .form(&form)
-        .send()
-        .await
-        .unwrap()
+    crate::support::console_sign_in(client, &app.address, token).await
 }
 
 /// Signs in with the admin token; the session cookie as a `Cookie` header value.
@@ -90,7 +84,15 @@ async fn a_wrong_token_is_refused_exactly_like_a_missing_one() {
     for response in [missing, empty, wrong] {
         assert_eq!(response.status(), 401);
         assert!(response.headers().get("set-cookie").is_none(), "no session");
-        bodies.push(response.text().await.unwrap());
+        // Each sign-in read a form of its own: the same page but for the form's token.
+        let body = response.text().await.unwrap();
+        let token = body
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_owned();
+        bodies.push(body.replace(&token, "TOKEN"));
     }
     assert_eq!(bodies[0], bodies[1]);
     assert_eq!(bodies[0], bodies[2]);
@@ -237,9 +239,30 @@ impl Screenshots {
 /// The `Set-Cookie` of signing in with the admin token and `headers`, and of signing out.
 async fn cookies_with(app: &TestApp, headers: &[(&str, &str)]) -> (String, String) {
     let client = no_redirects();
+    // The sign-in form first, as a browser reads it: its cookie and its token.
+    let mut form = client.get(app.url("/console/login"));
+    for (name, value) in headers {
+        form = form.header(*name, *value);
+    }
+    let form = form.send().await.unwrap();
+    let form_cookie = form.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = form.text().await.unwrap();
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
     let mut login = client
         .post(app.url("/console/login"))
-        .form(&[("token", ADMIN_TOKEN)]);
+        .header("Cookie", form_cookie)
+        .form(&[("token", ADMIN_TOKEN), ("csrf", csrf.as_str())]);
     for (name, value) in headers {
         login = login.header(*name, *value);
     }

@@ -82,7 +82,7 @@ async fn session_of(url: &str) -> Result<(bool, String), String> {
 /// `callback-gateway migrate` against `url`: exit code and stderr.
 fn migrate(url: &str) -> (Option<i32>, String) {
     let dir = std::env::temp_dir();
-    let output = Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = Command::new(crate::support::gateway::gateway_binary())
         .arg("migrate")
         .env_remove("GATEWAY_CONFIG")
         .env("DATABASE_URL", url)
@@ -207,7 +207,7 @@ async fn serve_its_replica_reads_and_the_cli_commands_all_connect_over_verify_fu
     );
     // serve migrates, then its pools, its background passes and its replica pool connect.
     let gateway = GatewayProcess::spawn_on(&url, &config).await;
-    let export = Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let export = Command::new(crate::support::gateway::gateway_binary())
         .args(["--config"])
         .arg(gateway.dir.join("gateway.toml"))
         .args(["export", "--provider", "acme"])
@@ -258,7 +258,7 @@ fn check_config_refuses_a_verify_mode_without_a_readable_root_and_names_the_fiel
     ] {
         let url = format!("postgres://gateway:db-secret-pw@127.0.0.1:1/gateway?{query}");
         std::fs::write(dir.join("gateway.toml"), base_config(&url)).unwrap();
-        let output = Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+        let output = Command::new(crate::support::gateway::gateway_binary())
             .args(["--config", "gateway.toml", "check-config"])
             .env_remove("GATEWAY_CONFIG")
             .env_remove("DATABASE_URL")

@@ -262,12 +262,8 @@ async fn an_https_gateway_sends_hsts_and_a_secure_console_cookie() {
             "{path}: {hsts:?}"
         );
     }
-    let login = client
-        .post(format!("{base}/console/login"))
-        .form(&[("token", crate::support::ADMIN_TOKEN)])
-        .send()
-        .await
-        .unwrap();
+    let login =
+        crate::support::console_sign_in(&client, &base, Some(crate::support::ADMIN_TOKEN)).await;
     assert_eq!(login.status(), 303);
     let cookie = login.headers()["set-cookie"].to_str().unwrap();
     assert!(cookie.split(';').any(|a| a.trim() == "Secure"), "{cookie}");

@@ -128,7 +128,7 @@ async fn json_logs_carry_request_fields_and_no_secret() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let mut child = tokio::process::Command::new(crate::support::gateway::gateway_binary())
         .args([
             "--config",
             config.to_str().unwrap(),

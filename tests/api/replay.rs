@@ -19,7 +19,7 @@ fn scratch() -> PathBuf {
 async fn gateway(app: &TestApp, dir: &std::path::Path, args: &[&str]) -> Run {
     let config = dir.join("gateway.toml");
     std::fs::write(&config, base_config(&app.database_url)).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
         .arg("--config")
         .arg(&config)
         .args(args)
@@ -490,7 +490,7 @@ async fn every_provider_gateway(app: &TestApp, dir: &std::path::Path, args: &[&s
         crate::support::config_with(&app.database_url, &crate::support::all_providers("")),
     )
     .unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
         .arg("--config")
         .arg(&config)
         .args(args)

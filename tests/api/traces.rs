@@ -176,12 +176,8 @@ async fn console_page(gateway: &GatewayProcess, path: &str) -> String {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let signed_in = client
-        .post(format!("{}/console/login", gateway.address()))
-        .form(&[("token", ADMIN_TOKEN)])
-        .send()
-        .await
-        .unwrap();
+    let signed_in =
+        crate::support::console_sign_in(&client, &gateway.address(), Some(ADMIN_TOKEN)).await;
     let cookie = signed_in.headers()["set-cookie"]
         .to_str()
         .unwrap()
@@ -537,11 +533,15 @@ async fn a_refund_call_to_the_provider_carries_the_refund_requests_trace() {
 }
 
 #[tokio::test]
-async fn a_sampled_out_request_is_not_traced_and_a_callers_sampled_flag_decides() {
+async fn a_sampled_out_request_is_not_traced_and_a_trusted_callers_sampled_flag_decides() {
     let receiver = OtlpReceiver::start().await;
-    // One request in a million is sampled on its own: in practice none of these.
-    let gateway =
-        GatewayProcess::spawn(&traced(&receiver.endpoint, "sample_ratio = 0.000001\n")).await;
+    // One request in a million is sampled on its own: in practice none of these. The callers
+    // are trusted to decide (a mesh of the operator's own services).
+    let gateway = GatewayProcess::spawn(&traced(
+        &receiver.endpoint,
+        "sample_ratio = 0.000001\ntrust_incoming_sampling = true\n",
+    ))
+    .await;
     let db = connect(&gateway.database_url).await;
     let orders = insert_orders(&db, 3).await;
     let unsampled = Event::payment("evt_unsampled", orders[0].0, orders[0].1);
@@ -577,4 +577,29 @@ async fn a_sampled_out_request_is_not_traced_and_a_callers_sampled_flag_decides(
         let detail = admin_json(&gateway, &format!("/admin/events/{ACME}/{}", event.id)).await;
         assert_eq!(detail["trace_id"], expected, "{}", event.id);
     }
+}
+
+#[tokio::test]
+async fn an_untrusted_callers_sampled_flag_is_honoured_only_within_the_sample_ratio() {
+    let receiver = OtlpReceiver::start().await;
+    let gateway =
+        GatewayProcess::spawn(&traced(&receiver.endpoint, "sample_ratio = 0.000001\n")).await;
+    let db = connect(&gateway.database_url).await;
+    let orders = insert_orders(&db, 2).await;
+    let forced = Event::payment("evt_caller_forces", orders[0].0, orders[0].1);
+    let chosen = "0af7651916cd43dd8448eb211c80319e";
+    let sampled = format!("00-{chosen}-b7ad6b7169203333-01");
+    assert_eq!(deliver(&gateway, &forced, Some(&sampled)).await.0, 200);
+    let detail = admin_json(&gateway, &format!("/admin/events/{ACME}/{}", forced.id)).await;
+    assert_eq!(
+        detail["trace_id"],
+        serde_json::Value::Null,
+        "a caller's sampled flag does not force a trace, nor choose the stored trace id"
+    );
+    // A caller that says "not sampled" is still obeyed.
+    let declined = Event::payment("evt_caller_declines", orders[1].0, orders[1].1);
+    let no = "00-0af7651916cd43dd8448eb211c80319f-b7ad6b7169203334-00";
+    assert_eq!(deliver(&gateway, &declined, Some(no)).await.0, 200);
+    let detail = admin_json(&gateway, &format!("/admin/events/{ACME}/{}", declined.id)).await;
+    assert_eq!(detail["trace_id"], serde_json::Value::Null);
 }

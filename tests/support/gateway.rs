@@ -14,16 +14,37 @@ pub struct GatewayProcess {
     pub dir: PathBuf,
     pub port: u16,
     pub database_url: String,
+    /// Variables set in the process's environment besides the usual ones.
+    pub env: Vec<(String, String)>,
 }
 
 impl GatewayProcess {
     pub fn start(dir: &Path, port: u16, database_url: &str) -> Self {
+        Self::start_with_env(dir, port, database_url, &[])
+    }
+
+    pub fn start_with_env(dir: &Path, port: u16, database_url: &str, env: &[(&str, &str)]) -> Self {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         Self {
-            child: spawn_gateway(dir, port, database_url),
+            child: spawn_gateway(dir, port, database_url, &env),
             dir: dir.to_owned(),
             port,
             database_url: database_url.to_owned(),
+            env,
         }
+    }
+
+    /// As [`GatewayProcess::spawn_on`], with `env` set in the gateway's environment.
+    pub async fn spawn_on_with_env(database_url: &str, config: &str, env: &[(&str, &str)]) -> Self {
+        let dir = std::env::temp_dir().join(format!("cg-proc-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("gateway.toml"), config).unwrap();
+        let mut gateway = Self::start_with_env(&dir, free_port(), database_url, env);
+        gateway.wait_ready().await;
+        gateway
     }
 
     /// Writes the config file and starts the gateway; returns once /readyz answers 200.
@@ -116,7 +137,7 @@ impl GatewayProcess {
 
     /// Starts the same binary with the same config on the same port; waits until it is ready.
     pub async fn restart(&mut self) {
-        self.child = spawn_gateway(&self.dir, self.port, &self.database_url);
+        self.child = spawn_gateway(&self.dir, self.port, &self.database_url, &self.env);
         self.wait_ready().await;
     }
 
@@ -137,14 +158,20 @@ impl GatewayProcess {
     }
 }
 
+/// The binary the tests run: this build's, or `GATEWAY_BIN` (another commit's build, to show
+/// that a test of the binary fails there: docs/testing.md).
+pub fn gateway_binary() -> std::ffi::OsString {
+    std::env::var_os("GATEWAY_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_callback-gateway").into())
+}
+
 /// `callback-gateway --config DIR/gateway.toml serve`, logging to DIR/gateway.log.
-fn spawn_gateway(dir: &Path, port: u16, database_url: &str) -> Child {
+fn spawn_gateway(dir: &Path, port: u16, database_url: &str, env: &[(String, String)]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("gateway.log"))
         .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_callback-gateway"))
+    Command::new(gateway_binary())
         .arg("--config")
         .arg(dir.join("gateway.toml"))
         .arg("serve")
@@ -152,6 +179,7 @@ fn spawn_gateway(dir: &Path, port: u16, database_url: &str) -> Child {
         .env("DATABASE_URL", database_url)
         .env("GATEWAY_BIND", format!("127.0.0.1:{port}"))
         .env("RUST_LOG", "warn,actix_server=info")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

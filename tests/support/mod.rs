@@ -3,16 +3,19 @@
 
 #![allow(dead_code)]
 
+pub mod backup;
 pub mod batch;
 pub mod cluster;
 pub mod emulator;
 pub mod gateway;
 pub mod ha;
+pub mod listener;
 pub mod otlp;
 pub mod payloads;
 pub mod paypal;
 pub mod paypal_host;
 pub mod provider;
+pub mod proxy;
 pub mod receiver;
 pub mod sign;
 pub mod simulator;
@@ -230,6 +233,57 @@ pub fn with_database(url: &str, name: &str) -> String {
     out
 }
 
+/// `url` with its user replaced by `user` (no password: the test clusters trust 127.0.0.1).
+pub fn with_user(url: &str, user: &str) -> String {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[scheme_end..];
+    let host = rest.split_once('@').map_or(rest, |(_, host)| host);
+    format!("{}{user}@{host}", &url[..scheme_end])
+}
+
+/// The runtime login role the in-process apps serve as: one per server (a test's own cluster
+/// has its own roles), a member of `callback_gateway_runtime`, which every migrated database
+/// grants its rows to.
+async fn test_runtime_role(database_url: &str) -> String {
+    let name = "cg_test_runtime";
+    let admin = connect(database_url).await;
+    let exists = async || {
+        admin
+            .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&name])
+            .await
+            .unwrap()
+            .is_some()
+    };
+    if !exists().await {
+        // Parallel tests may create it at once: one wins, the others find it made.
+        let _ = admin
+            .batch_execute(&format!(
+                "CREATE ROLE {name} LOGIN IN ROLE callback_gateway_runtime"
+            ))
+            .await;
+        assert!(
+            exists().await,
+            "cannot create the tests' runtime role {name}"
+        );
+    }
+    name.to_owned()
+}
+
+/// A login role of the gateway's runtime group (`callback_gateway_runtime`, migration 000060)
+/// on the server of `url` (a superuser's), named for one test: roles belong to the cluster, shared by every
+/// test's database. Returns its name.
+pub async fn runtime_login_role(url: &str) -> String {
+    let name = format!("cg_rt_{}", uuid::Uuid::new_v4().simple());
+    connect(url)
+        .await
+        .batch_execute(&format!(
+            "CREATE ROLE {name} LOGIN IN ROLE callback_gateway_runtime"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("cannot create a runtime login role: {e}"));
+    name
+}
+
 pub async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
@@ -376,30 +430,57 @@ pub async fn spawn_app_on(database_url: &str, config: &str) -> TestApp {
             .try_init();
     }
     // The process env may carry DATABASE_URL for the server; the test's own database wins.
-    struct TestEnv(String);
+    // The app serves as the runtime role, as in production (it owns nothing); the test's own
+    // connection (`db`) and the schema's owner (migrate_url) stay the server's superuser.
+    struct TestEnv {
+        runtime: String,
+        owner: String,
+    }
     impl callback_gateway::config::Environment for TestEnv {
         fn var(&self, name: &str) -> Option<String> {
             match name {
-                "DATABASE_URL" => Some(self.0.clone()),
+                "DATABASE_URL" => Some(self.runtime.clone()),
+                "DATABASE_MIGRATE_URL" => Some(self.owner.clone()),
                 "GATEWAY_BIND" => None,
                 other => callback_gateway::config::Environment::var(&ProcessEnv, other),
             }
         }
     }
-    let settings = Settings::from_toml(config, &TestEnv(database_url.to_owned())).unwrap();
+    let env = TestEnv {
+        runtime: with_user(database_url, &test_runtime_role(database_url).await),
+        owner: database_url.to_owned(),
+    };
+    let settings = Settings::from_toml(config, &env).unwrap();
     let app = Application::build(settings.clone()).await.unwrap();
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
+    let notifying = app.notifying();
     tokio::spawn(app.run_until_stopped());
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
+    let db = connect(database_url).await;
+    // The app answers callbacks once it has read the merchants' endpoints (503 before); on a
+    // database without migrations (the readiness tests) there is nothing to read.
+    let migrated: bool = db
+        .query_one(
+            "SELECT to_regclass('webhook_endpoint_revision') IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    if migrated {
+        tokio::time::timeout(Duration::from_secs(60), notifying.until_loaded())
+            .await
+            .expect("the app read its merchants' endpoints within 60 s");
+    }
     TestApp {
         address,
         database_url: database_url.to_owned(),
         client,
-        db: connect(database_url).await,
+        db,
         settings,
         handle,
     }
@@ -695,4 +776,45 @@ pub async fn audit_rows(
         )
     })
     .collect()
+}
+
+/// Signs in to the console at `base` as a browser does: it reads the sign-in form first (its
+/// cookie and the `csrf` field it carries), then posts `token` with them. A client without
+/// redirects sees the 303 (signed in) or the 401 page.
+pub async fn console_sign_in(
+    client: &reqwest::Client,
+    base: &str,
+    token: Option<&str>,
+) -> reqwest::Response {
+    let form = client
+        .get(format!("{base}/console/login"))
+        .send()
+        .await
+        .unwrap();
+    let cookies: Vec<String> = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next().map(str::to_owned))
+        .collect();
+    let page = form.text().await.unwrap();
+    let csrf = page
+        .split("name=\"csrf\"")
+        .nth(1)
+        .and_then(|rest| rest.split("value=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .map(str::to_owned);
+    let mut fields: Vec<(&str, String)> = Vec::new();
+    if let Some(token) = token {
+        fields.push(("token", token.to_owned()));
+    }
+    if let Some(csrf) = csrf {
+        fields.push(("csrf", csrf));
+    }
+    let mut request = client.post(format!("{base}/console/login")).form(&fields);
+    if !cookies.is_empty() {
+        request = request.header("Cookie", cookies.join("; "));
+    }
+    request.send().await.unwrap()
 }
