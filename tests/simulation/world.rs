@@ -48,8 +48,8 @@ pub struct World {
     pub port: u16,
     binary: Binary,
     gateway: Mutex<Child>,
-    /// Serialises the commands that restart the gateway or drop months, which act on the
-    /// whole world.
+    /// Serialises what acts on the whole world: restarting the gateway, archiving and
+    /// dropping months, and moving rows into past months.
     pub exclusive: Mutex<()>,
 }
 
@@ -89,13 +89,20 @@ impl World {
         } else {
             "\n[limits]\nunsigned_deliveries_per_minute = 1000000\n"
         };
-        let config = gateway_config(
-            &database_url,
-            port,
-            &dir,
-            &format!("{}{limits}", model.provider_toml(api.as_deref())),
-        );
-        std::fs::write(dir.join("gateway.toml"), config)?;
+        let provider = format!("{}{limits}", model.provider_toml(api.as_deref()));
+        // Serve's own pass only makes months ahead; months are archived and dropped by the
+        // operator's `history archive` alone, which the runner serialises with the SQL that
+        // moves rows into past months. A pass in serve (at every restart) would race that SQL,
+        // which no production delivery does (rows arrive in the current month only), and
+        // would strand a month between its archive and its drop for the wrong reason.
+        std::fs::write(
+            dir.join("gateway.toml"),
+            gateway_config(&database_url, port, &dir, &provider, false),
+        )?;
+        std::fs::write(
+            dir.join(ARCHIVING_CONFIG),
+            gateway_config(&database_url, port, &dir, &provider, true),
+        )?;
         let child = spawn(&binary.path, &dir, &database_url)?;
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
@@ -162,9 +169,14 @@ impl World {
 
     /// Runs `callback-gateway --config <world> ARGS` to completion; its stdout, trimmed.
     pub fn command(&self, args: &[&str]) -> anyhow::Result<String> {
+        let config = if args.first() == Some(&"history") {
+            ARCHIVING_CONFIG
+        } else {
+            "gateway.toml"
+        };
         let output = Command::new(&self.binary.path)
             .arg("--config")
-            .arg(self.dir.join("gateway.toml"))
+            .arg(self.dir.join(config))
             .args(args)
             .env_remove("GATEWAY_CONFIG")
             .env("DATABASE_URL", &self.database_url)
@@ -353,7 +365,21 @@ pub fn tail(log: &str) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-fn gateway_config(database_url: &str, port: u16, dir: &Path, provider: &str) -> String {
+/// The configuration `history` commands run with: serve's, with an archive folder.
+const ARCHIVING_CONFIG: &str = "archiving.toml";
+
+fn gateway_config(
+    database_url: &str,
+    port: u16,
+    dir: &Path,
+    provider: &str,
+    archiving: bool,
+) -> String {
+    let archive_dir = if archiving {
+        format!("archive_dir = {:?}\n", dir.join("archive"))
+    } else {
+        String::new()
+    };
     format!(
         r#"
 [server]
@@ -374,11 +400,9 @@ token = "{ADMIN_TOKEN}"
 cleanup_interval_secs = 86400
 
 [history]
-archive_dir = {archive:?}
-keep_days = 120
+{archive_dir}keep_days = 120
 interval_secs = 86400
-{provider}"#,
-        archive = dir.join("archive")
+{provider}"#
     )
 }
 
