@@ -140,8 +140,11 @@ pub fn plan_dispute(
                 // This reversal gave a withdrawal back already (reported again, another event id).
                 return Decision::Ignore("already_applied");
             }
-            let Some(target) = reversal_target(disputes.of_payment(named.payment_id), amount.get())
-            else {
+            let Some(target) = reversal_target(
+                disputes.of_payment(named.payment_id),
+                named.payment_id,
+                amount.get(),
+            ) else {
                 // Its chargeback has not arrived yet: let the provider redeliver this later.
                 return Decision::Wait("dispute_not_withdrawn");
             };
@@ -250,22 +253,35 @@ pub(crate) fn status_with(
 }
 
 /// The withdrawal a reversal that names none gives back: one of the payment's disputes whose
-/// funds are withdrawn and that can take it (at least its amount), of the same amount when
-/// there is one, then the smallest dispute id (Paddle's adjustment ids grow with time, so the
-/// oldest). None can take it yet: it waits for its chargeback, rather than being refused by a
-/// smaller one that happened to arrive first. The choice depends on the disputes there are,
-/// not on the order their events came in (but for a partial reversal that several could take,
-/// whose pick depends on which of them are there when it arrives; the books are the same).
+/// funds are withdrawn, of the reversal's own amount, the smallest dispute id first (Paddle's
+/// adjustment ids grow with time, so the oldest). A reversal gives a chargeback back whole
+/// (Paddle makes one when it wins a contested chargeback, GoCardless's chargebacks are of the
+/// whole payment), so none of its amount yet means its chargeback has not arrived: it waits
+/// (409) for it. Taking a larger withdrawal in part instead would leave that chargeback's own
+/// reversal nothing to take when it came, answered 409 for the provider's whole retry window
+/// (a kept simulator case, paddle-124008769698869). The one exception is a dispute recorded
+/// before disputes were keyed by their chargeback (named after the payment, or
+/// `{payment}:chargeback[:total]`): it may hold several chargebacks, so it takes a smaller
+/// reversal in part, after any of the reversal's own amount. The choice depends on the
+/// disputes there are, not on the order their events came in.
 fn reversal_target<'a>(
     disputes: impl Iterator<Item = &'a DisputeState>,
+    payment_id: &str,
     amount: i64,
 ) -> Option<&'a DisputeState> {
+    let legacy = |d: &DisputeState| {
+        d.dispute_id == payment_id
+            || d.dispute_id
+                .strip_prefix(payment_id)
+                .is_some_and(|rest| rest.starts_with(":chargeback"))
+    };
     disputes
-        .filter(|d| d.record.funds == DisputeFunds::Withdrawn && d.record.withdrawn_minor >= amount)
-        .min_by(|a, b| {
-            let key = |d: &DisputeState| (d.record.withdrawn_minor != amount, d.dispute_id.clone());
-            key(a).cmp(&key(b))
+        .filter(|d| {
+            d.record.funds == DisputeFunds::Withdrawn
+                && (d.record.withdrawn_minor == amount
+                    || (legacy(d) && d.record.withdrawn_minor > amount))
         })
+        .min_by_key(|d| (d.record.withdrawn_minor != amount, d.dispute_id.clone()))
 }
 
 /// Whether the payment has a withdrawal of `amount` under a dispute named after the payment
@@ -1065,7 +1081,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reversal_naming_no_dispute_gives_back_a_withdrawal_of_its_amount_then_the_oldest_by_id() {
+    fn a_reversal_naming_no_dispute_gives_back_only_a_withdrawal_of_its_amount_the_oldest_by_id() {
         let big = another("adj_1", DisputeFunds::Withdrawn, DisputeOutcome::Open, 5000);
         let same = another("adj_3", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
         let back = another(
@@ -1088,14 +1104,27 @@ mod tests {
             (plan.disputed_to, plan.payment_to),
             (5000, PaymentStatus::Disputed)
         );
-        // No withdrawal of its amount: the oldest (smallest id) withdrawn one, in part.
+        // Two of its amount: the oldest (smallest id).
+        let twin = another("adj_2", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
         let plan = planned_with(
-            &unnamed_reversal("adj_9", 1000),
+            &unnamed_reversal("adj_9", 2000),
             None,
-            &payment(PaymentStatus::Disputed, 0, 7000),
-            &[same.clone(), big.clone()],
+            &payment(PaymentStatus::Disputed, 0, 9000),
+            &[same.clone(), twin, big.clone()],
         );
-        assert_eq!(plan.dispute_id, "adj_1");
+        assert_eq!(plan.dispute_id, "adj_2");
+        // No withdrawal of its amount, only a larger one: it waits for its own chargeback
+        // rather than taking the larger one in part, which would leave that one's reversal
+        // nothing to take (the simulator's case paddle-124008769698869).
+        assert_eq!(
+            plan_with(
+                &unnamed_reversal("adj_9", 1000),
+                None,
+                Some(&payment(PaymentStatus::Disputed, 0, 7000)),
+                &[same.clone(), big.clone()]
+            ),
+            Decision::Wait("dispute_not_withdrawn")
+        );
         // The same reversal again (another event id): posted once.
         let mut done = same.clone();
         done.record.funds = DisputeFunds::Reinstated;
@@ -1110,6 +1139,21 @@ mod tests {
             ),
             Decision::Ignore("already_applied")
         );
+        // A dispute recorded before disputes were keyed by their chargeback may hold several:
+        // it takes a smaller reversal in part.
+        let legacy = another(
+            "pi_1:chargeback:7000",
+            DisputeFunds::Withdrawn,
+            DisputeOutcome::Open,
+            7000,
+        );
+        let plan = planned_with(
+            &unnamed_reversal("adj_9", 1000),
+            None,
+            &payment(PaymentStatus::Disputed, 0, 7000),
+            &[legacy],
+        );
+        assert_eq!(plan.dispute_id, "pi_1:chargeback:7000");
         // Only a smaller withdrawal there: it waits for one that can take it, rather than being
         // refused for good by the one that happened to arrive first.
         let small = another("adj_1", DisputeFunds::Withdrawn, DisputeOutcome::Open, 2000);
