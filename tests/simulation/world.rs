@@ -51,6 +51,8 @@ pub struct World {
     /// Serialises what acts on the whole world: restarting the gateway, archiving and
     /// dropping months, and moving rows into past months.
     pub exclusive: Mutex<()>,
+    /// When connections were last cut.
+    last_cut: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Drop for World {
@@ -120,6 +122,7 @@ impl World {
             binary: binary.clone(),
             gateway: Mutex::new(child),
             exclusive: Mutex::new(()),
+            last_cut: std::sync::Mutex::new(None),
         };
         world.wait_ready().await?;
         world.token = world.command(&["token", "issue", "--user-id", &MERCHANT.to_string()])?;
@@ -243,6 +246,14 @@ impl World {
         self.wait_ready().await
     }
 
+    /// Whether connections were cut within `CUT_AFTERMATH` before `at`, or since.
+    pub fn cut_since(&self, at: Instant) -> bool {
+        self.last_cut
+            .lock()
+            .expect("not poisoned")
+            .is_some_and(|cut| cut + CUT_AFTERMATH >= at)
+    }
+
     /// Starts the gateway again if it exited (a start cut short by a lost connection).
     pub async fn ensure_running(&self) -> anyhow::Result<()> {
         let exited = self.gateway.lock().await.try_wait()?.is_some();
@@ -254,6 +265,7 @@ impl World {
 
     /// Every connection the gateway holds to the database is cut by the server.
     pub async fn cut_connections(&self) -> anyhow::Result<()> {
+        *self.last_cut.lock().expect("not poisoned") = Some(Instant::now());
         self.db
             .execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -364,6 +376,10 @@ pub fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
+
+/// How long after a cut a 503 is taken for the cut's: the gateway's pooled connections die
+/// with it and each fails the one request that takes it next, as soon as it is taken.
+const CUT_AFTERMATH: Duration = Duration::from_secs(1);
 
 /// The configuration `history` commands run with: serve's, with an archive folder.
 const ARCHIVING_CONFIG: &str = "archiving.toml";
