@@ -55,6 +55,9 @@ struct Parked {
     webhook: WebhookRef,
     attempts: u32,
     due: u64,
+    /// When its last attempt was answered: a cut since then may have left the gateway a dead
+    /// pooled connection that this attempt takes.
+    last_sent: Instant,
 }
 
 enum Attempted {
@@ -246,7 +249,7 @@ impl<'w> Runner<'w> {
             && a != b
             && let Some(batch) = self.model.merge(&self.webhooks[&a], &self.webhooks[&b])
         {
-            let (result, acks) = self.attempt_body(a, &batch).await;
+            let (result, acks) = self.attempt_body(a, &batch, None).await;
             let second = match &result {
                 Attempted::Acked => Attempted::Acked,
                 Attempted::Retry(last) => Attempted::Retry(last.clone()),
@@ -273,7 +276,9 @@ impl<'w> Runner<'w> {
         if due.is_empty() {
             return;
         }
-        let attempts = due.iter().map(|p| self.attempt(p.webhook));
+        let attempts = due
+            .iter()
+            .map(|p| self.attempt_since(p.webhook, Some(p.last_sent)));
         let results = join_all(attempts).await;
         for (p, (result, acks)) in due.into_iter().zip(results) {
             self.record(p.webhook, p.attempts + 1, result, acks);
@@ -305,6 +310,7 @@ impl<'w> Runner<'w> {
                     webhook,
                     attempts,
                     due: self.now + wait.max(&1),
+                    last_sent: Instant::now(),
                 }),
                 None => self.report.violations.push(format!(
                     "webhook {}.{} ({label}) was never acknowledged in the provider's {attempts} \
@@ -319,19 +325,34 @@ impl<'w> Runner<'w> {
     /// yet restarted) is tried again at once: its provider would retry within its schedule,
     /// which outlasts any restart.
     async fn attempt(&self, webhook: WebhookRef) -> (Attempted, Vec<Ack>) {
+        self.attempt_since(webhook, None).await
+    }
+
+    /// [`Self::attempt`], the webhook's previous attempt sent at `previous`.
+    async fn attempt_since(
+        &self,
+        webhook: WebhookRef,
+        previous: Option<Instant>,
+    ) -> (Attempted, Vec<Ack>) {
         let Some(hook) = self.webhooks.get(&webhook) else {
             return (Attempted::Acked, Vec::new());
         };
-        self.attempt_body(webhook, hook).await
+        self.attempt_body(webhook, hook, previous).await
     }
 
     /// One attempt of `hook`, answered as `webhook`'s.
-    async fn attempt_body(&self, webhook: WebhookRef, hook: &Webhook) -> (Attempted, Vec<Ack>) {
+    async fn attempt_body(
+        &self,
+        webhook: WebhookRef,
+        hook: &Webhook,
+        previous: Option<Instant>,
+    ) -> (Attempted, Vec<Ack>) {
         let provider = self.model.provider();
         let started = Instant::now();
-        let mut cut_answers = 0;
+        let mut outage_answers = 0;
         loop {
             let sent = Instant::now();
+            let api_outages = self.world.api_outages();
             let delivery = sign::delivery_now(provider, &hook.id, &hook.body);
             let mut request = self
                 .world
@@ -356,13 +377,17 @@ impl<'w> Runner<'w> {
                         }
                         continue;
                     }
-                    if status == 503 && self.world.cut_since(sent) && cut_answers < 1000 {
-                        // A cut's 503: the connections it killed each fail the request that
-                        // takes it next. The provider's next attempt comes minutes later, when
-                        // the pool has long replaced them, so it is not an attempt spent; with
-                        // hundreds of histories cutting, back-to-back attempts would otherwise
-                        // all meet a cut, as no provider's attempts hours apart do.
-                        cut_answers += 1;
+                    let outage = self.world.cut_since(previous.unwrap_or(sent).min(sent))
+                        || self.world.api_outages() != api_outages;
+                    if status == 503 && outage && outage_answers < 1000 {
+                        // A 503 of a passing outage: a cut (the connections it killed each
+                        // fail the request that takes it next) or the provider's API answering
+                        // a scripted 503 to this fetch. The provider's next attempt comes
+                        // minutes later, when the outage is long over, so it is not an attempt
+                        // spent; the attempts here run back to back, and with other histories
+                        // cutting and scripting outages they would otherwise all meet one, as
+                        // no provider's attempts hours apart do.
+                        outage_answers += 1;
                         continue;
                     }
                     return match status {

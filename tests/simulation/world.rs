@@ -246,6 +246,12 @@ impl World {
         self.wait_ready().await
     }
 
+    /// How many outages of the world's own making so far: the provider's API answering a
+    /// scripted status (one history's `retries` fault, which any history's next fetch meets).
+    pub fn api_outages(&self) -> usize {
+        self.api.as_ref().map_or(0, |api| api.scripted_given())
+    }
+
     /// Whether connections were cut within `CUT_AFTERMATH` before `at`, or since.
     pub fn cut_since(&self, at: Instant) -> bool {
         self.last_cut

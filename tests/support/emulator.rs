@@ -45,6 +45,8 @@ struct State {
     bad_keys: usize,
     /// Tokens given so far; the current one is `token-{tokens}`.
     tokens: usize,
+    /// Scripted statuses answered so far.
+    scripted_given: usize,
 }
 
 impl State {
@@ -212,6 +214,11 @@ impl Emulator {
     pub fn scripted_left(&self) -> usize {
         self.state.lock().unwrap().script.len()
     }
+
+    /// Scripted statuses answered so far.
+    pub fn scripted_given(&self) -> usize {
+        self.state.lock().unwrap().scripted_given
+    }
 }
 
 async fn serve<S>(
@@ -283,7 +290,11 @@ async fn serve<S>(
         if !authorized {
             state.bad_keys += 1;
         }
-        state.script.pop_front()
+        let next = state.script.pop_front();
+        if matches!(next, Some(Scripted::Status(_))) {
+            state.scripted_given += 1;
+        }
+        next
     };
     let status = match scripted {
         Some(Scripted::Status(status)) => Some(status),
