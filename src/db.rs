@@ -240,3 +240,25 @@ pub async fn connect_waiting_for_lock(url: &str, key: i64) -> anyhow::Result<Asy
         .await?;
     Ok(conn)
 }
+
+/// The one row `query` returns, read to the end of the server's answer. Outside an explicit
+/// transaction a statement commits only after its rows are sent (at the protocol's Sync), and
+/// that commit can still fail: a deferred constraint, a backend terminated in between.
+/// diesel-async's `get_result` stops at the first row, so such a failure went unseen and the
+/// statement was answered as done; `load` reads on to the commit's outcome
+/// (`commit_before_ack::a_capture_whose_commit_fails_after_its_row_is_never_acknowledged`).
+pub async fn committed_row<'query, Q, U>(
+    query: Q,
+    conn: &mut AsyncPgConnection,
+) -> diesel::QueryResult<U>
+where
+    Q: diesel_async::methods::LoadQuery<'query, AsyncPgConnection, U> + 'query,
+    U: Send,
+{
+    query
+        .load::<U>(conn)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(diesel::result::Error::NotFound)
+}

@@ -92,14 +92,16 @@ pub async fn claim(
     lease: Duration,
 ) -> QueryResult<Claimed> {
     let scope = &request.scope;
-    let inserted: Option<i64> = diesel::select(idempotency_claim(
-        scope.user_id,
-        scope.op.as_str(),
-        &scope.key,
-        request.fingerprint.as_str(),
-        request.expires_at,
-    ))
-    .get_result(conn)
+    let inserted: Option<i64> = crate::db::committed_row(
+        diesel::select(idempotency_claim(
+            scope.user_id,
+            scope.op.as_str(),
+            &scope.key,
+            request.fingerprint.as_str(),
+            request.expires_at,
+        )),
+        conn,
+    )
     .await?;
     if let Some(record_id) = inserted {
         // A new record has no lease yet: granting it is the takeover of "no holder".

@@ -210,14 +210,16 @@ pub async fn acquire(
     expires_at: DateTime<Utc>,
 ) -> QueryResult<Acquired> {
     let (record_id, acquired, in_flight, status, response_status, response_body, request_hash): AcquireRow =
-        diesel::select(idempotency_acquire(
-            scope.user_id,
-            scope.op.as_str(),
-            &scope.key,
-            fingerprint.as_str(),
-            expires_at,
-        ))
-        .get_result(conn)
+        crate::db::committed_row(
+            diesel::select(idempotency_acquire(
+                scope.user_id,
+                scope.op.as_str(),
+                &scope.key,
+                fingerprint.as_str(),
+                expires_at,
+            )),
+            conn,
+        )
         .await?;
     if in_flight {
         return Ok(Acquired::InFlight);
@@ -317,13 +319,15 @@ pub async fn finish(
     http_status: u16,
     body: &serde_json::Value,
 ) -> QueryResult<StoredResponse> {
-    let stored_body: String = diesel::select(idempotency_finish(
-        claim.record_id,
-        status.as_str(),
-        i32::from(http_status),
-        body,
-    ))
-    .get_result(conn)
+    let stored_body: String = crate::db::committed_row(
+        diesel::select(idempotency_finish(
+            claim.record_id,
+            status.as_str(),
+            i32::from(http_status),
+            body,
+        )),
+        conn,
+    )
     .await?;
     Ok(StoredResponse {
         status: http_status,

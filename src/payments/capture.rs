@@ -121,8 +121,14 @@ impl Capture {
         &self,
         conn: &mut AsyncPgConnection,
     ) -> QueryResult<OneStatement<CallbackOutcome>> {
-        let (result, status, response_status, response_body, request_hash): Row =
-            Single(self).get_result(conn).await?;
+        // Outside a transaction: read to the commit's outcome before answering
+        // (`crate::db::committed_row`, inline for the boxed future's lifetimes).
+        let (result, status, response_status, response_body, request_hash): Row = Single(self)
+            .load::<Row>(conn)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or(diesel::result::Error::NotFound)?;
         answer(result, status, response_status, response_body, request_hash)
     }
 }

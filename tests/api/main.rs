@@ -15,6 +15,7 @@ mod batching;
 mod callbacks;
 mod cleanup;
 mod cli;
+mod commit_before_ack;
 mod console;
 mod database_switch;
 mod database_tls;
