@@ -352,6 +352,7 @@ impl<'w> Runner<'w> {
         let mut outage_answers = 0;
         loop {
             let sent = Instant::now();
+            let start = self.world.start_state();
             let api_outages = self.world.api_outages();
             let delivery = sign::delivery_now(provider, &hook.id, &hook.body);
             let mut request = self
@@ -367,9 +368,9 @@ impl<'w> Runner<'w> {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let body = response.text().await.unwrap_or_default();
-                    if starting(status, &body) {
-                        // A gateway restarting answers 503 `starting` until its first read of
-                        // the endpoints: from outside, a restart like a refused connection.
+                    if status == 503 && self.world.started_since(start) {
+                        // A gateway restarting answers 503 `unavailable` until its first read
+                        // of the endpoints: from outside, a restart like a refused connection.
                         // The provider's next attempt comes minutes later, when the start is
                         // long over, so it is not an attempt spent.
                         if let Err(error) = self.world.wait_ready().await {
@@ -656,6 +657,7 @@ impl<'w> Runner<'w> {
         };
         let mut last = String::new();
         for _ in 0..20 {
+            let start = self.world.start_state();
             match self
                 .world
                 .admin_replay(self.model.provider(), &event_id)
@@ -664,7 +666,7 @@ impl<'w> Runner<'w> {
                 // Replayed, or not stored (not delivered yet, or its month was dropped), or
                 // waiting for another event: what an operator may see.
                 Ok((200 | 404 | 409, _)) => return,
-                Ok((status, body)) if starting(status, &body) => {
+                Ok((status, body)) if status == 503 && self.world.started_since(start) => {
                     // A restart, not a failure: wait for it as an operator would.
                     last = format!("{status} {body}");
                     if self.world.wait_ready().await.is_err() {
@@ -687,14 +689,6 @@ impl<'w> Runner<'w> {
             "the admin replay of {event_id} kept failing: {last}"
         ));
     }
-}
-
-/// A gateway's answer while it starts (503 `starting`: before its first read of the merchants'
-/// endpoints it answers nothing else).
-fn starting(status: u16, body: &str) -> bool {
-    status == 503
-        && serde_json::from_str::<serde_json::Value>(body)
-            .is_ok_and(|answer| answer["error"] == "starting")
 }
 
 /// Acks grouped by event and record lifetime, for the byte-identical check.

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
@@ -53,6 +54,11 @@ pub struct World {
     pub exclusive: Mutex<()>,
     /// When connections were last cut.
     last_cut: std::sync::Mutex<Option<Instant>>,
+    /// How many times the gateway was started, and the newest start seen ready: a gateway
+    /// answers callbacks 503 `unavailable` (the same answer as a database outage) from its
+    /// start until its first read of the merchants' endpoints.
+    starts: AtomicUsize,
+    ready_start: AtomicUsize,
 }
 
 impl Drop for World {
@@ -123,6 +129,8 @@ impl World {
             gateway: Mutex::new(child),
             exclusive: Mutex::new(()),
             last_cut: std::sync::Mutex::new(None),
+            starts: AtomicUsize::new(1),
+            ready_start: AtomicUsize::new(0),
         };
         world.wait_ready().await?;
         world.token = world.command(&["token", "issue", "--user-id", &MERCHANT.to_string()])?;
@@ -144,9 +152,11 @@ impl World {
         let started = Instant::now();
         let mut restarts = 0;
         loop {
+            let start = self.starts.load(Ordering::SeqCst);
             if let Ok(response) = self.client.get(self.url("/readyz")).send().await
                 && response.status() == 200
             {
+                self.ready_start.fetch_max(start, Ordering::SeqCst);
                 return Ok(());
             }
             {
@@ -159,6 +169,7 @@ impl World {
                             tail(&self.log())
                         );
                     }
+                    self.starts.fetch_add(1, Ordering::SeqCst);
                     *child = spawn(&self.binary.path, &self.dir, &self.database_url)?;
                 }
             }
@@ -241,6 +252,7 @@ impl World {
             let mut child = self.gateway.lock().await;
             child.kill()?;
             child.wait()?;
+            self.starts.fetch_add(1, Ordering::SeqCst);
             *child = spawn(&self.binary.path, &self.dir, &self.database_url)?;
         }
         self.wait_ready().await
@@ -250,6 +262,19 @@ impl World {
     /// scripted status (one history's `retries` fault, which any history's next fetch meets).
     pub fn api_outages(&self) -> usize {
         self.api.as_ref().map_or(0, |api| api.scripted_given())
+    }
+
+    /// The gateway's starts so far, and whether the newest one is not yet seen ready.
+    pub fn start_state(&self) -> (usize, bool) {
+        let starts = self.starts.load(Ordering::SeqCst);
+        (starts, self.ready_start.load(Ordering::SeqCst) < starts)
+    }
+
+    /// Whether the gateway was starting at `before` (a [`Self::start_state`]) or has started
+    /// since, or is starting now: its 503s then are the start's.
+    pub fn started_since(&self, before: (usize, bool)) -> bool {
+        let now = self.start_state();
+        before.1 || now.1 || now.0 != before.0
     }
 
     /// Whether connections were cut within `CUT_AFTERMATH` before `at`, or since.
