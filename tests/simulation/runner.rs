@@ -86,6 +86,10 @@ pub struct Runner<'w> {
     /// The history's clock, in minutes: each step takes one; the provider's backoff says
     /// when a parked delivery is tried again. Nothing waits for it: it orders attempts.
     now: u64,
+    /// The periods (RFC 3339, `since` and `until`) that hold this history's event-log rows:
+    /// from its start to now, and where ageing moved them. Finance exports a period, and a
+    /// whole provider's log grows with every history of the run.
+    periods: Vec<(String, Option<String>)>,
 }
 
 impl<'w> Runner<'w> {
@@ -105,6 +109,10 @@ impl<'w> Runner<'w> {
             report: Report::default(),
             seq: history * 10_000,
             now: 0,
+            periods: vec![(
+                (chrono::Utc::now() - chrono::Duration::seconds(1)).to_rfc3339(),
+                None,
+            )],
         }
     }
 
@@ -529,22 +537,37 @@ impl<'w> Runner<'w> {
     }
 
     /// This history's event-log rows move `months` back, as if received then.
-    async fn age(&self, months: i32) {
+    async fn age(&mut self, months: i32) {
         let Ok(ids) = self.known_ids().await else {
             return;
         };
         // Rows of one event in two months can collide on their way; such a move is skipped
         // (the fault then did not happen), never forced.
-        let _ = self
+        let Ok(moved) = self
             .world
             .db
-            .execute(
-                "UPDATE callback_deliveries SET received_at = received_at - make_interval(months => $1) \
-                 WHERE merchant_id = $2 AND provider = $3 \
-                 AND (event_id = ANY($4) OR split_part(split_part(event_id, '~', 1), '#', 1) = ANY($4))",
+            .query(
+                "WITH moved AS ( \
+                   UPDATE callback_deliveries \
+                   SET received_at = received_at - make_interval(months => $1) \
+                   WHERE merchant_id = $2 AND provider = $3 \
+                   AND (event_id = ANY($4) \
+                        OR split_part(split_part(event_id, '~', 1), '#', 1) = ANY($4)) \
+                   RETURNING received_at) \
+                 SELECT to_char(min(received_at) AT TIME ZONE 'UTC', \
+                                'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+                        to_char((max(received_at) + interval '1 microsecond') AT TIME ZONE 'UTC', \
+                                'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+                 FROM moved GROUP BY date_trunc('day', received_at)",
                 &[&months, &MERCHANT, &self.model.provider(), &ids],
             )
-            .await;
+            .await
+        else {
+            return;
+        };
+        for row in moved {
+            self.periods.push((row.get(0), Some(row.get(1))));
+        }
     }
 
     /// Finance replays the lines of `lines` that are this history's.
@@ -596,16 +619,29 @@ impl<'w> Runner<'w> {
         Ok(())
     }
 
+    /// Finance exports the periods that hold this history's rows and replays them.
     async fn export_and_replay(&mut self) -> anyhow::Result<()> {
-        let exported = self
-            .world
-            .command_async(vec![
-                "export".into(),
+        let mut periods = self.periods.clone();
+        periods.sort();
+        let mut lines: Vec<String> = Vec::new();
+        for (since, until) in periods {
+            let mut args = vec![
+                "export".to_owned(),
                 "--provider".into(),
                 self.model.provider().into(),
-            ])
-            .await?;
-        let lines = exported.lines().map(str::to_owned).collect();
+                "--since".into(),
+                since,
+            ];
+            if let Some(until) = until {
+                args.extend(["--until".into(), until]);
+            }
+            let exported = self.world.command_async(args).await?;
+            for line in exported.lines() {
+                if !lines.iter().any(|seen| seen == line) {
+                    lines.push(line.to_owned());
+                }
+            }
+        }
         self.replay_lines(lines, "replay of an export")
             .await
             .or_else(|e| {
