@@ -15,6 +15,8 @@ use diesel::QueryResult;
 use diesel::sql_types::{BigInt, Bool, Nullable};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::db::CommittedResult;
+
 /// Where a cache keeps its position: a one-row state table with the id it covers (`through`),
 /// the id it noted (`pending`) and the writers it waits for (`pending_writers`), for rows of
 /// `source`. Names are compile-time constants, never input.
@@ -61,7 +63,7 @@ impl Tracker {
                         AS settled \
              FROM {state_table}"
         ))
-        .get_result(conn)
+        .committed_result(conn)
         .await
     }
 

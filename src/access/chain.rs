@@ -12,6 +12,8 @@ use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
+use crate::db::CommittedResult;
+
 /// The `prev_hash` of the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -263,7 +265,7 @@ impl Walk {
     /// The head must name the newest row and its hash.
     async fn head(mut self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<Verdict> {
         let head: Head = diesel::sql_query("SELECT last_id, last_hash FROM audit_log_chain")
-            .get_result(conn)
+            .committed_result(conn)
             .await?;
         let newest_id = self.previous.as_ref().map(|(id, _)| *id);
         let matches = match &self.previous {

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use super::Actor;
 use super::audit::{self, Action, Entry};
 use super::role::Role;
+use crate::db::CommittedResult;
 use crate::schema::operators;
 
 /// Every operator key starts with this, so a leaked one is recognisable (secret scanners) and
@@ -158,7 +159,7 @@ pub async fn add(
                     operators::expires_at.eq(expires_at),
                 ))
                 .returning(operators::id)
-                .get_result(conn)
+                .committed_result(conn)
                 .await?;
             let entry = Entry::new(
                 Action::OperatorAdd,
@@ -200,7 +201,7 @@ pub async fn revoke(
         )
         .set(operators::revoked_at.eq(diesel::dsl::now))
         .returning((operators::id, operators::role))
-        .get_result(conn)
+        .committed_result(conn)
         .await
         .optional()?;
         let Some((id, role)) = revoked else {

@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use diesel::ConnectionError;
 use diesel::sql_types::Bool;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::AsyncPgConnection;
 use futures_util::future::BoxFuture;
 use tokio::sync::{Mutex, Notify, watch};
 
 use super::unconfirmed::ReplayUnconfirmed;
 use super::watch::{commit_confirmed, mark_commit};
+
+use crate::db::CommittedResult;
 
 /// How long one round may wait before its connection is given up and a new one opened (a
 /// socket to a node that vanished can stay silent far longer).
@@ -163,7 +165,7 @@ async fn run_rounds(connect: Connect, shared: Arc<Shared>) {
         let mark = mark_commit(connection);
         let answer = tokio::time::timeout(
             ROUND_LIMIT,
-            diesel::sql_query(sql).get_result::<RoundRow>(connection),
+            diesel::sql_query(sql).committed_result::<RoundRow>(connection),
         )
         .await;
         match answer {

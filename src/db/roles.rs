@@ -5,7 +5,9 @@
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Text};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::AsyncPgConnection;
+
+use crate::db::CommittedResult;
 
 /// What the connected role may do beyond reading and writing rows.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
@@ -30,7 +32,7 @@ const INSPECT_SQL: &str = "\
 
 /// The connected role.
 pub async fn inspect(conn: &mut AsyncPgConnection) -> diesel::QueryResult<RuntimeRole> {
-    diesel::sql_query(INSPECT_SQL).get_result(conn).await
+    diesel::sql_query(INSPECT_SQL).committed_result(conn).await
 }
 
 impl RuntimeRole {

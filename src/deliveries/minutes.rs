@@ -10,6 +10,7 @@ use diesel::QueryResult;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
+use crate::db::CommittedResult;
 use crate::settled::Tracker;
 
 /// Where the counts stand (`callback_minute_state`).
@@ -69,7 +70,7 @@ pub async fn per_minute(
             let Through {
                 through_delivery_id,
             } = diesel::sql_query("SELECT through_delivery_id FROM callback_minute_state")
-                .get_result(conn)
+                .committed_result(conn)
                 .await?;
             diesel::sql_query(PER_MINUTE_SQL)
                 .bind::<BigInt, _>(since.timestamp().div_euclid(60))

@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::idle_cpu;
 use super::partitions::{Partition, quoted};
+use crate::db::CommittedResult;
 use crate::export::Trailer;
 use crate::lines::{BoundedLines, LineError};
 
@@ -87,7 +88,7 @@ pub async fn identity(conn: &mut AsyncPgConnection) -> diesel::QueryResult<Datab
         "SELECT system_identifier::text AS system_identifier, current_database()::text AS name \
          FROM pg_control_system()",
     )
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok(DatabaseIdentity {
         system_identifier: row.system_identifier,
@@ -198,7 +199,7 @@ pub async fn database_digest(
                 transfer_id, trace_id) ORDER BY id) AS digest FROM {}",
         quoted(table.as_str())
     ))
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok(hex::encode(digest.digest))
 }

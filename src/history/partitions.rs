@@ -7,6 +7,8 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
+use crate::db::CommittedResult;
+
 /// One table of the log: attached (its bounds known), or detached and not yet dropped (an
 /// archive pass stopped between its steps).
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
@@ -89,7 +91,7 @@ pub async fn count_rows(conn: &mut AsyncPgConnection, table: &str) -> diesel::Qu
         n: i64,
     }
     let count: Count = diesel::sql_query(format!("SELECT count(*) AS n FROM {}", quoted(table)))
-        .get_result(conn)
+        .committed_result(conn)
         .await?;
     Ok(count.n)
 }

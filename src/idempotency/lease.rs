@@ -13,6 +13,8 @@ use rand::RngCore;
 
 use super::record::{Fingerprint, IdempotentRequest, RecordStatus, StoredResponse};
 
+use crate::db::CommittedResult;
+
 /// Proof that this attempt holds a processing record's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -92,16 +94,14 @@ pub async fn claim(
     lease: Duration,
 ) -> QueryResult<Claimed> {
     let scope = &request.scope;
-    let inserted: Option<i64> = crate::db::committed_row(
-        diesel::select(idempotency_claim(
-            scope.user_id,
-            scope.op.as_str(),
-            &scope.key,
-            request.fingerprint.as_str(),
-            request.expires_at,
-        )),
-        conn,
-    )
+    let inserted: Option<i64> = diesel::select(idempotency_claim(
+        scope.user_id,
+        scope.op.as_str(),
+        &scope.key,
+        request.fingerprint.as_str(),
+        request.expires_at,
+    ))
+    .committed_result(conn)
     .await?;
     if let Some(record_id) = inserted {
         // A new record has no lease yet: granting it is the takeover of "no holder".
@@ -118,7 +118,7 @@ pub async fn claim(
     .bind::<BigInt, _>(scope.user_id)
     .bind::<Text, _>(scope.op.as_str())
     .bind::<Text, _>(&scope.key)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()?;
     // Removed between the claim and the read (an expired, finished record): try again later.
@@ -182,7 +182,7 @@ pub async fn take_over(
     .bind::<BigInt, _>(millis(lease))
     .bind::<Text, _>(&token)
     .bind::<Nullable<Text>, _>(seen_token)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()?;
     Ok(taken.map(|row| Lease {
@@ -200,7 +200,7 @@ pub async fn hold(conn: &mut AsyncPgConnection, lease: &Lease) -> QueryResult<bo
     )
     .bind::<BigInt, _>(lease.record_id)
     .bind::<Text, _>(&lease.token)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()?;
     Ok(held.is_some())
@@ -231,7 +231,7 @@ pub async fn finish(
     .bind::<Text, _>(status.as_str())
     .bind::<Int4, _>(i32::from(http_status))
     .bind::<Jsonb, _>(body)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()?;
     Ok(stored.map(|row| StoredResponse {

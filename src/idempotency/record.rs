@@ -8,6 +8,7 @@ use diesel::sql_types::{BigInt, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
+use crate::db::CommittedResult;
 use crate::schema::idempotency_keys;
 
 /// The operation a key is scoped to.
@@ -210,16 +211,14 @@ pub async fn acquire(
     expires_at: DateTime<Utc>,
 ) -> QueryResult<Acquired> {
     let (record_id, acquired, in_flight, status, response_status, response_body, request_hash): AcquireRow =
-        crate::db::committed_row(
-            diesel::select(idempotency_acquire(
+        diesel::select(idempotency_acquire(
                 scope.user_id,
                 scope.op.as_str(),
                 &scope.key,
                 fingerprint.as_str(),
                 expires_at,
-            )),
-            conn,
-        )
+            ))
+        .committed_result(conn)
         .await?;
     if in_flight {
         return Ok(Acquired::InFlight);
@@ -261,7 +260,7 @@ pub fn existing(
 /// and finished in one transaction), and finished records never change, so this read is as
 /// good as the one inside the acquire.
 pub async fn lookup(conn: &mut AsyncPgConnection, scope: &Scope) -> QueryResult<Option<Acquired>> {
-    let row: Option<RecordRow> = ReadRecord(scope).get_result(conn).await.optional()?;
+    let row: Option<RecordRow> = ReadRecord(scope).committed_result(conn).await.optional()?;
     row.map(|(status, response_status, response_body, request_hash)| {
         existing(status, response_status, response_body, request_hash)
     })
@@ -319,15 +318,13 @@ pub async fn finish(
     http_status: u16,
     body: &serde_json::Value,
 ) -> QueryResult<StoredResponse> {
-    let stored_body: String = crate::db::committed_row(
-        diesel::select(idempotency_finish(
-            claim.record_id,
-            status.as_str(),
-            i32::from(http_status),
-            body,
-        )),
-        conn,
-    )
+    let stored_body: String = diesel::select(idempotency_finish(
+        claim.record_id,
+        status.as_str(),
+        i32::from(http_status),
+        body,
+    ))
+    .committed_result(conn)
     .await?;
     Ok(StoredResponse {
         status: http_status,

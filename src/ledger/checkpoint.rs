@@ -14,6 +14,7 @@ use diesel::{OptionalExtension, QueryResult};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::Balance;
+use crate::db::CommittedResult;
 use crate::settled::Tracker;
 
 /// Where the checkpoints stand (`ledger_checkpoint_state`).
@@ -130,7 +131,7 @@ async fn checkpoint_of(
         "SELECT through_entry_id, balances FROM ledger_balance_checkpoints WHERE merchant_id = $1",
     )
     .bind::<BigInt, _>(merchant_id)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()?;
     let Some(row) = row else { return Ok(None) };

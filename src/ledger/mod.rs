@@ -6,6 +6,8 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
+use crate::db::CommittedResult;
+
 pub mod checkpoint;
 
 /// The merchant's liability: what the gateway owes the merchant.
@@ -254,7 +256,7 @@ pub async fn posted_transfer(
     .bind::<Text, _>(provider)
     .bind::<Text, _>(event_id)
     .bind::<Text, _>(psp_clearing(provider))
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::model::{self, DISABLED_BY_MERCHANT, DISABLED_BY_OPERATOR};
 use crate::access::audit::{self, Action, Entry};
+use crate::db::CommittedResult;
 use crate::schema::{notification_endpoints, webhook_endpoint_revision, webhook_endpoints};
 use crate::secret::Secret;
 use crate::secret_box::{Keyring, SecretsKey};
@@ -243,7 +244,10 @@ pub async fn load_all(conn: &mut AsyncPgConnection) -> QueryResult<(i64, Vec<End
 
 /// How many endpoints the database holds (`serve` refuses to start without a key then).
 pub async fn count(conn: &mut AsyncPgConnection) -> QueryResult<i64> {
-    webhook_endpoints::table.count().get_result(conn).await
+    webhook_endpoints::table
+        .count()
+        .committed_result(conn)
+        .await
 }
 
 /// Whether `merchant_id` has an endpoint made by API, as the database holds it now (a
@@ -252,7 +256,7 @@ pub async fn exists_for(conn: &mut AsyncPgConnection, merchant_id: i64) -> Query
     diesel::select(diesel::dsl::exists(
         webhook_endpoints::table.filter(webhook_endpoints::merchant_id.eq(merchant_id)),
     ))
-    .get_result(conn)
+    .committed_result(conn)
     .await
 }
 
@@ -369,7 +373,7 @@ pub async fn create(
                 webhook_endpoints::secret_sealed.eq(&sealed),
             ))
             .returning(EndpointRow::as_returning())
-            .get_result(conn)
+            .committed_result(conn)
             .await
             .map_err(|e| match e {
                 // A concurrent creation for the same merchant won the unique index.
@@ -460,7 +464,7 @@ pub async fn update(
                 webhook_endpoints::updated_at.eq(diesel::dsl::now),
             ))
             .returning(EndpointRow::as_returning())
-            .get_result(conn)
+            .committed_result(conn)
             .await?;
         match change.disabled {
             Some(true) => {
@@ -554,7 +558,7 @@ pub async fn rotate(
                 webhook_endpoints::updated_at.eq(diesel::dsl::now),
             ))
             .returning(EndpointRow::as_returning())
-            .get_result(conn)
+            .committed_result(conn)
             .await?;
         bump_revision(conn).await?;
         let entry = Entry::new(Action::EndpointRotateSecret, target(id), "rotated")
@@ -601,7 +605,7 @@ pub async fn ping(
         )
         .bind::<BigInt, _>(merchant_id)
         .bind::<Text, _>(id)
-        .get_result(conn)
+        .committed_result(conn)
         .await?;
         let entry = Entry::new(Action::EndpointTest, target(id), "pending")
             .with_changes(json!({"notification_id": staged.id}));

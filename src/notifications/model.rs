@@ -10,6 +10,7 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Double, Int4, Nullable, Text, Timestamptz, Untyped};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
+use crate::db::CommittedResult;
 use crate::schema::{merchant_notifications, notification_endpoints};
 
 /// A notification's delivery status, as stored in its `status` column.
@@ -416,10 +417,10 @@ struct BacklogOldest {
 pub async fn backlog(conn: &mut AsyncPgConnection) -> QueryResult<Backlog> {
     let count: BacklogCount = diesel::sql_query(BACKLOG_COUNT_SQL)
         .bind::<BigInt, _>(BACKLOG_EXACT + 1)
-        .get_result(conn)
+        .committed_result(conn)
         .await?;
     let oldest: BacklogOldest = diesel::sql_query(BACKLOG_OLDEST_SQL)
-        .get_result(conn)
+        .committed_result(conn)
         .await?;
     let estimated = count.counted > BACKLOG_EXACT;
     Ok(Backlog {
@@ -568,7 +569,7 @@ pub async fn redeliver(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Opt
         "UPDATE merchant_notifications {REDELIVER_SET} WHERE id = $1 RETURNING *"
     ))
     .bind::<BigInt, _>(id)
-    .get_result(conn)
+    .committed_result(conn)
     .await
     .optional()
 }
@@ -658,7 +659,7 @@ pub async fn enable(
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<BigInt, _>(spacing_us)
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok(row.pending)
 }
@@ -705,7 +706,7 @@ pub async fn disable(
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<diesel::sql_types::Text, _>(reason)
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok((row.was_disabled, row.pending))
 }
@@ -787,7 +788,7 @@ pub async fn pending_upto(
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<BigInt, _>(upto)
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok(row.counted)
 }
@@ -826,7 +827,7 @@ pub async fn drop_first_due(
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<BigInt, _>(n)
-    .get_result(conn)
+    .committed_result(conn)
     .await?;
     Ok(row.dropped)
 }

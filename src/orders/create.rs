@@ -2,12 +2,13 @@
 //! transaction.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::AsyncPgConnection;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use super::model::{NewOrder, Order, OrderStatus};
 use super::request::{OrderRejection, ValidOrder};
+use crate::db::CommittedResult;
 use crate::idempotency::IdempotentWork;
 use crate::idempotency::error::IdempotencyError;
 use crate::schema::orders;
@@ -40,7 +41,7 @@ impl IdempotentWork for CreateOrder<'_> {
                     status: OrderStatus::PendingPayment.as_str(),
                 })
                 .returning(Order::as_returning())
-                .get_result(conn)
+                .committed_result(conn)
                 .await?;
             Ok(Ok(order))
         }

@@ -6,9 +6,11 @@ use diesel::deserialize::{self, FromSql, FromSqlRow};
 use diesel::pg::{Pg, PgValue};
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{BigInt, Bool, Nullable, SqlType, Text};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::AsyncPgConnection;
 
 use super::effect::Effect;
+
+use crate::db::CommittedResult;
 
 /// The database type `payment_apply_result`.
 #[derive(Debug, Clone, Copy, SqlType, QueryId)]
@@ -52,7 +54,7 @@ impl FromSql<PaymentApplyResultSql, Pg> for ApplyResult {
 /// Applies `effect` inside the caller's transaction.
 pub async fn apply(conn: &mut AsyncPgConnection, effect: &Effect) -> QueryResult<Applied> {
     let (result, transfer_id): (ApplyResult, Option<i64>) =
-        PaymentApply(effect).get_result(conn).await?;
+        PaymentApply(effect).committed_result(conn).await?;
     Ok(match result {
         ApplyResult::Applied => Applied::Done(transfer_id),
         ApplyResult::StateChanged => Applied::StateChanged,

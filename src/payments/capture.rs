@@ -19,6 +19,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::ack::CallbackOutcome;
 use super::effect::Effect;
+use crate::db::CommittedResult;
 use crate::idempotency::record::{
     Completion, IdempotentRequest, OneStatement, RecordStatus, Scope, StoredResponse, existing,
     walk_scope,
@@ -121,14 +122,9 @@ impl Capture {
         &self,
         conn: &mut AsyncPgConnection,
     ) -> QueryResult<OneStatement<CallbackOutcome>> {
-        // Outside a transaction: read to the commit's outcome before answering
-        // (`crate::db::committed_row`, inline for the boxed future's lifetimes).
-        let (result, status, response_status, response_body, request_hash): Row = Single(self)
-            .load::<Row>(conn)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or(diesel::result::Error::NotFound)?;
+        // Outside a transaction: answered only after the commit's outcome.
+        let (result, status, response_status, response_body, request_hash): Row =
+            Single(self).committed_result(conn).await?;
         answer(result, status, response_status, response_body, request_hash)
     }
 }

@@ -8,6 +8,7 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::review::ReviewReason;
+use crate::db::CommittedResult;
 use crate::schema::refund_requests;
 
 /// A refund request's status, as stored in its `status` column (see migration 000008).
@@ -86,7 +87,7 @@ impl NewRefundRequest<'_> {
         diesel::insert_into(refund_requests::table)
             .values(self)
             .returning(RefundRequest::as_returning())
-            .get_result(conn)
+            .committed_result(conn)
             .await
     }
 }
@@ -158,7 +159,7 @@ impl RefundRequest {
         notify: bool,
     ) -> QueryResult<Option<RefundStatus>> {
         let status: Option<String> = diesel::select(refund_request_accepted(id, refund_id, notify))
-            .get_result(conn)
+            .committed_result(conn)
             .await?;
         status.as_deref().map(parse_status).transpose()
     }
@@ -219,7 +220,7 @@ impl RefundRequest {
         notify: bool,
     ) -> QueryResult<bool> {
         diesel::select(refund_request_fail(id, from.as_str(), message, notify))
-            .get_result(conn)
+            .committed_result(conn)
             .await
     }
 }
@@ -365,7 +366,7 @@ impl RefundRequest {
         .bind::<BigInt, _>(id)
         .bind::<diesel::sql_types::Double, _>(base.as_secs_f64())
         .bind::<diesel::sql_types::Double, _>(MAX_BACKOFF.as_secs_f64())
-        .get_result(conn)
+        .committed_result(conn)
         .await
         .optional()?;
         Ok(std::time::Duration::from_secs_f64(
@@ -410,7 +411,7 @@ impl RefundRequest {
         )
         .bind::<BigInt, _>(id)
         .bind::<BigInt, _>(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
-        .get_result(conn)
+        .committed_result(conn)
         .await
         .optional()
     }
@@ -421,7 +422,7 @@ impl RefundRequest {
             .filter(refund_requests::status.eq(RefundStatus::Processing.as_str()))
             .filter(refund_requests::review_reason.is_not_null())
             .count()
-            .get_result(conn)
+            .committed_result(conn)
             .await
     }
 }

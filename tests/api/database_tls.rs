@@ -6,9 +6,9 @@
 use std::process::Command;
 
 use callback_gateway::db;
+use callback_gateway::db::CommittedResult;
 use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
-use diesel_async::RunQueryDsl;
 
 use crate::support::cluster::Cluster;
 use crate::support::gateway::GatewayProcess;
@@ -73,7 +73,7 @@ async fn session_of(url: &str) -> Result<(bool, String), String> {
     let session: Session = diesel::sql_query(
         "SELECT ssl, coalesce(version, '') AS version FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
     )
-    .get_result(&mut conn)
+    .committed_result(&mut conn)
     .await
     .map_err(|e| e.to_string())?;
     Ok((session.ssl, session.version))

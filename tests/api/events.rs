@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use callback_gateway::db::CommittedResult;
 use callback_gateway::deliveries::read::{self, EventFilter, EventOutcome};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 
@@ -608,7 +609,6 @@ struct PlanCounts {
 #[tokio::test]
 async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
     use callback_gateway::db::{self, connection::ConnectSpec, pool::SessionLimits};
-    use diesel_async::RunQueryDsl;
     use std::time::Duration;
 
     let app = spawn_app().await;
@@ -640,7 +640,7 @@ async fn the_api_pool_plans_every_event_log_read_for_its_own_values() {
         "SELECT custom_plans, generic_plans FROM pg_prepared_statements \
          WHERE statement LIKE '%event_id%' ORDER BY custom_plans DESC LIMIT 1",
     )
-    .get_result(&mut *conn)
+    .committed_result(&mut conn)
     .await
     .unwrap();
     assert_eq!(
