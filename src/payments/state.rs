@@ -53,16 +53,7 @@ pub enum Plan {
     /// Refund `amount_minor` more: one `refund` transfer, against unapplied funds when the
     /// payment is held (no order changes then).
     Refund {
-        amount_minor: i64,
-        refunded_before: i64,
-        refunded_total: i64,
-        /// The payment's status and dispute amount the plan read (the writer's guard).
-        payment_from: PaymentStatus,
-        disputed_minor: i64,
-        payment_to: PaymentStatus,
-        order_move: Option<OrderMove>,
-        from_unapplied: bool,
-        currency: Currency,
+        change: RefundChange,
         /// With what the payment's disputes hold back, the refunds now take more than was
         /// captured: the provider moved it (a refund made before a chargeback can arrive after
         /// it), so it is booked, and the disputes holding funds are noted for finance.
@@ -81,19 +72,7 @@ pub enum Plan {
     /// A refund given back: one `refund_reversal`, the exact inverse of the refund (into
     /// clearing, back to the account it was refunded from); the payment's refunded total goes
     /// down by it, so it can be refunded again, and its order's status follows.
-    RefundReturn {
-        amount_minor: i64,
-        refunded_before: i64,
-        refunded_total: i64,
-        /// The payment's status and dispute amount as read (the writer's guard), and its status
-        /// after.
-        payment_from: PaymentStatus,
-        disputed_minor: i64,
-        payment_to: PaymentStatus,
-        order_move: Option<OrderMove>,
-        from_unapplied: bool,
-        currency: Currency,
-    },
+    RefundReturn(RefundChange),
     /// A dispute's withdrawal, reinstatement or close (see [`dispute`]).
     Dispute(Box<DisputePlan>),
     /// Deterministic no-op (stale or superseded event), acknowledged.
@@ -111,6 +90,60 @@ pub enum NoWrites {
     Reject(&'static str),
     /// Nothing is stored; the provider retries later.
     Wait(&'static str),
+}
+
+/// What a refund, or its return, changes: the payment's refunded total and status, and its
+/// order's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundChange {
+    pub amount_minor: i64,
+    pub refunded_before: i64,
+    pub refunded_total: i64,
+    /// The payment's status and dispute amount the plan read (the writer's guard), and its
+    /// status after.
+    pub payment_from: PaymentStatus,
+    pub disputed_minor: i64,
+    pub payment_to: PaymentStatus,
+    pub order_move: Option<OrderMove>,
+    pub from_unapplied: bool,
+    pub currency: Currency,
+}
+
+impl RefundChange {
+    /// The `kind` transfer of the amount between clearing and the merchant's account it was
+    /// refunded from (unapplied funds for a held payment), with the guards and moves above, on
+    /// the event's `base` effect.
+    fn effect(
+        &self,
+        base: impl Fn(Option<i64>, PaymentStatus, i64, &str) -> Effect,
+        refund_id: Option<&str>,
+        kind: TransferKind,
+    ) -> Effect {
+        let merchant = if self.from_unapplied {
+            MerchantAccount::Unapplied
+        } else {
+            MerchantAccount::Payable
+        };
+        let mut effect = Effect {
+            refunded_from: Some(self.refunded_before),
+            refunded_to: Some(self.refunded_total),
+            payment_from: Some(self.payment_from.as_str()),
+            disputed_from: Some(self.disputed_minor),
+            disputed_to: Some(self.disputed_minor),
+            refund_id: refund_id.map(str::to_owned),
+            ..base(
+                self.order_move.map(|m| m.order_id),
+                self.payment_to,
+                self.amount_minor,
+                self.currency.code(),
+            )
+        }
+        .posting(kind, merchant);
+        if let Some(OrderMove { from, to, .. }) = self.order_move {
+            effect = effect.moving_order(from.as_str(), to.as_str());
+        }
+        effect
+    }
 }
 
 impl Plan {
@@ -181,44 +214,13 @@ impl Plan {
             Plan::RecordFailure { order_id, currency } => {
                 base(Some(*order_id), PaymentStatus::Failed, 0, currency)
             }
-            &Plan::Refund {
-                amount_minor,
-                refunded_before,
-                refunded_total,
-                payment_from,
-                disputed_minor,
-                payment_to,
-                order_move,
-                from_unapplied,
-                currency,
+            Plan::Refund {
+                change,
                 exceeds_remaining,
-            } => {
-                let merchant = if from_unapplied {
-                    MerchantAccount::Unapplied
-                } else {
-                    MerchantAccount::Payable
-                };
-                let mut effect = Effect {
-                    refunded_from: Some(refunded_before),
-                    refunded_to: Some(refunded_total),
-                    payment_from: Some(payment_from.as_str()),
-                    disputed_from: Some(disputed_minor),
-                    disputed_to: Some(disputed_minor),
-                    refund_id: refund_id.map(str::to_owned),
-                    disputes_exceeded: exceeds_remaining,
-                    ..base(
-                        order_move.map(|m| m.order_id),
-                        payment_to,
-                        amount_minor,
-                        currency.code(),
-                    )
-                }
-                .posting(TransferKind::Refund, merchant);
-                if let Some(OrderMove { from, to, .. }) = order_move {
-                    effect = effect.moving_order(from.as_str(), to.as_str());
-                }
-                effect
-            }
+            } => Effect {
+                disputes_exceeded: *exceeds_remaining,
+                ..change.effect(base, refund_id, TransferKind::Refund)
+            },
             &Plan::RefundHeld {
                 amount_minor,
                 currency,
@@ -236,43 +238,10 @@ impl Plan {
                 ..base(None, payment, amount_minor, currency.code())
             }
             .posting(TransferKind::Refund, MerchantAccount::Unapplied),
-            &Plan::RefundReturn {
-                amount_minor,
-                refunded_before,
-                refunded_total,
-                payment_from,
-                disputed_minor,
-                payment_to,
-                order_move,
-                from_unapplied,
-                currency,
-            } => {
-                let merchant = if from_unapplied {
-                    MerchantAccount::Unapplied
-                } else {
-                    MerchantAccount::Payable
-                };
-                let mut effect = Effect {
-                    refunded_from: Some(refunded_before),
-                    refunded_to: Some(refunded_total),
-                    payment_from: Some(payment_from.as_str()),
-                    disputed_from: Some(disputed_minor),
-                    disputed_to: Some(disputed_minor),
-                    refund_id: refund_id.map(str::to_owned),
-                    reason: Some(REFUND_RETURNED),
-                    ..base(
-                        order_move.map(|m| m.order_id),
-                        payment_to,
-                        amount_minor,
-                        currency.code(),
-                    )
-                }
-                .posting(TransferKind::RefundReversal, merchant);
-                if let Some(OrderMove { from, to, .. }) = order_move {
-                    effect = effect.moving_order(from.as_str(), to.as_str());
-                }
-                effect
-            }
+            Plan::RefundReturn(change) => Effect {
+                reason: Some(REFUND_RETURNED),
+                ..change.effect(base, refund_id, TransferKind::RefundReversal)
+            },
             Plan::Dispute(dispute) => {
                 let base = base(dispute.order_id, dispute.payment_to, 0, &dispute.currency);
                 return dispute
@@ -510,7 +479,7 @@ fn plan_refund_return(
     if refund.held && (!held || payment.refunded_minor < amount_minor) {
         // A refund held for exceeding the capture never counted in the refunded total: it
         // comes back to unapplied funds, where it went.
-        return Plan::RefundReturn {
+        return Plan::RefundReturn(RefundChange {
             amount_minor,
             refunded_before: payment.refunded_minor,
             refunded_total: payment.refunded_minor,
@@ -520,7 +489,7 @@ fn plan_refund_return(
             order_move: None,
             from_unapplied: true,
             currency,
-        };
+        });
     }
     let Some(refunded_total) = payment
         .refunded_minor
@@ -553,7 +522,7 @@ fn plan_refund_return(
             },
         })
         .filter(|m| m.from != m.to);
-    Plan::RefundReturn {
+    Plan::RefundReturn(RefundChange {
         amount_minor,
         refunded_before: payment.refunded_minor,
         refunded_total,
@@ -563,7 +532,7 @@ fn plan_refund_return(
         order_move,
         from_unapplied: held,
         currency,
-    }
+    })
 }
 
 fn plan_refund(
@@ -642,15 +611,17 @@ fn plan_refund(
             },
         });
     Plan::Refund {
-        amount_minor,
-        refunded_before: payment.refunded_minor,
-        refunded_total,
-        payment_from: payment.status,
-        disputed_minor: payment.disputed_minor,
-        payment_to,
-        order_move,
-        from_unapplied: held,
-        currency,
+        change: RefundChange {
+            amount_minor,
+            refunded_before: payment.refunded_minor,
+            refunded_total,
+            payment_from: payment.status,
+            disputed_minor: payment.disputed_minor,
+            payment_to,
+            order_move,
+            from_unapplied: held,
+            currency,
+        },
         exceeds_remaining,
     }
 }
@@ -847,19 +818,21 @@ mod tests {
                 Some(&after_first)
             ),
             Plan::Refund {
-                amount_minor: 300,
-                refunded_before: 500,
-                refunded_total: 800,
-                payment_from: PaymentStatus::PartiallyRefunded,
-                disputed_minor: 0,
-                payment_to: PaymentStatus::PartiallyRefunded,
-                order_move: Some(OrderMove {
-                    order_id: 7,
-                    from: OrderStatus::PartiallyRefunded,
-                    to: OrderStatus::PartiallyRefunded,
-                }),
-                from_unapplied: false,
-                currency: usd(),
+                change: RefundChange {
+                    amount_minor: 300,
+                    refunded_before: 500,
+                    refunded_total: 800,
+                    payment_from: PaymentStatus::PartiallyRefunded,
+                    disputed_minor: 0,
+                    payment_to: PaymentStatus::PartiallyRefunded,
+                    order_move: Some(OrderMove {
+                        order_id: 7,
+                        from: OrderStatus::PartiallyRefunded,
+                        to: OrderStatus::PartiallyRefunded,
+                    }),
+                    from_unapplied: false,
+                    currency: usd(),
+                },
                 exceeds_remaining: false,
             }
         );
@@ -927,12 +900,15 @@ mod tests {
                 Some(&p)
             ),
             Plan::Refund {
-                refunded_total: 5000,
-                payment_to: PaymentStatus::Refunded,
-                order_move: Some(OrderMove {
-                    to: OrderStatus::Refunded,
+                change: RefundChange {
+                    refunded_total: 5000,
+                    payment_to: PaymentStatus::Refunded,
+                    order_move: Some(OrderMove {
+                        to: OrderStatus::Refunded,
+                        ..
+                    }),
                     ..
-                }),
+                },
                 ..
             }
         ));
@@ -948,15 +924,17 @@ mod tests {
                 Some(&p)
             ),
             Plan::Refund {
-                amount_minor: 1000,
-                refunded_before: 0,
-                refunded_total: 1000,
-                payment_from: PaymentStatus::Held,
-                disputed_minor: 0,
-                payment_to: PaymentStatus::Held,
-                order_move: None,
-                from_unapplied: true,
-                currency: usd(),
+                change: RefundChange {
+                    amount_minor: 1000,
+                    refunded_before: 0,
+                    refunded_total: 1000,
+                    payment_from: PaymentStatus::Held,
+                    disputed_minor: 0,
+                    payment_to: PaymentStatus::Held,
+                    order_move: None,
+                    from_unapplied: true,
+                    currency: usd(),
+                },
                 exceeds_remaining: false,
             }
         );
@@ -974,15 +952,17 @@ mod tests {
                 Some(&disputed)
             ),
             Plan::Refund {
-                amount_minor: 1000,
-                refunded_before: 0,
-                refunded_total: 1000,
-                payment_from: PaymentStatus::Disputed,
-                disputed_minor: 4000,
-                payment_to: PaymentStatus::Disputed,
-                order_move: None,
-                from_unapplied: false,
-                currency: usd(),
+                change: RefundChange {
+                    amount_minor: 1000,
+                    refunded_before: 0,
+                    refunded_total: 1000,
+                    payment_from: PaymentStatus::Disputed,
+                    disputed_minor: 4000,
+                    payment_to: PaymentStatus::Disputed,
+                    order_move: None,
+                    from_unapplied: false,
+                    currency: usd(),
+                },
                 exceeds_remaining: false,
             }
         );
@@ -997,9 +977,12 @@ mod tests {
             matches!(
                 over,
                 Plan::Refund {
-                    amount_minor: 1001,
-                    refunded_total: 1001,
-                    payment_to: PaymentStatus::Disputed,
+                    change: RefundChange {
+                        amount_minor: 1001,
+                        refunded_total: 1001,
+                        payment_to: PaymentStatus::Disputed,
+                        ..
+                    },
                     exceeds_remaining: true,
                     ..
                 }
@@ -1032,8 +1015,11 @@ mod tests {
                 Some(&charged_back)
             ),
             Plan::Refund {
-                payment_to: PaymentStatus::ChargedBack,
-                order_move: None,
+                change: RefundChange {
+                    payment_to: PaymentStatus::ChargedBack,
+                    order_move: None,
+                    ..
+                },
                 exceeds_remaining: true,
                 ..
             }
@@ -1048,7 +1034,10 @@ mod tests {
                 Some(&reinstated)
             ),
             Plan::Refund {
-                payment_to: PaymentStatus::Refunded,
+                change: RefundChange {
+                    payment_to: PaymentStatus::Refunded,
+                    ..
+                },
                 exceeds_remaining: false,
                 ..
             }
