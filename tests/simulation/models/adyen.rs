@@ -11,7 +11,7 @@
 use serde_json::json;
 
 use super::{Expected, Model, Webhook};
-use crate::support::{ADYEN, ADYEN_KEY, MERCHANT};
+use crate::support::{ADYEN, ADYEN_KEY};
 use crate::truth::{Change, OpKind, Payment, RefundState, Rules};
 
 pub struct Adyen;
@@ -67,10 +67,7 @@ impl Model for Adyen {
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{ADYEN}\"\nscheme = \"adyen\"\nmerchant_id = {MERCHANT}\n\
-             secrets = [\"{ADYEN_KEY}\"]\n"
-        )
+        super::provider_entry(ADYEN, "adyen", &format!("secrets = [\"{ADYEN_KEY}\"]"))
     }
 
     fn payment_id(&self, history: u64, index: usize) -> String {

@@ -10,8 +10,8 @@
 use base64::Engine;
 
 use super::{Expected, Model, Webhook, decimal};
-use crate::support::{BRAINTREE, BRAINTREE_PRIVATE, BRAINTREE_PUBLIC, MERCHANT};
-use crate::truth::{Change, OpKind, Payment, Rules};
+use crate::support::{BRAINTREE, BRAINTREE_PRIVATE, BRAINTREE_PUBLIC};
+use crate::truth::{Change, Payment};
 
 pub struct Braintree;
 
@@ -29,25 +29,11 @@ impl Model for Braintree {
         BRAINTREE
     }
 
-    fn rules(&self) -> Rules {
-        Rules::default()
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
-    }
-
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{BRAINTREE}\"\nscheme = \"braintree\"\nmerchant_id = {MERCHANT}\n\
-             public_key = \"{BRAINTREE_PUBLIC}\"\nsecrets = [\"{BRAINTREE_PRIVATE}\"]\n"
+        super::provider_entry(
+            BRAINTREE,
+            "braintree",
+            &format!("public_key = \"{BRAINTREE_PUBLIC}\"\nsecrets = [\"{BRAINTREE_PRIVATE}\"]"),
         )
     }
 

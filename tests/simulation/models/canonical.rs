@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Expected, Model, Webhook};
 use crate::support::{ACME, ACME_SECRET, MERCHANT, PLAIN, PLAIN_SECRET};
-use crate::truth::{Change, DisputeState, OpKind, Payment, Rules};
+use crate::truth::{Change, DisputeState, Payment, Rules};
 
 pub struct Canonical {
     provider: &'static str,
@@ -53,17 +53,6 @@ impl Model for Canonical {
             chargeback_fees: true,
             ..Rules::default()
         }
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {

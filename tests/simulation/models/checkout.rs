@@ -9,8 +9,8 @@
 use serde_json::json;
 
 use super::{Expected, Model, Webhook};
-use crate::support::{CHECKOUT, CHECKOUT_KEY, MERCHANT};
-use crate::truth::{Change, OpKind, Payment, Rules};
+use crate::support::{CHECKOUT, CHECKOUT_KEY};
+use crate::truth::{Change, Payment};
 
 pub struct Checkout;
 
@@ -19,25 +19,11 @@ impl Model for Checkout {
         CHECKOUT
     }
 
-    fn rules(&self) -> Rules {
-        Rules::default()
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
-    }
-
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{CHECKOUT}\"\nscheme = \"checkout\"\nmerchant_id = {MERCHANT}\n\
-             secrets = [\"{CHECKOUT_KEY}\"]\n"
+        super::provider_entry(
+            CHECKOUT,
+            "checkout",
+            &format!("secrets = [\"{CHECKOUT_KEY}\"]"),
         )
     }
 

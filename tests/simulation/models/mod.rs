@@ -67,14 +67,43 @@ impl Expected {
             gaps: Vec::new(),
         }
     }
+
+    /// The truth less what won disputes gave back, which the gateway cannot book from what
+    /// the provider sends: each such dispute is in attention for a person, with `reason`.
+    pub fn reinstatement_unreported(p: &Payment, reason: &'static str) -> Self {
+        let reinstated = p.reinstated();
+        let mut expected = Self {
+            reinstated: 0,
+            ..Self::truth(p, false)
+        };
+        if reinstated > 0 {
+            expected.gaps.push(Gap {
+                part: "reinstated",
+                amount: reinstated,
+                reason,
+            });
+        }
+        expected
+    }
 }
 
 pub trait Model: Send + Sync {
     /// The provider's configured name (and the key the signer uses in tests/support/sign.rs).
     fn provider(&self) -> &'static str;
-    fn rules(&self) -> Rules;
-    /// The operations its payments have.
-    fn ops(&self) -> &'static [OpKind];
+    fn rules(&self) -> Rules {
+        Rules::default()
+    }
+    /// The operations its payments have: a card payment's by default.
+    fn ops(&self) -> &'static [OpKind] {
+        &[
+            OpKind::Capture,
+            OpKind::Fail,
+            OpKind::Refund,
+            OpKind::Chargeback,
+            OpKind::Reverse,
+            OpKind::Lose,
+        ]
+    }
     fn currencies(&self) -> &'static [&'static str] {
         &["USD", "EUR", "JPY"]
     }
@@ -107,6 +136,15 @@ pub trait Model: Send + Sync {
     fn merge(&self, _first: &Webhook, _second: &Webhook) -> Option<Webhook> {
         None
     }
+}
+
+/// A `[[providers]]` entry for the simulated merchant: `name`, its `scheme`, and `extra` lines
+/// (its secrets).
+pub fn provider_entry(name: &str, scheme: &str, extra: &str) -> String {
+    format!(
+        "\n[[providers]]\nname = \"{name}\"\nscheme = \"{scheme}\"\nmerchant_id = {}\n{extra}\n",
+        crate::support::MERCHANT
+    )
 }
 
 /// The event ids of `webhook` (see [`Model::event_ids`]).

@@ -10,7 +10,7 @@
 use serde_json::json;
 
 use super::{Expected, Model, Webhook};
-use crate::support::{MERCHANT, PADDLE, PADDLE_SECRET};
+use crate::support::{PADDLE, PADDLE_SECRET};
 use crate::truth::{Change, OpKind, Payment, Rules};
 
 pub struct Paddle;
@@ -44,9 +44,10 @@ impl Model for Paddle {
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{PADDLE}\"\nscheme = \"paddle\"\nmerchant_id = {MERCHANT}\n\
-             secrets = [\"{PADDLE_SECRET}\"]\n"
+        super::provider_entry(
+            PADDLE,
+            "paddle",
+            &format!("secrets = [\"{PADDLE_SECRET}\"]"),
         )
     }
 

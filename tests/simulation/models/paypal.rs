@@ -9,30 +9,15 @@
 
 use serde_json::json;
 
-use super::{Expected, Gap, Model, Webhook, decimal};
+use super::{Expected, Model, Webhook, decimal};
 use crate::support::{MERCHANT, PAYPAL, paypal_host};
-use crate::truth::{Change, OpKind, Payment, Rules};
+use crate::truth::{Change, Payment};
 
 pub struct Paypal;
 
 impl Model for Paypal {
     fn provider(&self) -> &'static str {
         PAYPAL
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::default()
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
@@ -126,20 +111,7 @@ impl Model for Paypal {
     }
 
     fn expect(&self, p: &Payment) -> Expected {
-        let reinstated = p.reinstated();
-        let mut expected = Expected {
-            reinstated: 0,
-            ..Expected::truth(p, false)
-        };
-        if reinstated > 0 {
-            // The reversal stays open (withdrawn) in attention for a person.
-            expected.gaps.push(Gap {
-                part: "reinstated",
-                amount: reinstated,
-                reason: "open",
-            });
-        }
-        expected
+        Expected::reinstatement_unreported(p, "open")
     }
 
     fn schedule(&self) -> &'static [u64] {

@@ -9,9 +9,9 @@
 
 use serde_json::json;
 
-use super::{Expected, Gap, Model, Webhook};
-use crate::support::{MERCHANT, RAZORPAY, RAZORPAY_SECRET};
-use crate::truth::{Change, OpKind, Payment, Rules};
+use super::{Expected, Model, Webhook};
+use crate::support::{RAZORPAY, RAZORPAY_SECRET};
+use crate::truth::{Change, Payment};
 
 pub struct Razorpay;
 
@@ -20,29 +20,15 @@ impl Model for Razorpay {
         RAZORPAY
     }
 
-    fn rules(&self) -> Rules {
-        Rules::default()
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
-    }
-
     fn currencies(&self) -> &'static [&'static str] {
         &["INR", "USD"]
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{RAZORPAY}\"\nscheme = \"razorpay\"\nmerchant_id = {MERCHANT}\n\
-             secrets = [\"{RAZORPAY_SECRET}\"]\n"
+        super::provider_entry(
+            RAZORPAY,
+            "razorpay",
+            &format!("secrets = [\"{RAZORPAY_SECRET}\"]"),
         )
     }
 
@@ -104,19 +90,7 @@ impl Model for Razorpay {
     }
 
     fn expect(&self, p: &Payment) -> Expected {
-        let reinstated = p.reinstated();
-        let mut expected = Expected {
-            reinstated: 0,
-            ..Expected::truth(p, false)
-        };
-        if reinstated > 0 {
-            expected.gaps.push(Gap {
-                part: "reinstated",
-                amount: reinstated,
-                reason: "won_not_reinstated",
-            });
-        }
-        expected
+        Expected::reinstatement_unreported(p, "won_not_reinstated")
     }
 
     fn schedule(&self) -> &'static [u64] {

@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::{Expected, Model, Webhook};
-use crate::support::{MERCHANT, SQUARE, SQUARE_KEY, SQUARE_URL};
+use crate::support::{SQUARE, SQUARE_KEY, SQUARE_URL};
 use crate::truth::{Change, OpKind, Payment, Rules};
 
 pub struct Square;
@@ -39,9 +39,10 @@ impl Model for Square {
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
-        format!(
-            "\n[[providers]]\nname = \"{SQUARE}\"\nscheme = \"square\"\nmerchant_id = {MERCHANT}\n\
-             secrets = [\"{SQUARE_KEY}\"]\nnotification_url = \"{SQUARE_URL}\"\n"
+        super::provider_entry(
+            SQUARE,
+            "square",
+            &format!("secrets = [\"{SQUARE_KEY}\"]\nnotification_url = \"{SQUARE_URL}\""),
         )
     }
 

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Expected, Model, Webhook};
 use crate::support::{MERCHANT, STRIPE, STRIPE_SECRET};
-use crate::truth::{Change, OpKind, Payment, Rules};
+use crate::truth::{Change, Payment, Rules};
 
 pub struct Stripe;
 
@@ -23,17 +23,6 @@ impl Model for Stripe {
             chargeback_fees: true,
             ..Rules::default()
         }
-    }
-
-    fn ops(&self) -> &'static [OpKind] {
-        &[
-            OpKind::Capture,
-            OpKind::Fail,
-            OpKind::Refund,
-            OpKind::Chargeback,
-            OpKind::Reverse,
-            OpKind::Lose,
-        ]
     }
 
     fn currencies(&self) -> &'static [&'static str] {
