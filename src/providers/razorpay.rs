@@ -151,6 +151,19 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
     }
     let payload = body.object("payload")?;
     let event = if kind == "refund.processed" {
+        // Razorpay refunds by itself a payment authorised late that nobody captured, and tells
+        // it like any refund, with the payment's `captured` false: no money of it was ever in
+        // the books, and waiting for a capture would answer 409 until Razorpay disables the
+        // webhook (docs/providers.md, Razorpay).
+        let uncaptured = payload
+            .object_if_any("payment")?
+            .map(|payment| payment.object("entity"))
+            .transpose()?
+            .and_then(|payment| payment.member("captured"))
+            .is_some_and(|captured| captured.get() == "false");
+        if uncaptured {
+            return Ok(Parsed::Ignored("auto_refund_of_uncaptured_payment"));
+        }
         let refund = payload.object("refund")?.object("entity")?;
         PaymentEvent::Refunded {
             payment_id: refund.id("payment_id")?,
@@ -282,6 +295,25 @@ mod tests {
             read(r#"{"event":"payment.authorized","payload":{}}"#),
             Parsed::Ignored("unsupported_event_type")
         );
+    }
+
+    #[test]
+    fn an_automatic_refund_of_a_payment_never_captured_is_acknowledged_and_moves_nothing() {
+        // Razorpay's refund webhooks fire for its automatic refunds of payments authorised but
+        // never captured, the payment entity saying `"captured": false`.
+        let refund = |captured: &str| {
+            read(&format!(
+                r#"{{"event":"refund.processed","payload":{{"refund":{{"entity":{{"id":"rfnd_1","payment_id":"pay_1","amount":50000,"currency":"INR"}}}},"payment":{{"entity":{{"id":"pay_1","amount":50000,"currency":"INR","status":"refunded","captured":{captured}}}}}}}}}"#
+            ))
+        };
+        assert_eq!(
+            refund("false"),
+            Parsed::Ignored("auto_refund_of_uncaptured_payment")
+        );
+        assert!(matches!(
+            refund("true"),
+            Parsed::Event(PaymentEvent::Refunded { .. })
+        ));
     }
 
     #[test]
