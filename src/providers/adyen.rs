@@ -33,7 +33,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::body::{self, Object, Unusable, invalid, out_of_range};
+use super::body::{self, Object, Unusable, invalid};
 use super::connector::{
     Answer, Connector, Format, NamedItem, Naming, Sample, Signed, Unsignable, Verification,
     Verified,
@@ -524,34 +524,13 @@ pub fn adyen_decimals(currency: Currency) -> Option<u32> {
     }
 }
 
-/// `value` in Adyen's minor units of `currency` as ISO 4217 minor units, exactly: an amount
-/// that is not a whole number of ISO minor units is `invalid_amount`.
+/// `value` in Adyen's minor units of `currency` as ISO 4217 minor units, exactly.
 fn iso_minor_units(
     value: AmountMinor,
     currency: Currency,
     path: &str,
 ) -> Result<AmountMinor, Unusable> {
-    let (Some(iso), Some(adyen)) = (money::exponent(currency), adyen_decimals(currency)) else {
-        return Err(Unusable::Invalid(invalid(format!(
-            "{currency} has no minor unit in ISO 4217"
-        ))));
-    };
-    let minor = if adyen >= iso {
-        let divisor = 10i64.pow(adyen - iso);
-        if value.get() % divisor != 0 {
-            return Err(Unusable::InvalidAmount(invalid(format!(
-                "{path} {} has {adyen} decimals in Adyen's minor units of {currency}; ISO 4217 has {iso}",
-                value.get()
-            ))));
-        }
-        value.get() / divisor
-    } else {
-        value
-            .get()
-            .checked_mul(10i64.pow(iso - adyen))
-            .ok_or_else(|| out_of_range(path))?
-    };
-    AmountMinor::parse(minor).ok_or_else(|| out_of_range(path))
+    body::iso_minor_units(value, currency, adyen_decimals(currency), "Adyen", path)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use super::body::{self, IdField, Object, Unusable};
 use super::connector::{
     Connector, Format, Naming, Sample, Signed, Unsignable, Verification, Verified,
 };
+use crate::money::{self, AmountMinor, Currency};
 use crate::payments::event::{
     DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
 };
@@ -117,32 +118,64 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
     }
     let data = body.object("data")?;
     let event = match kind {
-        "payment_captured" => PaymentEvent::Succeeded {
-            payment_id: data.id("id")?,
-            order_id: data.order_id("reference"),
-            amount: data.amount("amount")?,
-            currency: data.currency("currency", false)?,
-        },
+        "payment_captured" => {
+            let (amount, currency) = amount_of(&data)?;
+            PaymentEvent::Succeeded {
+                payment_id: data.id("id")?,
+                order_id: data.order_id("reference"),
+                amount,
+                currency,
+            }
+        }
         "payment_declined" => PaymentEvent::Failed {
             payment_id: data.id("id")?,
             order_id: data.order_id("reference"),
         },
         // The refund's own action id posts once, whatever event carries it.
-        _ => PaymentEvent::Refunded {
-            payment_id: data.id("id")?,
-            refund_id: data.optional_id("action_id")?,
-            refund: RefundAmount::Delta(data.amount("amount")?),
-            currency: data.currency("currency", false)?,
-        },
+        _ => {
+            let (amount, currency) = amount_of(&data)?;
+            PaymentEvent::Refunded {
+                payment_id: data.id("id")?,
+                refund_id: data.optional_id("action_id")?,
+                refund: RefundAmount::Delta(amount),
+                currency,
+            }
+        }
     };
     Ok(Parsed::Event(event))
 }
 
+/// `data.amount` and `data.currency`, the amount in the ISO 4217 minor units the ledger keeps.
+fn amount_of(data: &Object<'_>) -> Result<(AmountMinor, Currency), Unusable> {
+    let currency = data.currency("currency", false)?;
+    let amount = data.amount("amount")?;
+    let amount = body::iso_minor_units(
+        amount,
+        currency,
+        checkout_decimals(currency),
+        "Checkout.com",
+        "data.amount",
+    )?;
+    Ok((amount, currency))
+}
+
+/// Checkout.com's decimals for `currency` ("Format the amount value"): none for the currencies
+/// it takes as the full amount, three for those it divides by 1000 (ISO 4217's three-decimal
+/// ones), two for every other: CLP among them, which has none in ISO 4217.
+fn checkout_decimals(currency: Currency) -> Option<u32> {
+    const FULL_AMOUNT: [&str; 15] = [
+        "BIF", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "VUV", "VND", "XAF",
+        "XOF", "XPF",
+    ];
+    match money::exponent(currency)? {
+        _ if FULL_AMOUNT.contains(&currency.code()) => Some(0),
+        3 => Some(3),
+        _ => Some(2),
+    }
+}
+
 /// A dispute event: `data.id` names the dispute, `data.payment_id` the disputed payment.
 fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
-    let moved = |data: &Object<'_>| -> Result<_, Unusable> {
-        Ok((data.amount("amount")?, data.currency("currency", false)?))
-    };
     let data = match kind {
         "dispute_evidence_required"
         | "dispute_received"
@@ -156,7 +189,7 @@ fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
     };
     let change = match kind {
         "dispute_evidence_required" | "dispute_received" => {
-            let (amount, currency) = moved(&data)?;
+            let (amount, currency) = amount_of(&data)?;
             DisputeChange::FundsWithdrawn {
                 amount,
                 fee_minor: 0,
@@ -167,7 +200,7 @@ fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         // Won, or cancelled by the issuing bank: Checkout.com's event types say the account is
         // credited back the disputed amount in both.
         "dispute_won" | "dispute_canceled" => {
-            let (amount, currency) = moved(&data)?;
+            let (amount, currency) = amount_of(&data)?;
             DisputeChange::FundsReinstated { amount, currency }
         }
         _ => DisputeChange::Closed(DisputeResult::Lost),
@@ -182,7 +215,6 @@ fn dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::money::{AmountMinor, Currency};
 
     fn read(body: &str) -> Parsed {
         CheckoutFormat.read(body.as_bytes()).parsed
@@ -205,6 +237,31 @@ mod tests {
             read(&text_reference),
             Parsed::Event(PaymentEvent::Succeeded { order_id: None, .. })
         ));
+    }
+
+    #[test]
+    fn amounts_in_checkout_minor_units_are_booked_in_iso_minor_units() {
+        // Checkout.com, "Format the amount value": the full amount for JPY and the like, divided
+        // by 1000 for BHD and the like, divided by 100 for every other currency, CLP included
+        // (0 decimals in ISO 4217).
+        let captured = |amount: i64, currency: &str| {
+            let body = format!(
+                r#"{{"id":"evt_1","type":"payment_captured","data":{{"id":"pay_1","reference":"31","amount":{amount},"currency":"{currency}"}}}}"#
+            );
+            match read(&body) {
+                Parsed::Event(PaymentEvent::Succeeded { amount, .. }) => Ok(amount.get()),
+                other => Err(format!("{other:?}")),
+            }
+        };
+        assert_eq!(captured(1_000_000, "CLP"), Ok(10_000));
+        assert_eq!(captured(5000, "JPY"), Ok(5000));
+        assert_eq!(captured(100_000, "BHD"), Ok(100_000));
+        assert_eq!(captured(1130, "EUR"), Ok(1130));
+        let part_of_a_peso = captured(1_000_050, "CLP").unwrap_err();
+        assert!(
+            part_of_a_peso.contains("invalid_amount"),
+            "{part_of_a_peso}"
+        );
     }
 
     #[test]
