@@ -27,6 +27,11 @@ impl Model for Checkout {
         )
     }
 
+    /// CLP beside the usual three: Checkout.com counts it in hundredths, ISO 4217 in pesos.
+    fn currencies(&self) -> &'static [&'static str] {
+        &["USD", "EUR", "JPY", "CLP"]
+    }
+
     fn payment_id(&self, history: u64, index: usize) -> String {
         format!("pay_{history}x{index}")
     }
@@ -45,18 +50,19 @@ impl Model for Checkout {
         let reference = p.order.map(|o| o.to_string());
         let dispute = |k: usize| {
             let cb = &p.chargebacks[k];
-            json!({"id": cb.id, "category": "fraudulent", "amount": cb.amount,
+            json!({"id": cb.id, "category": "fraudulent", "amount": units(cb.amount, p.currency),
                    "currency": p.currency, "reason_code": "10.4", "payment_id": p.id})
         };
         match *change {
             Change::Captured => vec![event(
                 "payment_captured",
                 json!({"id": p.id, "action_id": format!("act_{seq}"), "reference": reference,
-                       "amount": p.captured, "currency": p.currency, "response_code": "10000"}),
+                       "amount": units(p.captured, p.currency), "currency": p.currency,
+                       "response_code": "10000"}),
             )],
             Change::Failed => vec![event(
                 "payment_declined",
-                json!({"id": p.id, "reference": reference, "amount": p.amount,
+                json!({"id": p.id, "reference": reference, "amount": units(p.amount, p.currency),
                        "currency": p.currency, "response_code": "20005"}),
             )],
             Change::RefundMade(r) => {
@@ -64,7 +70,7 @@ impl Model for Checkout {
                 vec![event(
                     "payment_refunded",
                     json!({"id": p.id, "action_id": refund.id, "reference": reference,
-                           "amount": refund.amount, "currency": p.currency,
+                           "amount": units(refund.amount, p.currency), "currency": p.currency,
                            "response_code": "10000"}),
                 )]
             }
@@ -96,5 +102,15 @@ impl Model for Checkout {
 
     fn schedule(&self) -> &'static [u64] {
         &[5, 10, 15, 30, 60, 240, 720, 720]
+    }
+}
+
+/// `minor` ISO 4217 minor units of `currency` in Checkout.com's own ("Format the amount value"):
+/// hundredths for CLP, which ISO 4217 counts in whole pesos; the same for the model's others.
+fn units(minor: i64, currency: &str) -> i64 {
+    if currency == "CLP" {
+        minor * 100
+    } else {
+        minor
     }
 }
