@@ -15,7 +15,7 @@ use diesel::QueryResult;
 use diesel::sql_types::{BigInt, Bool, Nullable};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// Where a cache keeps its position: a one-row state table with the id it covers (`through`),
 /// the id it noted (`pending`) and the writers it waits for (`pending_writers`), for rows of

@@ -12,7 +12,7 @@ use diesel::sql_types::{BigInt, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// The `prev_hash` of the first row.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";

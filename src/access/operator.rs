@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::Actor;
 use super::audit::{self, Action, Entry};
 use super::role::Role;
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::schema::operators;
 
 /// Every operator key starts with this, so a leaked one is recognisable (secret scanners) and

@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, Notify, watch};
 use super::unconfirmed::ReplayUnconfirmed;
 use super::watch::{commit_confirmed, mark_commit};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// How long one round may wait before its connection is given up and a new one opened (a
 /// socket to a node that vanished can stay silent far longer).

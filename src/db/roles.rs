@@ -7,7 +7,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Text};
 use diesel_async::AsyncPgConnection;
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// What the connected role may do beyond reading and writing rows.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]

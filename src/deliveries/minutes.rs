@@ -10,7 +10,7 @@ use diesel::QueryResult;
 use diesel::sql_types::{BigInt, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::settled::Tracker;
 
 /// Where the counts stand (`callback_minute_state`).

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::idle_cpu;
 use super::partitions::{Partition, quoted};
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::export::Trailer;
 use crate::lines::{BoundedLines, LineError};
 

@@ -7,7 +7,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// One table of the log: attached (its bounds known), or detached and not yet dropped (an
 /// archive pass stopped between its steps).

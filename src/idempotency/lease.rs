@@ -13,7 +13,7 @@ use rand::RngCore;
 
 use super::record::{Fingerprint, IdempotentRequest, RecordStatus, StoredResponse};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// Proof that this attempt holds a processing record's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use diesel::sql_types::{BigInt, Int4, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use sha2::{Digest, Sha256};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::schema::idempotency_keys;
 
 /// The operation a key is scoped to.

@@ -14,7 +14,7 @@ use diesel::{OptionalExtension, QueryResult};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use super::Balance;
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::settled::Tracker;
 
 /// Where the checkpoints stand (`ledger_checkpoint_state`).

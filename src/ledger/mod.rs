@@ -6,7 +6,7 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 pub mod checkpoint;
 

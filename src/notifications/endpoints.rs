@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::model::{self, DISABLED_BY_MERCHANT, DISABLED_BY_OPERATOR};
 use crate::access::audit::{self, Action, Entry};
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::schema::{notification_endpoints, webhook_endpoint_revision, webhook_endpoints};
 use crate::secret::Secret;
 use crate::secret_box::{Keyring, SecretsKey};

@@ -10,7 +10,7 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Bool, Double, Int4, Nullable, Text, Timestamptz, Untyped};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::schema::{merchant_notifications, notification_endpoints};
 
 /// A notification's delivery status, as stored in its `status` column.

@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 
 use super::model::{NewOrder, Order, OrderStatus};
 use super::request::{OrderRejection, ValidOrder};
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::idempotency::IdempotentWork;
 use crate::idempotency::error::IdempotencyError;
 use crate::schema::orders;

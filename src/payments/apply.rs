@@ -10,7 +10,7 @@ use diesel_async::AsyncPgConnection;
 
 use super::effect::Effect;
 
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 
 /// The database type `payment_apply_result`.
 #[derive(Debug, Clone, Copy, SqlType, QueryId)]

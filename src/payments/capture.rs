@@ -19,7 +19,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::ack::CallbackOutcome;
 use super::effect::Effect;
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::idempotency::record::{
     Completion, IdempotentRequest, OneStatement, RecordStatus, Scope, StoredResponse, existing,
     walk_scope,

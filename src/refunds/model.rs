@@ -8,7 +8,7 @@ use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 
 use super::review::ReviewReason;
-use crate::db::CommittedResult;
+use crate::db::one_row::CommittedResult;
 use crate::schema::refund_requests;
 
 /// A refund request's status, as stored in its `status` column (see migration 000008).

@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use callback_gateway::db;
-use callback_gateway::db::CommittedResult;
+use callback_gateway::db::one_row::CommittedResult;
 use diesel::QueryableByName;
 use diesel::sql_types::{Bool, Text};
 

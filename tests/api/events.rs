@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use callback_gateway::db::CommittedResult;
+use callback_gateway::db::one_row::CommittedResult;
 use callback_gateway::deliveries::read::{self, EventFilter, EventOutcome};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 
