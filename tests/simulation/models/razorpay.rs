@@ -69,10 +69,27 @@ impl Model for Razorpay {
                 "payment.captured",
                 json!({"payment": payment("captured")}),
             )],
-            Change::Failed => vec![event(
-                "payment.failed",
-                json!({"payment": payment("failed")}),
-            )],
+            Change::Failed => {
+                let mut hooks = vec![event(
+                    "payment.failed",
+                    json!({"payment": payment("failed")}),
+                )];
+                // Every other failed payment is authorised late by the bank; nobody captures
+                // it, so Razorpay refunds it by itself and sends the refund webhook with the
+                // payment's `captured` false. No money of it is in anyone's books.
+                if seq % 2 == 1 {
+                    let mut auto_refund = event(
+                        "refund.processed",
+                        json!({"refund": {"entity": {"id": format!("rfnd_auto{seq}"),
+                            "entity": "refund", "amount": p.amount, "currency": p.currency,
+                            "payment_id": p.id, "status": "processed"}},
+                            "payment": payment("refunded")}),
+                    );
+                    auto_refund.id.push('a');
+                    hooks.push(auto_refund);
+                }
+                hooks
+            }
             Change::RefundMade(r) => {
                 let refund = &p.refunds[r];
                 vec![event(
