@@ -848,6 +848,55 @@ END
 $$;
 
 --
+-- Name: payout_apply(bigint, text, text, text, text, text, bigint, text, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payout_apply(p_merchant_id bigint, p_provider text, p_event_id text, p_payout_id text, p_status_from text, p_status_to text, p_amount_minor bigint, p_currency text, p_kind text, p_account_to text, p_account_from text, OUT result public.payment_apply_result, OUT transfer_id bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_count INT;
+BEGIN
+    BEGIN
+        IF p_status_from IS NULL THEN
+            INSERT INTO payouts (merchant_id, provider, payout_id, status, amount_minor, currency)
+            VALUES (p_merchant_id, p_provider, p_payout_id, p_status_to, p_amount_minor, p_currency)
+            ON CONFLICT DO NOTHING;
+        ELSE
+            UPDATE payouts SET status = p_status_to, updated_at = now()
+            WHERE merchant_id = p_merchant_id AND provider = p_provider
+              AND payout_id = p_payout_id AND status = p_status_from;
+        END IF;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count <> 1 THEN
+            RAISE EXCEPTION USING ERRCODE = 'CGD01', MESSAGE = 'payout not in the planned state';
+        END IF;
+        IF p_kind IS NOT NULL THEN
+            transfer_id := nextval('ledger_transfers_id_seq');
+            INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, payment_id)
+            VALUES (transfer_id, p_merchant_id, p_provider, p_event_id, p_kind, p_payout_id)
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS v_count = ROW_COUNT;
+            IF v_count <> 1 THEN
+                RAISE EXCEPTION USING ERRCODE = 'CGD02', MESSAGE = 'event already posted';
+            END IF;
+            INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+            VALUES (transfer_id, p_merchant_id, p_account_to, p_currency, p_amount_minor),
+                   (transfer_id, p_merchant_id, p_account_from, p_currency, -p_amount_minor);
+        END IF;
+        result := 'applied';
+    EXCEPTION
+        WHEN SQLSTATE 'CGD01' THEN
+            result := 'state_changed';
+            transfer_id := NULL;
+        WHEN SQLSTATE 'CGD02' THEN
+            result := 'already_posted';
+            transfer_id := NULL;
+    END;
+END
+$$;
+
+--
 -- Name: refund_request_accepted(bigint, text, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1235,7 +1284,7 @@ CREATE TABLE public.ledger_transfers (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     refund_id text,
     dispute_id text,
-    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text])))
+    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text, 'payout'::text, 'payout_reversal'::text])))
 );
 
 --
@@ -1475,6 +1524,22 @@ CREATE SEQUENCE public.payments_id_seq
 --
 
 ALTER SEQUENCE public.payments_id_seq OWNED BY public.payments.id;
+
+--
+-- Name: payouts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payouts (
+    merchant_id bigint NOT NULL,
+    provider text NOT NULL,
+    payout_id text NOT NULL,
+    status text NOT NULL,
+    amount_minor bigint NOT NULL,
+    currency text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT payouts_status_check CHECK ((status = ANY (ARRAY['paid'::text, 'failed'::text])))
+);
 
 --
 -- Name: provider_transmissions; Type: TABLE; Schema: public; Owner: -
@@ -1761,6 +1826,13 @@ ALTER TABLE ONLY public.payments
 
 ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
+
+--
+-- Name: payouts payouts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_pkey PRIMARY KEY (merchant_id, provider, payout_id);
 
 --
 -- Name: provider_transmissions provider_transmissions_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -23,6 +23,7 @@ pub mod notifications;
 pub mod orders;
 pub mod outbound;
 pub mod payments;
+pub mod payouts;
 pub mod preflight;
 pub mod providers;
 pub mod read_caches;

@@ -218,6 +218,19 @@ diesel::table! {
 }
 
 diesel::table! {
+    payouts (merchant_id, provider, payout_id) {
+        merchant_id -> Int8,
+        provider -> Text,
+        payout_id -> Text,
+        status -> Text,
+        amount_minor -> Int8,
+        currency -> Text,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     provider_transmissions (provider, transmission_id) {
         provider -> Text,
         transmission_id -> Text,
@@ -298,6 +311,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     orders,
     payment_disputes,
     payments,
+    payouts,
     provider_transmissions,
     refund_requests,
     webhook_endpoint_revision,

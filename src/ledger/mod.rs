@@ -24,6 +24,17 @@ pub fn psp_clearing(provider: &str) -> String {
     format!("psp_clearing:{provider}")
 }
 
+/// The merchant's bank account that a provider pays out to, one per currency: what the
+/// provider paid out and the bank received (its balance is positive).
+pub fn bank(provider: &str, currency: &str) -> String {
+    format!("bank:{provider}:{currency}")
+}
+
+/// The kinds of a payout's transfers (`crate::payouts`): the payout, and its give-back when it
+/// failed after it was paid. They move the provider's balance, not a payment's money.
+pub const PAYOUT: &str = "payout";
+pub const PAYOUT_REVERSAL: &str = "payout_reversal";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransferKind {
     Payment,

@@ -37,6 +37,7 @@ use crate::idempotency::{self, Executed, IdempotentWork, Respond};
 use crate::ledger::{self, BookedRefund};
 use crate::notifications::Notifying;
 use crate::orders::model::Order;
+use crate::payouts;
 
 /// How many times a plan is made again when its guarded writes found the state changed
 /// between the read and the write (a concurrent first capture of the same payment id).
@@ -276,7 +277,7 @@ impl IdempotentWork for ProcessCallback<'_> {
                 }
                 _ => return None,
             },
-            Parsed::Ignored(_) | Parsed::Rejected { .. } => return None,
+            Parsed::Payout(_) | Parsed::Ignored(_) | Parsed::Rejected { .. } => return None,
         };
         let plan = expected_capture(event)?;
         let outcome = plan.outcome(None);
@@ -321,6 +322,10 @@ impl ProcessCallback<'_> {
         let event = match &self.parsed {
             Parsed::Event(event) => event,
             Parsed::Snapshot(snapshot) => return self.decide_snapshot(conn, snapshot).await,
+            Parsed::Payout(payout) => {
+                let outcome = payouts::decide(conn, self.source, self.event_id, payout).await?;
+                return Ok(outcome.into());
+            }
             Parsed::Ignored(reason) => return Ok(CallbackOutcome::ignored(reason).into()),
             Parsed::Rejected { reason, detail } => {
                 return Ok(CallbackOutcome::rejected(reason, Some(detail.clone())).into());

@@ -104,6 +104,29 @@ pub enum DisputeResult {
     Lost,
 }
 
+/// A provider's payout of the merchant's balance to its bank account, or its failure: not a
+/// payment's event (it moves the balance, not one payment's money), so it has its own writer
+/// (`crate::payouts`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayoutEvent {
+    pub payout_id: String,
+    pub change: PayoutChange,
+    /// As the provider reports it: negative for a payout that debits the bank (Stripe
+    /// reclaims a negative balance that way). Never 0.
+    pub amount_minor: i64,
+    pub currency: Currency,
+}
+
+/// What a payout event reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayoutChange {
+    /// The money reached the bank (Stripe `payout.paid`).
+    Paid,
+    /// The payout failed, before or after it was paid (Stripe `payout.failed`): the money is
+    /// back in the provider's balance.
+    Failed,
+}
+
 /// What a provider's API says a payment is now (Mollie, Mercado Pago): not one change but the
 /// whole state. The gateway moves the books to it by what they do not hold yet: the capture if
 /// it is missing, each refund and chargeback the provider names that the books do not have,
@@ -176,6 +199,8 @@ pub enum Parsed {
     Event(PaymentEvent),
     /// A payment's whole state from its provider's API.
     Snapshot(Box<PaymentSnapshot>),
+    /// Money the provider paid out to the merchant's bank, or a payout that failed.
+    Payout(PayoutEvent),
     /// Acknowledged and stored without effect: `unsupported_event_type`, `no_payment_intent`.
     Ignored(&'static str),
     /// A handled type whose body is unusable: acknowledged `rejected` with this reason

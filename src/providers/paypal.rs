@@ -408,6 +408,7 @@ mod tests {
             Parsed::Rejected { reason, .. } | Parsed::Ignored(reason) => reason,
             Parsed::Event(event) => panic!("{event:?}"),
             Parsed::Snapshot(s) => panic!("{s:?}"),
+            Parsed::Payout(p) => panic!("{p:?}"),
         }
     }
 

@@ -280,7 +280,7 @@ impl Providers {
         match self.get(provider)?.parse_event(body) {
             Parsed::Event(event) => Some(event.payment_id().to_owned()),
             Parsed::Snapshot(snapshot) => Some(snapshot.payment_id.clone()),
-            Parsed::Ignored(_) | Parsed::Rejected { .. } => None,
+            Parsed::Payout(_) | Parsed::Ignored(_) | Parsed::Rejected { .. } => None,
         }
     }
 

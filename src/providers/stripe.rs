@@ -3,8 +3,10 @@
 //! payload (`payload = "stripe"`): `payment_intent.succeeded` (`data.object`: `id`,
 //! `amount_received`, lowercase `currency`, `metadata.order_id`), `payment_intent.payment_failed`,
 //! `charge.refunded` (`payment_intent`, cumulative `amount_refunded`: the difference is posted),
-//! and `charge.dispute.funds_withdrawn` / `.funds_reinstated` / `.closed` (`data.object` is the
-//! Dispute: `id`, `payment_intent`, `amount`, `currency`, `status`, `balance_transactions[].fee`).
+//! `charge.dispute.funds_withdrawn` / `.funds_reinstated` / `.closed` (`data.object` is the
+//! Dispute: `id`, `payment_intent`, `amount`, `currency`, `status`, `balance_transactions[].fee`),
+//! and `payout.paid` / `payout.failed` (`data.object` is the Payout: `id`, signed `amount`,
+//! lowercase `currency`).
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -15,7 +17,8 @@ use super::connector::{
 };
 use crate::money::{AmountMinor, Currency};
 use crate::payments::event::{
-    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, Reading, RefundAmount,
+    DisputeChange, DisputeResult, Parsed, PayloadError, PaymentEvent, PayoutChange, PayoutEvent,
+    Reading, RefundAmount,
 };
 use crate::secret::Secret;
 use crate::signature::scheme::{HeaderSource, Keys, SignatureError, parse_timestamp};
@@ -136,6 +139,9 @@ fn parse(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
     if kind.starts_with("charge.dispute.") {
         return parse_dispute(kind, body);
     }
+    if kind.starts_with("payout.") {
+        return parse_payout(kind, body);
+    }
     if !matches!(
         kind,
         "payment_intent.succeeded" | "payment_intent.payment_failed" | "charge.refunded"
@@ -223,6 +229,32 @@ fn parse_dispute(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
         payment_id: object.id("payment_intent")?,
         dispute_id: object.id("id")?,
         change,
+    }))
+}
+
+/// `payout.paid` and `payout.failed`: `data.object` is the Payout (`id`, `amount` in minor
+/// units, lowercase `currency`). `payout.paid` says the money reached the bank; `payout.failed`
+/// that it did not, or came back after `payout.paid` (the Payout object's `status`: "Some payouts
+/// that fail might initially show as paid, then change to failed"), and the money is in the
+/// Stripe balance again. The other `payout.*` events
+/// (`created`, `updated`, `canceled`, `reconciliation_completed`) move nothing in the books: a
+/// payout is booked when it is paid.
+fn parse_payout(kind: &str, body: &Object<'_>) -> Result<Parsed, Unusable> {
+    let change = match kind {
+        "payout.paid" => PayoutChange::Paid,
+        "payout.failed" => PayoutChange::Failed,
+        _ => return Ok(Parsed::Ignored("unsupported_event_type")),
+    };
+    let object = body.object("data")?.object("object")?;
+    let amount_minor = object.signed("amount")?;
+    if amount_minor == 0 {
+        return Ok(Parsed::Ignored("zero_payout"));
+    }
+    Ok(Parsed::Payout(PayoutEvent {
+        payout_id: object.id("id")?,
+        change,
+        amount_minor,
+        currency: object.currency("currency", true)?,
     }))
 }
 
@@ -327,5 +359,49 @@ mod tests {
             scheme(&[SECRET]).check(&h, BODY.as_bytes(), T + 3600),
             Err(SignatureError::OutsideTolerance { skew_secs: -3600 })
         ));
+    }
+
+    fn payout(kind: &str, amount: &str) -> Parsed {
+        let body = format!(
+            r#"{{"id":"evt_po","object":"event","type":"{kind}","data":{{"object":{{"id":"po_1","object":"payout","amount":{amount},"currency":"eur","status":"paid"}}}}}}"#
+        );
+        read(body.as_bytes()).parsed
+    }
+
+    #[test]
+    fn paid_and_failed_payouts_carry_their_signed_amount() {
+        let eur = Currency::parse("EUR").unwrap();
+        for (kind, change, amount) in [
+            ("payout.paid", PayoutChange::Paid, 9000),
+            ("payout.failed", PayoutChange::Failed, 9000),
+            ("payout.paid", PayoutChange::Paid, -700),
+        ] {
+            assert_eq!(
+                payout(kind, &amount.to_string()),
+                Parsed::Payout(PayoutEvent {
+                    payout_id: "po_1".into(),
+                    change,
+                    amount_minor: amount,
+                    currency: eur,
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn other_payout_events_and_zero_move_nothing_and_a_bad_amount_is_rejected() {
+        for kind in ["payout.created", "payout.updated", "payout.canceled"] {
+            assert_eq!(
+                payout(kind, "9000"),
+                Parsed::Ignored("unsupported_event_type")
+            );
+        }
+        assert_eq!(payout("payout.paid", "0"), Parsed::Ignored("zero_payout"));
+        for amount in ["90.5", "\"9000\"", "10000000000000000"] {
+            assert!(
+                matches!(payout("payout.paid", amount), Parsed::Rejected { .. }),
+                "{amount}"
+            );
+        }
     }
 }

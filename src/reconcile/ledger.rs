@@ -7,7 +7,7 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 
 use super::classify::Kind;
-use crate::ledger::{DISPUTE_FEES, UNAPPLIED_FUNDS, psp_clearing};
+use crate::ledger::{DISPUTE_FEES, PAYOUT, PAYOUT_REVERSAL, UNAPPLIED_FUNDS, psp_clearing};
 use crate::money::Currency;
 
 /// The query, kept beside this file so a test can EXPLAIN exactly what runs.
@@ -45,6 +45,11 @@ pub struct Transfer {
 
 impl Transfer {
     fn from_row(row: Row) -> Option<Self> {
+        // A payout moves the provider's balance to the bank, not a payment's money: `settle`
+        // matches it to the provider's report, not this comparison.
+        if [PAYOUT, PAYOUT_REVERSAL].contains(&row.kind.as_str()) {
+            return None;
+        }
         let kind = if row.account == DISPUTE_FEES {
             Some(Kind::DisputeFee)
         } else {
@@ -125,6 +130,18 @@ mod tests {
         assert_eq!(
             returned.map(|t| (t.kind, t.amount_minor, t.held)),
             Some((Kind::RefundReversal, 500, false))
+        );
+    }
+
+    #[test]
+    fn a_payout_is_no_payment_movement() {
+        assert_eq!(
+            Transfer::from_row(row("payout", 9000, "bank:stripe:EUR")),
+            None
+        );
+        assert_eq!(
+            Transfer::from_row(row("payout_reversal", -9000, "bank:stripe:EUR")),
+            None
         );
     }
 

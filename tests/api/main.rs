@@ -51,6 +51,7 @@ mod restore_drill;
 mod reused_event_ids;
 mod roles;
 mod schema;
+mod settlement;
 mod synchronous_commit;
 mod traces;
 mod write_path;

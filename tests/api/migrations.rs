@@ -59,6 +59,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "orders",
             "payment_disputes",
             "payments",
+            "payouts",
             "provider_transmissions",
             "refund_requests",
             "webhook_endpoint_revision",
