@@ -1034,6 +1034,44 @@ END
 $$;
 
 --
+-- Name: settlement_fees_post(bigint, text, text[], text[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.settlement_fees_post(p_merchant_id bigint, p_provider text, p_reference text[], p_payment_id text[], p_currency text[], p_fee_minor bigint[]) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_count INT;
+BEGIN
+    WITH fees AS (
+        SELECT DISTINCT ON (t.reference) 'settlement:' || t.reference AS event_id, t.payment_id,
+               t.currency, t.fee_minor
+        FROM unnest(p_reference, p_payment_id, p_currency, p_fee_minor)
+             AS t(reference, payment_id, currency, fee_minor)
+        ORDER BY t.reference
+    ), posted AS (
+        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, payment_id)
+        SELECT nextval('ledger_transfers_id_seq'), p_merchant_id, p_provider, f.event_id, 'fee',
+               f.payment_id
+        FROM fees f
+        ON CONFLICT DO NOTHING
+        RETURNING id, event_id
+    ), entries AS (
+        INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+        SELECT p.id, p_merchant_id, e.account, t.currency, e.amount_minor
+        FROM posted p
+        JOIN fees t ON t.event_id = p.event_id
+        CROSS JOIN LATERAL (VALUES ('psp_fees:' || p_provider, t.fee_minor),
+                                   ('psp_clearing:' || p_provider, -t.fee_minor))
+             AS e(account, amount_minor)
+        RETURNING 1
+    )
+    SELECT count(*) / 2 INTO v_count FROM entries;
+    RETURN v_count;
+END
+$$;
+
+--
 -- Name: callback_deliveries_digest(bytea); Type: AGGREGATE; Schema: public; Owner: -
 --
 
@@ -1284,7 +1322,7 @@ CREATE TABLE public.ledger_transfers (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     refund_id text,
     dispute_id text,
-    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text, 'payout'::text, 'payout_reversal'::text])))
+    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text, 'payout'::text, 'payout_reversal'::text, 'fee'::text])))
 );
 
 --

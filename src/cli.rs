@@ -15,6 +15,7 @@ use crate::notifications::retention;
 use crate::reconcile::{self, ReconcileArgs};
 use crate::replay::{self, ReplayArgs};
 use crate::secret::shown_url;
+use crate::settlement::{self, SettleArgs};
 use crate::test_event::{self, SendTestEventArgs};
 use crate::{auth, db, preflight};
 
@@ -85,6 +86,9 @@ pub enum Command {
     CheckConfig,
     /// Compare a provider's report of money movements (JSONL) with the ledger.
     Reconcile(ReconcileArgs),
+    /// Match a provider's settlement report (and a bank statement) with the ledger, payout by
+    /// payout, and book the fees the ledger does not hold yet.
+    Settle(SettleArgs),
     /// Sign a sample event with a provider's configured secret, in its payload format, post it
     /// to the gateway and print the answer (like `stripe trigger`).
     SendTestEvent(SendTestEventArgs),
@@ -338,6 +342,7 @@ impl Cli {
                 Ok(())
             }
             Command::Reconcile(args) => reconcile_command(&settings, &args).await,
+            Command::Settle(args) => settle_command(&settings, &args).await,
             Command::SendTestEvent(args) => {
                 let provider = test_event::provider(&settings, &args.provider)
                     .and_then(|provider| test_event::allowed(provider, &args))
@@ -449,6 +454,35 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
             reconciliation.malformed_count
         )
         .into())
+    }
+}
+
+async fn settle_command(settings: &Settings, args: &SettleArgs) -> Result<(), CommandError> {
+    let provider = settings
+        .providers
+        .iter()
+        .find(|p| p.name == args.provider)
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "--provider {:?} is not in the configuration",
+                args.provider
+            ))
+        })?;
+    let settlement = settlement::run(settings.database_url()?, provider, args)
+        .await
+        .map_err(|error| match error {
+            settlement::SettleError::Runtime(e) => CommandError::Runtime(e),
+            input => CommandError::Config(ConfigError(input.to_string())),
+        })?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    settlement
+        .write_summary(&mut out)
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(anyhow::Error::from)?;
+    match settlement.differences() {
+        0 => Ok(()),
+        n => Err(anyhow::anyhow!("settle found {n} difference(s)").into()),
     }
 }
 

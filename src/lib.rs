@@ -36,6 +36,7 @@ pub mod schema_partitioned;
 pub mod secret;
 pub mod secret_box;
 pub mod settled;
+pub mod settlement;
 pub mod signature;
 pub mod startup;
 pub mod telemetry;

@@ -90,9 +90,71 @@ pub fn major_units(amount_minor: i128, currency: &str) -> Option<String> {
     ))
 }
 
+/// A signed decimal in major units (`"-12.50"`, `"1000"`) as minor units with `currency`'s
+/// ISO 4217 exponent: the inverse of [`major_units`], exact, no floating point. Zeros beyond
+/// the exponent change no value; any other digit there, a malformed number, a currency with no
+/// minor unit, or a size above [`AmountMinor::MAX`] is an error saying which.
+pub fn minor_units(decimal: &str, currency: Currency) -> Result<i64, String> {
+    let (negative, unsigned) = match decimal.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, decimal),
+    };
+    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || unsigned.ends_with('.') {
+        return Err(format!("{decimal:?} is not a decimal such as \"-12.50\""));
+    }
+    let exponent = exponent(currency)
+        .ok_or_else(|| format!("{currency} has no minor unit in ISO 4217"))?
+        as usize;
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.len() > exponent {
+        return Err(format!(
+            "{decimal:?} has more decimals than {currency}'s {exponent}"
+        ));
+    }
+    let text = format!("{whole}{fraction:0<exponent$}");
+    let magnitude = text
+        .trim_start_matches('0')
+        .parse::<i64>()
+        .ok()
+        .or_else(|| text.bytes().all(|b| b == b'0').then_some(0))
+        .filter(|m| *m <= AmountMinor::MAX)
+        .ok_or_else(|| format!("{decimal:?} is above {} minor units", AmountMinor::MAX))?;
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_become_minor_units_exactly_or_say_why_not() {
+        let usd = Currency::parse("USD").unwrap();
+        let jpy = Currency::parse("JPY").unwrap();
+        for (text, currency, minor) in [
+            ("19.99", usd, 1999),
+            ("-12.5", usd, -1250),
+            ("0.00", usd, 0),
+            ("1000", jpy, 1000),
+            ("1000.00", jpy, 1000),
+            ("-0.05", usd, -5),
+        ] {
+            assert_eq!(minor_units(text, currency), Ok(minor), "{text}");
+        }
+        for (text, currency) in [
+            ("19.999", usd),
+            ("1.5", jpy),
+            ("", usd),
+            ("1,00", usd),
+            ("1.", usd),
+            ("+1", usd),
+            ("1e3", usd),
+            ("99999999999999999999", usd),
+        ] {
+            assert!(minor_units(text, currency).is_err(), "{text}");
+        }
+    }
 
     #[test]
     fn major_units_use_the_iso_exponent_exactly() {

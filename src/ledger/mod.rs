@@ -34,6 +34,8 @@ pub fn bank(provider: &str, currency: &str) -> String {
 /// failed after it was paid. They move the provider's balance, not a payment's money.
 pub const PAYOUT: &str = "payout";
 pub const PAYOUT_REVERSAL: &str = "payout_reversal";
+/// The kind of a fee `settle` booked from a provider's report (`crate::settlement`).
+pub const SETTLEMENT_FEE: &str = "fee";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransferKind {

@@ -7,7 +7,9 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 
 use super::classify::Kind;
-use crate::ledger::{DISPUTE_FEES, PAYOUT, PAYOUT_REVERSAL, UNAPPLIED_FUNDS, psp_clearing};
+use crate::ledger::{
+    DISPUTE_FEES, PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE, UNAPPLIED_FUNDS, psp_clearing,
+};
 use crate::money::Currency;
 
 /// The query, kept beside this file so a test can EXPLAIN exactly what runs.
@@ -45,9 +47,10 @@ pub struct Transfer {
 
 impl Transfer {
     fn from_row(row: Row) -> Option<Self> {
-        // A payout moves the provider's balance to the bank, not a payment's money: `settle`
-        // matches it to the provider's report, not this comparison.
-        if [PAYOUT, PAYOUT_REVERSAL].contains(&row.kind.as_str()) {
+        // A payout moves the provider's balance to the bank, and a settlement's fee is the
+        // provider's charge, neither a payment's money: `settle` matches them to the provider's
+        // report, not this comparison.
+        if [PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE].contains(&row.kind.as_str()) {
             return None;
         }
         let kind = if row.account == DISPUTE_FEES {

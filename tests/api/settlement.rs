@@ -175,3 +175,333 @@ async fn a_payouts_paid_and_failed_events_at_once_leave_nothing_in_the_bank() {
         0
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// `settle`: Stripe's itemized payout reconciliation report, and a bank statement
+// ---------------------------------------------------------------------------------------
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// The count of one state in the summary table.
+    fn count(&self, state: &str) -> u64 {
+        self.stdout
+            .lines()
+            .find_map(|line| {
+                let mut parts = line.split_whitespace();
+                (parts.next() == Some(state)).then(|| parts.next()?.parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("no {state} row in:\n{}", self.explain()))
+    }
+
+    fn explain(&self) -> String {
+        format!("exit {:?}\n{}\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+fn scratch() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cg-settle-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn settle(app: &TestApp, dir: &std::path::Path, args: &[&str]) -> Run {
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, crate::support::base_config(&app.database_url)).unwrap();
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
+        .arg("--config")
+        .arg(&config)
+        .arg("settle")
+        .args(["--provider", STRIPE])
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Stripe's columns as the report names them, in Stripe's order, with payment_intent_id asked
+/// for (it is not a default column) and the optional UTC payout date.
+const HEADER: &str = "automatic_payout_id,automatic_payout_effective_at,balance_transaction_id,created_utc,created,available_on_utc,available_on,currency,gross,fee,net,reporting_category,source_id,description,automatic_payout_effective_at_utc,payment_intent_id";
+
+/// One report line: amounts in major units, as Stripe writes them.
+fn line(
+    payout: &str,
+    txn: &str,
+    category: &str,
+    amounts: [&str; 3],
+    source: &str,
+    pi: &str,
+) -> String {
+    let [gross, fee, net] = amounts;
+    let now = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S").to_string();
+    format!(
+        "{payout},{now},{txn},{now},{now},{now},{now},eur,{gross},{fee},{net},{category},{source},,{now},{pi}"
+    )
+}
+
+fn write(dir: &std::path::Path, name: &str, lines: &[String]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// A capture of `amount` under payment intent `pi`, delivered as Stripe sends it.
+async fn capture_as(app: &TestApp, pi: &str, amount: i64) {
+    let order = app.create_order(MERCHANT, amount, "EUR").await;
+    let paid = format!(
+        r#"{{"id":"evt_{pi}","type":"payment_intent.succeeded","data":{{"object":{{"id":"{pi}","amount_received":{amount},"currency":"eur","metadata":{{"order_id":"{order}"}}}}}}}}"#
+    );
+    deliver(app, &format!("evt_{pi}"), &paid).await;
+}
+
+async fn psp_fees(app: &TestApp) -> i64 {
+    at(&balances(app).await, "psp_fees:stripe/EUR")
+}
+
+#[tokio::test]
+async fn a_report_that_agrees_matches_books_its_fees_once_and_exits_0() {
+    let app = spawn_app_with("").await;
+    capture_as(&app, "pi_a", 10000).await;
+    capture_as(&app, "pi_b", 5000).await;
+    let refund = r#"{"id":"evt_rb","type":"charge.refunded","data":{"object":{"id":"ch_b","payment_intent":"pi_b","amount_refunded":2000,"currency":"eur"}}}"#;
+    deliver(&app, "evt_rb", refund).await;
+    deliver(
+        &app,
+        "evt_po1",
+        &payout("evt_po1", "payout.paid", "po_1", 12505),
+    )
+    .await;
+    let dir = scratch();
+    let report = write(
+        &dir,
+        "report.csv",
+        &[
+            HEADER.into(),
+            line(
+                "po_1",
+                "txn_a",
+                "charge",
+                ["100.00", "3.20", "96.80"],
+                "ch_a",
+                "pi_a",
+            ),
+            line(
+                "po_1",
+                "txn_b",
+                "charge",
+                ["50.00", "1.75", "48.25"],
+                "ch_b",
+                "pi_b",
+            ),
+            line(
+                "po_1",
+                "txn_rb",
+                "refund",
+                ["-20.00", "0.00", "-20.00"],
+                "re_b",
+                "pi_b",
+            ),
+        ],
+    );
+    let run = settle(&app, &dir, &[report.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(0), "{}", run.explain());
+    // pi_a and pi_b with a fee each (booked now), pi_b's refund and the payout matched.
+    assert_eq!(run.count("fee_booked"), 2, "{}", run.explain());
+    assert_eq!(run.count("matched"), 2, "{}", run.explain());
+    assert_eq!(psp_fees(&app).await, 495);
+    let books = balances(&app).await;
+    // 15000 captured, 2000 refunded, 495 in fees, 12505 paid out: nothing left at Stripe.
+    assert_eq!(at(&books, "psp_clearing:stripe/EUR"), 0, "{books:?}");
+
+    // Settled again: the fees are in the books, nothing is booked twice.
+    let again = settle(&app, &dir, &[report.to_str().unwrap()]).await;
+    assert_eq!(again.code, Some(0), "{}", again.explain());
+    assert_eq!(again.count("matched"), 4, "{}", again.explain());
+    assert_eq!(again.count("fee_booked"), 0, "{}", again.explain());
+    assert_eq!(psp_fees(&app).await, 495);
+}
+
+#[tokio::test]
+async fn each_difference_is_named_with_its_state_and_the_run_exits_1() {
+    let app = spawn_app_with("").await;
+    capture_as(&app, "pi_a", 10000).await;
+    capture_as(&app, "pi_c", 3000).await;
+    deliver(
+        &app,
+        "evt_po1",
+        &payout("evt_po1", "payout.paid", "po_1", 9680),
+    )
+    .await;
+    // Stripe paid 2900 where its own lines say 3000.
+    deliver(
+        &app,
+        "evt_po2",
+        &payout("evt_po2", "payout.paid", "po_2", 2900),
+    )
+    .await;
+    // A payout the books hold that this report lacks.
+    deliver(
+        &app,
+        "evt_po9",
+        &payout("evt_po9", "payout.paid", "po_9", 1),
+    )
+    .await;
+    let dir = scratch();
+    let report = write(
+        &dir,
+        "report.csv",
+        &[
+            HEADER.into(),
+            line(
+                "po_1",
+                "txn_a",
+                "charge",
+                ["100.00", "3.20", "96.80"],
+                "ch_a",
+                "pi_a",
+            ),
+            // The books captured 3000 of pi_c; the report says 3100.
+            line(
+                "po_2",
+                "txn_c",
+                "charge",
+                ["31.00", "1.00", "30.00"],
+                "ch_c",
+                "pi_c",
+            ),
+            // A payment the books never saw, in a payout they never saw.
+            line(
+                "po_3",
+                "txn_d",
+                "charge",
+                ["40.00", "1.00", "39.00"],
+                "ch_d",
+                "pi_d",
+            ),
+        ],
+    );
+    let bank = write(
+        &dir,
+        "bank.csv",
+        &[
+            "date,amount,currency,reference".into(),
+            "2026-12-04,96.80,EUR,STRIPE PAYOUT po_1".into(),
+            "2026-12-04,39.00,EUR,STRIPE TRANSFER".into(),
+            "2026-12-04,7.77,EUR,UNKNOWN".into(),
+        ],
+    );
+    let since = (chrono::Utc::now() - chrono::TimeDelta::hours(1)).to_rfc3339();
+    let run = settle(
+        &app,
+        &dir,
+        &[
+            report.to_str().unwrap(),
+            "--bank",
+            bank.to_str().unwrap(),
+            "--since",
+            &since,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, Some(1), "{}", run.explain());
+    let named = |state: &str, id: &str| {
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with(state) && l.split_whitespace().any(|w| w == id))
+    };
+    assert!(named("amount_mismatch", "pi_c"), "{}", run.explain());
+    assert!(named("payout_unbalanced", "po_2"), "{}", run.explain());
+    assert!(named("missing_in_ledger", "pi_d"), "{}", run.explain());
+    assert!(named("missing_in_ledger", "po_3"), "{}", run.explain());
+    assert!(named("missing_in_report", "po_9"), "{}", run.explain());
+    assert!(named("payout_not_in_bank", "po_2"), "{}", run.explain());
+    assert!(named("bank_unmatched", "bank:UNKNOWN"), "{}", run.explain());
+    // po_1 by its id in the reference, po_3 by its amount: both in the bank.
+    assert_eq!(run.count("bank_unmatched"), 1, "{}", run.explain());
+    assert_eq!(run.count("payout_not_in_bank"), 1, "{}", run.explain());
+    // The fees are Stripe's whatever else differs: booked.
+    assert_eq!(psp_fees(&app).await, 520);
+}
+
+#[tokio::test]
+async fn a_bad_report_names_its_file_line_and_column_and_books_nothing() {
+    let app = spawn_app_with("").await;
+    capture_as(&app, "pi_a", 10000).await;
+    let dir = scratch();
+    let good = line(
+        "po_1",
+        "txn_a",
+        "charge",
+        ["100.00", "3.20", "96.80"],
+        "ch_a",
+        "pi_a",
+    );
+    for (name, lines, expected) in [
+        (
+            "amount.csv",
+            vec![
+                HEADER.to_owned(),
+                good.clone(),
+                line(
+                    "po_1",
+                    "txn_b",
+                    "charge",
+                    ["\"12,50\"", "0.00", "12.50"],
+                    "ch_b",
+                    "pi_b",
+                ),
+            ],
+            "amount.csv:3: column gross:",
+        ),
+        (
+            "decimals.csv",
+            vec![
+                HEADER.to_owned(),
+                good.clone(),
+                line(
+                    "po_1",
+                    "txn_b",
+                    "charge",
+                    ["12.505", "0.00", "12.505"],
+                    "ch_b",
+                    "pi_b",
+                ),
+            ],
+            "decimals.csv:3: column gross:",
+        ),
+        (
+            "column.csv",
+            vec![
+                HEADER.replace(",payment_intent_id", ""),
+                good.rsplit_once(',').unwrap().0.to_owned(),
+            ],
+            "column.csv:1: column payment_intent_id: missing",
+        ),
+        (
+            "adyen.csv",
+            vec!["Company Account,Merchant Account,Psp Reference,Merchant Reference,Type".into()],
+            "adyen.csv:1: an Adyen settlement details report",
+        ),
+        (
+            "unknown.csv",
+            vec!["a,b,c".into(), "1,2,3".into()],
+            "unknown.csv:1: unknown format",
+        ),
+    ] {
+        let path = write(&dir, name, &lines);
+        let run = settle(&app, &dir, &[path.to_str().unwrap()]).await;
+        assert_eq!(run.code, Some(2), "{name}: {}", run.explain());
+        assert!(run.stderr.contains(expected), "{name}: {}", run.explain());
+        assert_eq!(psp_fees(&app).await, 0, "{name}: a fee was booked");
+    }
+}

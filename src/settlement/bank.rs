@@ -1,0 +1,69 @@
+//! A bank statement (`--bank`): CSV with the header `date,amount,currency,reference`, one
+//! credit (or debit) a line, the amount in major units, signed.
+
+use std::io::Read;
+
+use super::InputError;
+use crate::money::{self, Currency};
+
+/// One line of the statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BankLine {
+    pub number: u64,
+    pub date: String,
+    pub amount_minor: i64,
+    pub currency: Currency,
+    pub reference: String,
+}
+
+const COLUMNS: [&str; 4] = ["date", "amount", "currency", "reference"];
+
+/// Every line of the statement at `path` (a statement is a month of a few dozen payouts, so it
+/// is held), or the first that cannot be read.
+pub fn read(path: &str, source: impl Read) -> Result<Vec<BankLine>, InputError> {
+    let mut csv = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(source);
+    let header = csv
+        .headers()
+        .map_err(|e| InputError::at(path, 1, None, e.to_string()))?
+        .clone();
+    let mut at = [0; 4];
+    for (slot, name) in at.iter_mut().zip(COLUMNS) {
+        *slot = header
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                InputError::at(
+                    path,
+                    1,
+                    Some(name),
+                    "missing: a bank statement has the columns date, amount, currency, reference"
+                        .into(),
+                )
+            })?;
+    }
+    let mut lines = Vec::new();
+    for record in csv.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            InputError::at(path, line, None, e.to_string())
+        })?;
+        let number = record.position().map_or(0, |p| p.line());
+        let [date, amount, currency, reference] = at.map(|i| record.get(i).unwrap_or(""));
+        let error =
+            |column: &str, message: String| InputError::at(path, number, Some(column), message);
+        let currency = Currency::parse_any_case(currency)
+            .ok_or_else(|| error("currency", format!("{currency:?} is not an ISO 4217 code")))?;
+        let amount_minor =
+            money::minor_units(amount, currency).map_err(|message| error("amount", message))?;
+        lines.push(BankLine {
+            number,
+            date: date.to_owned(),
+            amount_minor,
+            currency,
+            reference: reference.to_owned(),
+        });
+    }
+    Ok(lines)
+}

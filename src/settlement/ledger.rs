@@ -1,0 +1,137 @@
+//! The ledger's side of a settlement: what the books hold for the report's payments and
+//! payouts, read in one pass over the transfers of the report's period, and the fees booked.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::sql_types::{Array, BigInt, Text, Timestamptz};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use futures_util::TryStreamExt;
+
+use super::ItemKind;
+use crate::db::one_row::CommittedResult;
+use crate::ledger::psp_clearing;
+
+#[derive(Debug, QueryableByName)]
+struct Row {
+    #[diesel(sql_type = Text)]
+    payment_id: String,
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = Timestamptz)]
+    created_at: DateTime<Utc>,
+    #[diesel(sql_type = Text)]
+    currency: String,
+    /// The transfer's clearing entry: what moved at the provider, signed from its side.
+    #[diesel(sql_type = BigInt)]
+    clearing_minor: i64,
+}
+
+/// One transfer as a settlement counts it: the item it belongs to and its amount in the
+/// report's sense (a refund or a chargeback positive, as the report's lines are turned).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Booked {
+    pub kind: ItemKind,
+    pub id: String,
+    pub created_at: DateTime<Utc>,
+    pub currency: String,
+    pub amount_minor: i64,
+}
+
+impl Booked {
+    fn from_row(row: Row) -> Option<Self> {
+        let (kind, amount) = match row.kind.as_str() {
+            "payment" => (ItemKind::Payment, row.clearing_minor),
+            "refund" | "refund_reversal" => (ItemKind::Refund, -row.clearing_minor),
+            "chargeback" => (ItemKind::Chargeback, -row.clearing_minor),
+            "chargeback_reversal" => (ItemKind::ChargebackReversal, row.clearing_minor),
+            // What left clearing for the bank: the bank entry is its negative.
+            "payout" | "payout_reversal" => (ItemKind::Payout, -row.clearing_minor),
+            _ => return None,
+        };
+        Some(Self {
+            kind,
+            id: row.payment_id,
+            created_at: row.created_at,
+            currency: row.currency,
+            amount_minor: amount,
+        })
+    }
+}
+
+/// Streams the merchant's transfers from `provider` created in `[from, to)` (a range scan of
+/// idx_ledger_transfers_reconcile) into `each`, with their clearing entry.
+pub async fn for_each_transfer(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    mut each: impl FnMut(Booked),
+) -> anyhow::Result<u64> {
+    let mut rows = diesel::sql_query(
+        "SELECT t.payment_id, t.kind, t.created_at, e.currency, e.amount_minor AS clearing_minor \
+         FROM ledger_transfers t JOIN ledger_entries e ON e.transfer_id = t.id AND e.account = $3 \
+         WHERE t.merchant_id = $1 AND t.provider = $2 AND t.created_at >= $4 AND t.created_at < $5",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Text, _>(provider)
+    .bind::<Text, _>(psp_clearing(provider))
+    .bind::<Timestamptz, _>(from)
+    .bind::<Timestamptz, _>(to)
+    .load_stream::<Row>(conn)
+    .await?;
+    let mut read = 0;
+    while let Some(row) = rows.try_next().await? {
+        read += 1;
+        if let Some(booked) = Booked::from_row(row) {
+            each(booked);
+        }
+    }
+    Ok(read)
+}
+
+/// A fee of a report line to book: `fee_minor` from clearing to `psp_fees:<provider>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fee {
+    pub reference: String,
+    pub payment_id: String,
+    pub currency: &'static str,
+    pub fee_minor: i64,
+}
+
+#[derive(QueryableByName)]
+struct Posted {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    posted: i32,
+}
+
+/// Books `fees` each once (`settlement_fees_post`, migration 000064); how many were new.
+pub async fn book_fees(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    fees: &[Fee],
+) -> diesel::QueryResult<u64> {
+    if fees.is_empty() {
+        return Ok(0);
+    }
+    let posted: Posted =
+        diesel::sql_query("SELECT settlement_fees_post($1, $2, $3, $4, $5, $6) AS posted")
+            .bind::<BigInt, _>(merchant_id)
+            .bind::<Text, _>(provider)
+            .bind::<Array<Text>, _>(
+                fees.iter()
+                    .map(|f| f.reference.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(
+                fees.iter()
+                    .map(|f| f.payment_id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(fees.iter().map(|f| f.currency).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(fees.iter().map(|f| f.fee_minor).collect::<Vec<_>>())
+            .committed_result(conn)
+            .await?;
+    Ok(u64::try_from(posted.posted).unwrap_or_default())
+}

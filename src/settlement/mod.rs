@@ -1,0 +1,655 @@
+//! `settle`: a provider's settlement report against the books. Each report line is matched to
+//! the ledger by the payment it moved (its capture, refunds, chargebacks and their
+//! reinstatements, summed per payment as `reconcile` does), the fees the ledger does not hold
+//! yet are booked (`psp_fees:<provider>`, once per report line whatever the runs), each payout
+//! is checked against the sum of its lines and against the payout the books hold, and with
+//! `--bank` each bank line against a payout (docs/settlement.md).
+//!
+//! The report is read twice, a line at a time: first to check every line (a file with one bad
+//! line books nothing) and sum the items, then to book the fees in batches. What stays in
+//! memory is one entry per payment and payout of the report.
+
+pub mod bank;
+pub mod ledger;
+pub mod stripe;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use self::bank::BankLine;
+use self::ledger::Fee;
+use crate::config::providers::{PayloadFormat, ProviderSettings};
+use crate::money::Currency;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SettleArgs {
+    /// The provider the report comes from (a `[[providers]]` name; its merchant_id is used).
+    #[arg(long)]
+    pub provider: String,
+    /// The provider's settlement report (Stripe: the itemized payout reconciliation report, CSV,
+    /// with the payment_intent_id column).
+    #[arg(value_name = "REPORT")]
+    pub report: PathBuf,
+    /// A bank statement, CSV with the header date,amount,currency,reference: each line is matched
+    /// to a payout of the report.
+    #[arg(long, value_name = "STATEMENT")]
+    pub bank: Option<PathBuf>,
+    /// Payouts the books hold from this time (RFC 3339) that the report lacks are
+    /// missing_in_report.
+    #[arg(long)]
+    pub since: Option<DateTime<Utc>>,
+    /// With --since: the end of that period (exclusive).
+    #[arg(long, requires = "since")]
+    pub until: Option<DateTime<Utc>>,
+    /// How far before and after the report's dates the books are read, so a payment whose
+    /// webhook came late still matches.
+    #[arg(long, default_value_t = 7 * 86_400)]
+    pub grace_secs: u32,
+}
+
+/// A report or statement that cannot be settled: which file, line and column, and why. Nothing
+/// is booked from it.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: {}{message}", column.as_ref().map(|c| format!("column {c}: ")).unwrap_or_default())]
+pub struct InputError {
+    pub path: String,
+    pub line: u64,
+    pub column: Option<String>,
+    pub message: String,
+}
+
+impl InputError {
+    pub fn at(path: &str, line: u64, column: Option<&str>, message: String) -> Self {
+        Self {
+            path: path.to_owned(),
+            line,
+            column: column.map(str::to_owned),
+            message,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettleError {
+    /// The caller's input (exit 2).
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{0}")]
+    Usage(String),
+    /// The system's (exit 1).
+    #[error(transparent)]
+    Runtime(#[from] anyhow::Error),
+}
+
+/// One line of a provider's report, in minor units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub number: u64,
+    /// The provider's id of the line (Stripe's balance transaction): a fee is booked once per
+    /// reference.
+    pub reference: String,
+    pub payout_id: Option<String>,
+    pub kind: LineKind,
+    pub payment_id: Option<String>,
+    /// The object the line moved (a charge, refund or dispute id), named when the line has no
+    /// payment.
+    pub object_id: Option<String>,
+    pub currency: Currency,
+    pub gross_minor: i64,
+    pub fee_minor: i64,
+    pub net_minor: i64,
+    /// The line's times (its creation, its payout's date): the books are read around them.
+    pub at: Vec<DateTime<Utc>>,
+}
+
+/// What a report line moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineKind {
+    Payment,
+    Refund,
+    /// A refund that failed: its money is back.
+    RefundFailure,
+    Chargeback,
+    ChargebackReversal,
+    /// The provider's own fee (no payment): booked, nothing to match.
+    Fee,
+    /// A category the books do not hold (an adjustment, a transfer...).
+    Other(String),
+}
+
+/// What the report and the books are compared on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ItemKind {
+    Payment,
+    Refund,
+    Chargeback,
+    ChargebackReversal,
+    Payout,
+    /// A line of a category the books do not hold.
+    Unbooked,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemKind::Payment => "payment",
+            ItemKind::Refund => "refund",
+            ItemKind::Chargeback => "chargeback",
+            ItemKind::ChargebackReversal => "chargeback_reversal",
+            ItemKind::Payout => "payout",
+            ItemKind::Unbooked => "unbooked",
+        }
+    }
+}
+
+/// The states of the contract. `matched` and `fee_booked` agree; every other one differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    Matched,
+    FeeBooked,
+    MissingInLedger,
+    MissingInReport,
+    AmountMismatch,
+    PayoutUnbalanced,
+    PayoutNotInBank,
+    BankUnmatched,
+}
+
+impl State {
+    pub const ALL: [State; 8] = [
+        State::Matched,
+        State::FeeBooked,
+        State::MissingInLedger,
+        State::MissingInReport,
+        State::AmountMismatch,
+        State::PayoutUnbalanced,
+        State::PayoutNotInBank,
+        State::BankUnmatched,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Matched => "matched",
+            State::FeeBooked => "fee_booked",
+            State::MissingInLedger => "missing_in_ledger",
+            State::MissingInReport => "missing_in_report",
+            State::AmountMismatch => "amount_mismatch",
+            State::PayoutUnbalanced => "payout_unbalanced",
+            State::PayoutNotInBank => "payout_not_in_bank",
+            State::BankUnmatched => "bank_unmatched",
+        }
+    }
+
+    fn agrees(self) -> bool {
+        matches!(self, State::Matched | State::FeeBooked)
+    }
+}
+
+/// One side of an item: the sum in one currency (a second currency makes it a mismatch).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Side {
+    amount_minor: i128,
+    currency: String,
+    mixed: bool,
+    count: u64,
+}
+
+impl Side {
+    fn add(&mut self, currency: &str, amount_minor: i64) {
+        if self.count == 0 {
+            self.currency = currency.to_owned();
+        } else if self.currency != currency {
+            self.mixed = true;
+        }
+        self.amount_minor += i128::from(amount_minor);
+        self.count += 1;
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Item {
+    report: Option<Side>,
+    ledger: Option<Side>,
+    first_line: u64,
+    /// Fees of its lines that this run booked.
+    fees_booked: u64,
+}
+
+/// One judged item of the outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    pub state: State,
+    pub kind: ItemKind,
+    pub id: String,
+    pub report_minor: Option<i128>,
+    pub ledger_minor: Option<i128>,
+    pub currency: String,
+    pub line: u64,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Default)]
+pub struct Settlement {
+    pub provider: String,
+    pub merchant_id: i64,
+    pub lines: u64,
+    pub fees_booked: u64,
+    pub fees_seen: u64,
+    pub items: Vec<Judged>,
+}
+
+impl Settlement {
+    pub fn count(&self, state: State) -> usize {
+        self.items.iter().filter(|i| i.state == state).count()
+    }
+
+    pub fn differences(&self) -> usize {
+        self.items.iter().filter(|i| !i.state.agrees()).count()
+    }
+
+    /// The summary table, then each item that differs.
+    pub fn write_summary(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "settle {} (merchant {}): {} report lines, {} fees of which {} booked now",
+            self.provider, self.merchant_id, self.lines, self.fees_seen, self.fees_booked
+        )?;
+        writeln!(out, "{:<20} {:>9}", "state", "count")?;
+        for state in State::ALL {
+            writeln!(out, "{:<20} {:>9}", state.as_str(), self.count(state))?;
+        }
+        let differing: Vec<&Judged> = self.items.iter().filter(|i| !i.state.agrees()).collect();
+        if !differing.is_empty() {
+            writeln!(out, "\ndifferences:")?;
+        }
+        for item in differing {
+            let side =
+                |s: Option<i128>| s.map_or("-".to_owned(), |a| format!("{a} {}", item.currency));
+            writeln!(
+                out,
+                "{:<20} {} {}  report {} (line {})  ledger {}",
+                item.state.as_str(),
+                item.kind.as_str(),
+                item.id,
+                side(item.report_minor),
+                item.line,
+                side(item.ledger_minor)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Fees are booked this many report lines a statement.
+const FEE_BATCH: usize = 1000;
+
+/// Settles `args.report` against the books of `merchant_id`.
+pub async fn run(
+    database_url: &str,
+    provider: &ProviderSettings,
+    args: &SettleArgs,
+) -> Result<Settlement, SettleError> {
+    let merchant_id = provider.merchant_id;
+    let payload = provider.payload;
+    if payload != PayloadFormat::Stripe {
+        return Err(SettleError::Usage(format!(
+            "--provider {}: settle reads Stripe's itemized payout reconciliation report; this \
+             provider's payload is {}",
+            args.provider,
+            payload.as_str()
+        )));
+    }
+    let path = args.report.display().to_string();
+    // First pass: every line is read and checked before anything is booked.
+    let mut items: HashMap<(ItemKind, String), Item> = HashMap::new();
+    let mut first: Option<DateTime<Utc>> = None;
+    let mut last: Option<DateTime<Utc>> = None;
+    let mut lines = 0u64;
+    let mut fees_seen = 0u64;
+    for line in open(&path, payload)? {
+        let line = line?;
+        lines += 1;
+        for at in &line.at {
+            first = Some(first.map_or(*at, |f| f.min(*at)));
+            last = Some(last.map_or(*at, |l| l.max(*at)));
+        }
+        fees_seen += u64::from(fee_of(&line).is_some());
+        for (kind, id, amount) in items_of(&line) {
+            let item = items.entry((kind, id)).or_insert_with(|| Item {
+                first_line: line.number,
+                ..Item::default()
+            });
+            item.report
+                .get_or_insert_with(Side::default)
+                .add(line.currency.code(), amount);
+        }
+    }
+    let statement = match &args.bank {
+        Some(bank) => {
+            let bank_path = bank.display().to_string();
+            let file = File::open(bank).map_err(|e| unreadable(&bank_path, &e))?;
+            Some(bank::read(&bank_path, BufReader::new(file))?)
+        }
+        None => None,
+    };
+
+    let mut conn = crate::db::connect(database_url).await?;
+    // The books around the report's dates, and the period asked for.
+    let grace = TimeDelta::seconds(i64::from(args.grace_secs));
+    let mut from = first.map(|f| f - grace);
+    let mut to = last.map(|l| l + grace);
+    if let Some(since) = args.since {
+        from = Some(from.map_or(since, |f| f.min(since)));
+        let until = args.until.unwrap_or(DateTime::<Utc>::MAX_UTC);
+        to = Some(to.map_or(until, |t| t.max(until)));
+    }
+    if let (Some(from), Some(to)) = (from, to) {
+        ledger::for_each_transfer(&mut conn, merchant_id, &args.provider, from, to, |booked| {
+            let key = (booked.kind, booked.id);
+            let expected_payout = booked.kind == ItemKind::Payout
+                && args.since.is_some_and(|s| booked.created_at >= s)
+                && args.until.is_none_or(|u| booked.created_at < u);
+            let item = match items.get_mut(&key) {
+                Some(item) => item,
+                None if expected_payout => items.entry(key).or_default(),
+                None => return,
+            };
+            item.ledger
+                .get_or_insert_with(Side::default)
+                .add(&booked.currency, booked.amount_minor);
+        })
+        .await?;
+    }
+
+    // Second pass: the fees, each once whatever the runs.
+    let mut fees_booked = 0u64;
+    let mut batch: Vec<(Fee, Option<(ItemKind, String)>)> = Vec::with_capacity(FEE_BATCH);
+    for line in open(&path, payload)? {
+        let line = line?;
+        if let Some(fee) = fee_of(&line) {
+            let owner = items_of(&line).into_iter().next().map(|(k, id, _)| (k, id));
+            batch.push((fee, owner));
+        }
+        if batch.len() == FEE_BATCH {
+            fees_booked += book(
+                &mut conn,
+                merchant_id,
+                &args.provider,
+                &mut batch,
+                &mut items,
+            )
+            .await?;
+        }
+    }
+    fees_booked += book(
+        &mut conn,
+        merchant_id,
+        &args.provider,
+        &mut batch,
+        &mut items,
+    )
+    .await?;
+
+    let mut judged = judge(&items);
+    if let Some(statement) = statement {
+        judged.extend(match_bank(&items, &statement));
+    }
+    judged.sort_by(|a, b| (a.state, a.kind, &a.id).cmp(&(b.state, b.kind, &b.id)));
+    Ok(Settlement {
+        provider: args.provider.clone(),
+        merchant_id,
+        lines,
+        fees_booked,
+        fees_seen,
+        items: judged,
+    })
+}
+
+/// The report's lines, in the provider's format, recognised by its header.
+fn open(
+    path: &str,
+    payload: PayloadFormat,
+) -> Result<stripe::Reader<BufReader<File>>, SettleError> {
+    let file = File::open(path).map_err(|e| unreadable(path, &e))?;
+    let mut csv = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(BufReader::new(file));
+    let header = csv
+        .headers()
+        .map_err(|e| InputError::at(path, 1, None, e.to_string()))?
+        .clone();
+    let format = if stripe::recognises(&header) {
+        PayloadFormat::Stripe
+    } else if header.iter().any(|h| h == "Psp Reference") {
+        return Err(InputError::at(
+            path,
+            1,
+            None,
+            "an Adyen settlement details report: settle reads Stripe's reports today".into(),
+        )
+        .into());
+    } else if header.get(0) == Some("RH") {
+        return Err(InputError::at(
+            path,
+            1,
+            None,
+            "a PayPal settlement report: settle reads Stripe's reports today".into(),
+        )
+        .into());
+    } else {
+        return Err(InputError::at(
+            path,
+            1,
+            None,
+            "unknown format: not a settlement report the gateway reads (Stripe's itemized payout \
+             reconciliation report)"
+                .into(),
+        )
+        .into());
+    };
+    if format != payload {
+        return Err(InputError::at(
+            path,
+            1,
+            None,
+            format!(
+                "a {} report, but the provider's payload is {}",
+                format.as_str(),
+                payload.as_str()
+            ),
+        )
+        .into());
+    }
+    Ok(stripe::Reader::new(path, csv)?)
+}
+
+fn unreadable(path: &str, error: &std::io::Error) -> SettleError {
+    SettleError::Usage(format!("cannot read {path}: {error}"))
+}
+
+/// The items a line adds to, with its amount in the report's sense (money out positive for a
+/// refund or chargeback).
+fn items_of(line: &Line) -> Vec<(ItemKind, String, i64)> {
+    let mut out = Vec::with_capacity(2);
+    let id = line
+        .payment_id
+        .clone()
+        .or_else(|| line.object_id.clone())
+        .unwrap_or_else(|| line.reference.clone());
+    match &line.kind {
+        LineKind::Payment => out.push((ItemKind::Payment, id, line.gross_minor)),
+        LineKind::Refund | LineKind::RefundFailure => {
+            out.push((ItemKind::Refund, id, -line.gross_minor));
+        }
+        // The books hold a chargeback with its fee; the report's net is both.
+        LineKind::Chargeback => out.push((ItemKind::Chargeback, id, -line.net_minor)),
+        LineKind::ChargebackReversal => {
+            out.push((ItemKind::ChargebackReversal, id, line.gross_minor));
+        }
+        LineKind::Fee => {}
+        LineKind::Other(_) => {
+            out.push((ItemKind::Unbooked, line.reference.clone(), line.net_minor))
+        }
+    }
+    if let Some(payout) = &line.payout_id {
+        out.push((ItemKind::Payout, payout.clone(), line.net_minor));
+    }
+    out
+}
+
+/// The fee a line books: a payment's or refund's processing fee, or the provider's own fee line.
+/// A chargeback's fee is in the books with the chargeback (`dispute_fees`), so it is compared,
+/// not booked.
+fn fee_of(line: &Line) -> Option<Fee> {
+    let fee_minor = match line.kind {
+        LineKind::Payment | LineKind::Refund | LineKind::RefundFailure => line.fee_minor,
+        LineKind::Fee => -line.net_minor,
+        _ => 0,
+    };
+    (fee_minor != 0).then(|| Fee {
+        reference: line.reference.clone(),
+        payment_id: line
+            .payment_id
+            .clone()
+            .unwrap_or_else(|| line.reference.clone()),
+        currency: line.currency.code(),
+        fee_minor,
+    })
+}
+
+async fn book(
+    conn: &mut diesel_async::AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    batch: &mut Vec<(Fee, Option<(ItemKind, String)>)>,
+    items: &mut HashMap<(ItemKind, String), Item>,
+) -> Result<u64, SettleError> {
+    let fees: Vec<Fee> = batch.iter().map(|(fee, _)| fee.clone()).collect();
+    let booked = ledger::book_fees(conn, merchant_id, provider, &fees)
+        .await
+        .map_err(anyhow::Error::from)?;
+    if booked > 0 {
+        for (_, owner) in batch.iter() {
+            if let Some(item) = owner.as_ref().and_then(|key| items.get_mut(key)) {
+                item.fees_booked += 1;
+            }
+        }
+    }
+    batch.clear();
+    Ok(booked)
+}
+
+/// Each item's state.
+fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
+    items
+        .iter()
+        .map(|((kind, id), item)| {
+            let state = match (&item.report, &item.ledger) {
+                (Some(_), None) => State::MissingInLedger,
+                (None, _) => State::MissingInReport,
+                (Some(r), Some(l)) if r.mixed || l.mixed || r.currency != l.currency => {
+                    State::AmountMismatch
+                }
+                (Some(r), Some(l)) if r.amount_minor != l.amount_minor => {
+                    if *kind == ItemKind::Payout {
+                        State::PayoutUnbalanced
+                    } else {
+                        State::AmountMismatch
+                    }
+                }
+                _ if item.fees_booked > 0 => State::FeeBooked,
+                _ => State::Matched,
+            };
+            let state = match (kind, state) {
+                (ItemKind::Unbooked, _) => State::MissingInLedger,
+                (_, state) => state,
+            };
+            Judged {
+                state,
+                kind: *kind,
+                id: id.clone(),
+                report_minor: item.report.as_ref().map(|s| s.amount_minor),
+                ledger_minor: item.ledger.as_ref().map(|s| s.amount_minor),
+                currency: item
+                    .report
+                    .as_ref()
+                    .or(item.ledger.as_ref())
+                    .map(|s| s.currency.clone())
+                    .unwrap_or_default(),
+                line: item.first_line,
+            }
+        })
+        .collect()
+}
+
+/// Each bank line against the report's payouts: by the payout id in its reference, else by
+/// amount and currency when exactly one payout not matched yet has them.
+fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine]) -> Vec<Judged> {
+    let mut payouts: BTreeMap<&str, (i128, &str)> = items
+        .iter()
+        .filter(|((kind, _), item)| *kind == ItemKind::Payout && item.report.is_some())
+        .filter_map(|((_, id), item)| {
+            item.report
+                .as_ref()
+                .map(|r| (id.as_str(), (r.amount_minor, r.currency.as_str())))
+        })
+        .collect();
+    let mut judged = Vec::new();
+    for line in statement {
+        let amount = i128::from(line.amount_minor);
+        let by_reference = payouts
+            .keys()
+            .find(|id| line.reference.contains(**id))
+            .copied();
+        let by_amount = || {
+            let mut same = payouts
+                .iter()
+                .filter(|(_, (a, c))| *a == amount && *c == line.currency.code())
+                .map(|(id, _)| *id);
+            match (same.next(), same.next()) {
+                (Some(id), None) => Some(id),
+                _ => None,
+            }
+        };
+        let found = by_reference.or_else(by_amount);
+        let (state, id) = match found {
+            Some(id) => {
+                let (expected, currency) = payouts.remove(id).unwrap_or_default();
+                let state = if expected == amount && currency == line.currency.code() {
+                    State::Matched
+                } else {
+                    State::AmountMismatch
+                };
+                (state, id.to_owned())
+            }
+            None => (State::BankUnmatched, line.reference.clone()),
+        };
+        judged.push(Judged {
+            state,
+            kind: ItemKind::Payout,
+            id: format!("bank:{id}"),
+            report_minor: Some(amount),
+            ledger_minor: None,
+            currency: line.currency.code().to_owned(),
+            line: line.number,
+        });
+    }
+    for (id, (amount, currency)) in payouts {
+        judged.push(Judged {
+            state: State::PayoutNotInBank,
+            kind: ItemKind::Payout,
+            id: id.to_owned(),
+            report_minor: Some(amount),
+            ledger_minor: None,
+            currency: currency.to_owned(),
+            line: items
+                .get(&(ItemKind::Payout, id.to_owned()))
+                .map_or(0, |i| i.first_line),
+        });
+    }
+    judged
+}
