@@ -9,6 +9,7 @@
 //! line books nothing) and sum the items, then to book the fees in batches. What stays in
 //! memory is one entry per payment and payout of the report.
 
+pub mod adyen;
 pub mod bank;
 pub mod ledger;
 pub mod stripe;
@@ -30,8 +31,8 @@ pub struct SettleArgs {
     /// The provider the report comes from (a `[[providers]]` name; its merchant_id is used).
     #[arg(long)]
     pub provider: String,
-    /// The provider's settlement report (Stripe: the itemized payout reconciliation report, CSV,
-    /// with the payment_intent_id column).
+    /// The provider's settlement report, CSV: Stripe's itemized payout reconciliation report
+    /// (with the payment_intent_id column) or Adyen's settlement details report.
     #[arg(value_name = "REPORT")]
     pub report: PathBuf,
     /// A bank statement, CSV with the header date,amount,currency,reference: each line is matched
@@ -98,10 +99,15 @@ pub struct Line {
     /// The object the line moved (a charge, refund or dispute id), named when the line has no
     /// payment.
     pub object_id: Option<String>,
+    /// The currency of `gross_minor`, the amount the books hold for the payment.
     pub currency: Currency,
     pub gross_minor: i64,
+    /// The provider's fees for the line, in `net_currency` (Adyen's cost columns are in the
+    /// net currency; Stripe's are in the line's one currency).
     pub fee_minor: i64,
+    /// What the line adds to its payout, in `net_currency`.
     pub net_minor: i64,
+    pub net_currency: Currency,
     /// The line's times (its creation, its payout's date): the books are read around them.
     pub at: Vec<DateTime<Utc>>,
 }
@@ -113,8 +119,18 @@ pub enum LineKind {
     Refund,
     /// A refund that failed: its money is back.
     RefundFailure,
-    Chargeback,
+    /// `fee_in_books`: the provider's webhooks carry the chargeback's fee, so the books hold
+    /// it (`dispute_fees`) and it is compared; otherwise it is booked like any fee.
+    Chargeback {
+        fee_in_books: bool,
+    },
     ChargebackReversal,
+    /// The payout itself (Adyen's `MerchantPayout`, Stripe's `payout` line): the amount it
+    /// states, `-net`, is checked against the sum of its other lines.
+    Payout,
+    /// Balance carried from one payout to another (Adyen's `Balancetransfer`): part of the
+    /// payout's sum, no money in or out of the provider.
+    Carried,
     /// The provider's own fee (no payment): booked, nothing to match.
     Fee,
     /// A category the books do not hold (an adjustment, a transfer...).
@@ -214,6 +230,8 @@ impl Side {
 struct Item {
     report: Option<Side>,
     ledger: Option<Side>,
+    /// A payout's own amount as the report states it.
+    stated: Option<Side>,
     first_line: u64,
     /// Fees of its lines that this run booked.
     fees_booked: u64,
@@ -295,10 +313,10 @@ pub async fn run(
 ) -> Result<Settlement, SettleError> {
     let merchant_id = provider.merchant_id;
     let payload = provider.payload;
-    if payload != PayloadFormat::Stripe {
+    if report_name(payload).is_none() {
         return Err(SettleError::Usage(format!(
-            "--provider {}: settle reads Stripe's itemized payout reconciliation report; this \
-             provider's payload is {}",
+            "--provider {}: settle reads Stripe's and Adyen's settlement reports; this provider's \
+             payload is {}",
             args.provider,
             payload.as_str()
         )));
@@ -318,14 +336,25 @@ pub async fn run(
             last = Some(last.map_or(*at, |l| l.max(*at)));
         }
         fees_seen += u64::from(fee_of(&line).is_some());
-        for (kind, id, amount) in items_of(&line) {
+        for (kind, id, amount, currency) in items_of(&line) {
             let item = items.entry((kind, id)).or_insert_with(|| Item {
                 first_line: line.number,
                 ..Item::default()
             });
             item.report
                 .get_or_insert_with(Side::default)
-                .add(line.currency.code(), amount);
+                .add(currency.code(), amount);
+        }
+        if let (LineKind::Payout, Some(payout)) = (&line.kind, &line.payout_id) {
+            let item = items
+                .entry((ItemKind::Payout, payout.clone()))
+                .or_insert_with(|| Item {
+                    first_line: line.number,
+                    ..Item::default()
+                });
+            item.stated
+                .get_or_insert_with(Side::default)
+                .add(line.net_currency.code(), -line.net_minor);
         }
     }
     let statement = match &args.bank {
@@ -371,7 +400,10 @@ pub async fn run(
     for line in open(&path, payload)? {
         let line = line?;
         if let Some(fee) = fee_of(&line) {
-            let owner = items_of(&line).into_iter().next().map(|(k, id, _)| (k, id));
+            let owner = items_of(&line)
+                .into_iter()
+                .next()
+                .map(|(k, id, _, _)| (k, id));
             batch.push((fee, owner));
         }
         if batch.len() == FEE_BATCH {
@@ -409,14 +441,15 @@ pub async fn run(
     })
 }
 
-/// The report's lines, in the provider's format, recognised by its header.
-fn open(
-    path: &str,
-    payload: PayloadFormat,
-) -> Result<stripe::Reader<BufReader<File>>, SettleError> {
+/// The report's lines, one at a time.
+type Lines = Box<dyn Iterator<Item = Result<Line, InputError>>>;
+
+/// The report's lines, in its format, recognised by its header: the provider's payload's.
+fn open(path: &str, payload: PayloadFormat) -> Result<Lines, SettleError> {
     let file = File::open(path).map_err(|e| unreadable(path, &e))?;
     let mut csv = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
+        .flexible(true)
         .from_reader(BufReader::new(file));
     let header = csv
         .headers()
@@ -424,20 +457,14 @@ fn open(
         .clone();
     let format = if stripe::recognises(&header) {
         PayloadFormat::Stripe
-    } else if header.iter().any(|h| h == "Psp Reference") {
-        return Err(InputError::at(
-            path,
-            1,
-            None,
-            "an Adyen settlement details report: settle reads Stripe's reports today".into(),
-        )
-        .into());
+    } else if adyen::recognises(&header) {
+        PayloadFormat::Adyen
     } else if header.get(0) == Some("RH") {
         return Err(InputError::at(
             path,
             1,
             None,
-            "a PayPal settlement report: settle reads Stripe's reports today".into(),
+            "a PayPal settlement report: settle reads Stripe's and Adyen's reports today".into(),
         )
         .into());
     } else {
@@ -446,7 +473,7 @@ fn open(
             1,
             None,
             "unknown format: not a settlement report the gateway reads (Stripe's itemized payout \
-             reconciliation report)"
+             reconciliation report, Adyen's settlement details report)"
                 .into(),
         )
         .into());
@@ -457,14 +484,35 @@ fn open(
             1,
             None,
             format!(
-                "a {} report, but the provider's payload is {}",
-                format.as_str(),
+                "{}, but the provider's payload is {}",
+                report_name(format).unwrap_or_default(),
                 payload.as_str()
             ),
         )
         .into());
     }
-    Ok(stripe::Reader::new(path, csv)?)
+    Ok(match format {
+        PayloadFormat::Adyen => Box::new(adyen::Reader::new(path, csv)?),
+        _ => Box::new(stripe::Reader::new(path, csv)?),
+    })
+}
+
+/// The report a payload format's provider sends, when `settle` reads it.
+fn report_name(format: PayloadFormat) -> Option<&'static str> {
+    match format {
+        PayloadFormat::Stripe => Some("Stripe's itemized payout reconciliation report"),
+        PayloadFormat::Adyen => Some("Adyen's settlement details report"),
+        _ => None,
+    }
+}
+
+/// A report's time: `2024-03-01 12:00:00` (Stripe's UTC columns, Adyen's creation date in its
+/// own time zone: a day's error is within the grace), or RFC 3339.
+fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+        .map(|t| t.and_utc())
+        .or_else(|_| DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)))
+        .map_err(|_| format!("{text:?} is not a time such as \"2024-03-01 12:00:00\""))
 }
 
 fn unreadable(path: &str, error: &std::io::Error) -> SettleError {
@@ -472,41 +520,63 @@ fn unreadable(path: &str, error: &std::io::Error) -> SettleError {
 }
 
 /// The items a line adds to, with its amount in the report's sense (money out positive for a
-/// refund or chargeback).
-fn items_of(line: &Line) -> Vec<(ItemKind, String, i64)> {
+/// refund or chargeback) and that amount's currency.
+fn items_of(line: &Line) -> Vec<(ItemKind, String, i64, Currency)> {
     let mut out = Vec::with_capacity(2);
     let id = line
         .payment_id
         .clone()
         .or_else(|| line.object_id.clone())
         .unwrap_or_else(|| line.reference.clone());
+    let gross = line.currency;
     match &line.kind {
-        LineKind::Payment => out.push((ItemKind::Payment, id, line.gross_minor)),
+        LineKind::Payment => out.push((ItemKind::Payment, id, line.gross_minor, gross)),
         LineKind::Refund | LineKind::RefundFailure => {
-            out.push((ItemKind::Refund, id, -line.gross_minor));
+            out.push((ItemKind::Refund, id, -line.gross_minor, gross));
         }
-        // The books hold a chargeback with its fee; the report's net is both.
-        LineKind::Chargeback => out.push((ItemKind::Chargeback, id, -line.net_minor)),
+        // The books hold a chargeback with its fee when the webhooks carry it: the report's
+        // net is both.
+        LineKind::Chargeback { fee_in_books: true } => {
+            out.push((ItemKind::Chargeback, id, -line.net_minor, line.net_currency));
+        }
+        LineKind::Chargeback {
+            fee_in_books: false,
+        } => {
+            out.push((ItemKind::Chargeback, id, -line.gross_minor, gross));
+        }
         LineKind::ChargebackReversal => {
-            out.push((ItemKind::ChargebackReversal, id, line.gross_minor));
+            out.push((ItemKind::ChargebackReversal, id, line.gross_minor, gross));
         }
-        LineKind::Fee => {}
-        LineKind::Other(_) => {
-            out.push((ItemKind::Unbooked, line.reference.clone(), line.net_minor))
-        }
+        LineKind::Fee | LineKind::Payout | LineKind::Carried => {}
+        LineKind::Other(_) => out.push((
+            ItemKind::Unbooked,
+            line.reference.clone(),
+            line.net_minor,
+            line.net_currency,
+        )),
     }
-    if let Some(payout) = &line.payout_id {
-        out.push((ItemKind::Payout, payout.clone(), line.net_minor));
+    if let (Some(payout), false) = (&line.payout_id, line.kind == LineKind::Payout) {
+        out.push((
+            ItemKind::Payout,
+            payout.clone(),
+            line.net_minor,
+            line.net_currency,
+        ));
     }
     out
 }
 
-/// The fee a line books: a payment's or refund's processing fee, or the provider's own fee line.
-/// A chargeback's fee is in the books with the chargeback (`dispute_fees`), so it is compared,
-/// not booked.
+/// The fee a line books: a payment's, refund's or (when the webhooks do not carry it) a
+/// chargeback's fee, or the provider's own fee line. A chargeback's fee the webhooks carried is
+/// in the books (`dispute_fees`), so it is compared, not booked.
 fn fee_of(line: &Line) -> Option<Fee> {
     let fee_minor = match line.kind {
-        LineKind::Payment | LineKind::Refund | LineKind::RefundFailure => line.fee_minor,
+        LineKind::Payment
+        | LineKind::Refund
+        | LineKind::RefundFailure
+        | LineKind::Chargeback {
+            fee_in_books: false,
+        } => line.fee_minor,
         LineKind::Fee => -line.net_minor,
         _ => 0,
     };
@@ -516,7 +586,7 @@ fn fee_of(line: &Line) -> Option<Fee> {
             .payment_id
             .clone()
             .unwrap_or_else(|| line.reference.clone()),
-        currency: line.currency.code(),
+        currency: line.net_currency.code(),
         fee_minor,
     })
 }
@@ -548,7 +618,15 @@ fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
     items
         .iter()
         .map(|((kind, id), item)| {
+            let stated_differs = match (&item.report, &item.stated) {
+                (Some(r), Some(s)) => r.amount_minor != s.amount_minor || r.currency != s.currency,
+                _ => false,
+            };
             let state = match (&item.report, &item.ledger) {
+                _ if stated_differs => State::PayoutUnbalanced,
+                // A payout the report states and its lines add up to, which no webhook books
+                // (Adyen's): it is what the provider paid, to be found in the bank.
+                (Some(_), None) if item.stated.is_some() => State::Matched,
                 (Some(_), None) => State::MissingInLedger,
                 (None, _) => State::MissingInReport,
                 (Some(r), Some(l)) if r.mixed || l.mixed || r.currency != l.currency => {

@@ -5,9 +5,7 @@
 
 use std::io::Read;
 
-use chrono::{DateTime, NaiveDateTime, Utc};
-
-use super::{InputError, Line, LineKind};
+use super::{InputError, Line, LineKind, timestamp};
 use crate::money::{self, Currency};
 
 /// The columns the gateway reads. `payment_intent_id` is not among Stripe's default columns:
@@ -110,9 +108,11 @@ impl<R: Read> Reader<R> {
             "charge" | "payment" => LineKind::Payment,
             "refund" => LineKind::Refund,
             "refund_failure" => LineKind::RefundFailure,
-            "dispute" => LineKind::Chargeback,
+            "dispute" => LineKind::Chargeback { fee_in_books: true },
+            "payout" => LineKind::Payout,
             "dispute_reversal" => LineKind::ChargebackReversal,
-            "fee" => LineKind::Fee,
+            // Stripe's own fees, and the tax on them.
+            "fee" | "tax" => LineKind::Fee,
             other => LineKind::Other(other.to_owned()),
         };
         let mut at = vec![timestamp(created).map_err(|m| error("created_utc", m))?];
@@ -122,7 +122,12 @@ impl<R: Read> Reader<R> {
         Ok(Line {
             number,
             reference: reference.to_owned(),
-            payout_id: self.payout.map(field).and_then(optional),
+            // A payout's own line names itself in `source_id`.
+            payout_id: self
+                .payout
+                .map(field)
+                .and_then(optional)
+                .or_else(|| (kind == LineKind::Payout).then(|| source.to_owned())),
             kind,
             payment_id: optional(payment_intent),
             object_id: optional(source),
@@ -130,6 +135,7 @@ impl<R: Read> Reader<R> {
             gross_minor: gross,
             fee_minor: fee,
             net_minor: net,
+            net_currency: currency,
             at,
         })
     }
@@ -152,12 +158,4 @@ impl<R: Read> Iterator for Reader<R> {
                 }),
         )
     }
-}
-
-/// Stripe's report times: `2024-03-01 12:00:00` (UTC columns), or RFC 3339.
-fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
-    NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
-        .map(|t| t.and_utc())
-        .or_else(|_| DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)))
-        .map_err(|_| format!("{text:?} is not a time such as \"2024-03-01 12:00:00\""))
 }

@@ -490,7 +490,7 @@ async fn a_bad_report_names_its_file_line_and_column_and_books_nothing() {
         (
             "adyen.csv",
             vec!["Company Account,Merchant Account,Psp Reference,Merchant Reference,Type".into()],
-            "adyen.csv:1: an Adyen settlement details report",
+            "adyen.csv:1: Adyen's settlement details report, but the provider's payload is stripe",
         ),
         (
             "unknown.csv",
@@ -504,4 +504,172 @@ async fn a_bad_report_names_its_file_line_and_column_and_books_nothing() {
         assert!(run.stderr.contains(expected), "{name}: {}", run.explain());
         assert_eq!(psp_fees(&app).await, 0, "{name}: a fee was booked");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// `settle`: Adyen's settlement details report
+// ---------------------------------------------------------------------------------------
+
+/// Adyen's classic column layout (its sample `settlement_detail_report_batch_238.csv`), with
+/// `Batch Number`.
+const ADYEN_HEADER: &str = "Company Account,Merchant Account,Psp Reference,Merchant Reference,Payment Method,Creation Date,TimeZone,Type,Modification Reference,Gross Currency,Gross Debit (GC),Gross Credit (GC),Exchange Rate,Net Currency,Net Debit (NC),Net Credit (NC),Commission (NC),Markup (NC),Scheme Fees (NC),Interchange (NC),Payment Method Variant,Modification Merchant Reference,Batch Number";
+
+/// One line: `gross` and `net` as (debit, credit), the four costs, in major units.
+fn adyen_line(
+    psp: &str,
+    kind: &str,
+    modification: &str,
+    gross: (&str, &str),
+    net: (&str, &str),
+    costs: [&str; 4],
+) -> String {
+    let now = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S");
+    let gross_currency = if gross == ("", "") { "" } else { "EUR" };
+    let [commission, markup, scheme, interchange] = costs;
+    format!(
+        "TestCompany,TestMerchant,{psp},order-1,visa,{now},CET,{kind},{modification},{gross_currency},{},{},1,EUR,{},{},{commission},{markup},{scheme},{interchange},visa,,238",
+        gross.0, gross.1, net.0, net.1
+    )
+}
+
+async fn settle_as(app: &TestApp, dir: &std::path::Path, provider: &str, args: &[&str]) -> Run {
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        crate::support::config_with(&app.database_url, &crate::support::all_providers("")),
+    )
+    .unwrap();
+    let output = tokio::process::Command::new(crate::support::gateway::gateway_binary())
+        .arg("--config")
+        .arg(&config)
+        .arg("settle")
+        .args(["--provider", provider])
+        .args(args)
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn an_adyen_batch_matches_its_payments_books_its_costs_and_checks_its_payout() {
+    use crate::support::ADYEN;
+    use crate::support::payloads::{Kind, payload};
+    let app = spawn_app_with(&crate::support::all_providers("")).await;
+    let order = app.create_order(MERCHANT, 3145, "EUR").await;
+    for event in [
+        payload(
+            ADYEN,
+            "c",
+            "PSP1",
+            &Kind::Capture {
+                order: Some(order),
+                amount: 3145,
+                currency: "EUR",
+            },
+        ),
+        payload(
+            ADYEN,
+            "r",
+            "PSP1",
+            &Kind::Refund {
+                amount: 1000,
+                currency: "EUR",
+                refund_id: "PSPR1".into(),
+            },
+        ),
+    ] {
+        let (status, _, ack) = answer(app.deliver(ADYEN, &event.event_id, &event.body).await).await;
+        assert_eq!(status, 200, "{ack}");
+    }
+    let dir = scratch();
+    let lines = |payout: &str| {
+        vec![
+            ADYEN_HEADER.to_owned(),
+            adyen_line(
+                "PSP1",
+                "Settled",
+                "PSP1",
+                ("", "31.45"),
+                ("", "31.15"),
+                ["", "0.05", "0.09", "0.16"],
+            ),
+            adyen_line(
+                "PSP1",
+                "Refunded",
+                "PSPR1",
+                ("10.00", ""),
+                ("10.00", ""),
+                ["", "", "", ""],
+            ),
+            adyen_line(
+                "",
+                "Fee",
+                "Transaction Fees December 04 2026",
+                ("", ""),
+                ("1.00", ""),
+                ["", "", "", ""],
+            ),
+            adyen_line(
+                "",
+                "MerchantPayout",
+                "\"TX1 batch 238, TestCompany\"",
+                ("", ""),
+                (payout, ""),
+                ["", "", "", ""],
+            ),
+        ]
+    };
+    // 31.15 - 10.00 - 1.00: the batch pays 20.15 out.
+    let report = write(
+        &dir,
+        "settlement_detail_report_batch_238.csv",
+        &lines("20.15"),
+    );
+    let bank = write(
+        &dir,
+        "bank.csv",
+        &[
+            "date,amount,currency,reference".into(),
+            "2026-12-04,20.15,EUR,ADYEN batch 238".into(),
+        ],
+    );
+    let run = settle_as(
+        &app,
+        &dir,
+        ADYEN,
+        &[report.to_str().unwrap(), "--bank", bank.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.explain());
+    // The capture (its 0.30 of costs booked), the refund, the payout, its bank line.
+    assert_eq!(run.count("fee_booked"), 1, "{}", run.explain());
+    assert_eq!(run.count("matched"), 3, "{}", run.explain());
+    let books = balances(&app).await;
+    assert_eq!(at(&books, "psp_fees:adyen/EUR"), 130, "{books:?}");
+
+    // The batch states a payout its lines do not add up to.
+    let wrong = write(&dir, "wrong.csv", &lines("21.15"));
+    let run = settle_as(&app, &dir, ADYEN, &[wrong.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(1), "{}", run.explain());
+    assert_eq!(run.count("payout_unbalanced"), 1, "{}", run.explain());
+    assert_eq!(run.count("fee_booked"), 0, "{}", run.explain());
+    assert_eq!(at(&balances(&app).await, "psp_fees:adyen/EUR"), 130);
+
+    // A Stripe report given for Adyen books nothing.
+    let stripe = write(&dir, "stripe.csv", &[HEADER.to_owned()]);
+    let run = settle_as(&app, &dir, ADYEN, &[stripe.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(2), "{}", run.explain());
+    assert!(
+        run.stderr.contains(
+            "Stripe's itemized payout reconciliation report, but the provider's payload is adyen"
+        ),
+        "{}",
+        run.explain()
+    );
 }
