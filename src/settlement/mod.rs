@@ -12,6 +12,7 @@
 pub mod adyen;
 pub mod bank;
 pub mod ledger;
+pub mod paypal;
 pub mod stripe;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,7 +33,8 @@ pub struct SettleArgs {
     #[arg(long)]
     pub provider: String,
     /// The provider's settlement report, CSV: Stripe's itemized payout reconciliation report
-    /// (with the payment_intent_id column) or Adyen's settlement details report.
+    /// (with the payment_intent_id column), Adyen's settlement details report or PayPal's
+    /// settlement report (STL).
     #[arg(value_name = "REPORT")]
     pub report: PathBuf,
     /// A bank statement, CSV with the header date,amount,currency,reference: each line is matched
@@ -315,7 +317,7 @@ pub async fn run(
     let payload = provider.payload;
     if report_name(payload).is_none() {
         return Err(SettleError::Usage(format!(
-            "--provider {}: settle reads Stripe's and Adyen's settlement reports; this provider's \
+            "--provider {}: settle reads Stripe's, Adyen's and PayPal's settlement reports; this provider's \
              payload is {}",
             args.provider,
             payload.as_str()
@@ -459,21 +461,16 @@ fn open(path: &str, payload: PayloadFormat) -> Result<Lines, SettleError> {
         PayloadFormat::Stripe
     } else if adyen::recognises(&header) {
         PayloadFormat::Adyen
-    } else if header.get(0) == Some("RH") {
-        return Err(InputError::at(
-            path,
-            1,
-            None,
-            "a PayPal settlement report: settle reads Stripe's and Adyen's reports today".into(),
-        )
-        .into());
+    } else if paypal::recognises(&header) {
+        PayloadFormat::Paypal
     } else {
         return Err(InputError::at(
             path,
             1,
             None,
             "unknown format: not a settlement report the gateway reads (Stripe's itemized payout \
-             reconciliation report, Adyen's settlement details report)"
+             reconciliation report, Adyen's settlement details report, PayPal's settlement \
+             report)"
                 .into(),
         )
         .into());
@@ -493,6 +490,7 @@ fn open(path: &str, payload: PayloadFormat) -> Result<Lines, SettleError> {
     }
     Ok(match format {
         PayloadFormat::Adyen => Box::new(adyen::Reader::new(path, csv)?),
+        PayloadFormat::Paypal => Box::new(paypal::Reader::new(path, csv)),
         _ => Box::new(stripe::Reader::new(path, csv)?),
     })
 }
@@ -502,6 +500,7 @@ fn report_name(format: PayloadFormat) -> Option<&'static str> {
     match format {
         PayloadFormat::Stripe => Some("Stripe's itemized payout reconciliation report"),
         PayloadFormat::Adyen => Some("Adyen's settlement details report"),
+        PayloadFormat::Paypal => Some("PayPal's settlement report"),
         _ => None,
     }
 }
@@ -622,7 +621,9 @@ fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
                 (Some(r), Some(s)) => r.amount_minor != s.amount_minor || r.currency != s.currency,
                 _ => false,
             };
-            let state = match (&item.report, &item.ledger) {
+            // A payout that only states itself (PayPal's withdrawal names no lines) is its own sum.
+            let report = item.report.as_ref().or(item.stated.as_ref());
+            let state = match (report, &item.ledger) {
                 _ if stated_differs => State::PayoutUnbalanced,
                 // A payout the report states and its lines add up to, which no webhook books
                 // (Adyen's): it is what the provider paid, to be found in the bank.
@@ -650,7 +651,7 @@ fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
                 state,
                 kind: *kind,
                 id: id.clone(),
-                report_minor: item.report.as_ref().map(|s| s.amount_minor),
+                report_minor: report.map(|s| s.amount_minor),
                 ledger_minor: item.ledger.as_ref().map(|s| s.amount_minor),
                 currency: item
                     .report
@@ -669,10 +670,11 @@ fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
 fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine]) -> Vec<Judged> {
     let mut payouts: BTreeMap<&str, (i128, &str)> = items
         .iter()
-        .filter(|((kind, _), item)| *kind == ItemKind::Payout && item.report.is_some())
+        .filter(|((kind, _), _)| *kind == ItemKind::Payout)
         .filter_map(|((_, id), item)| {
             item.report
                 .as_ref()
+                .or(item.stated.as_ref())
                 .map(|r| (id.as_str(), (r.amount_minor, r.currency.as_str())))
         })
         .collect();

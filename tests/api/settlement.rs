@@ -673,3 +673,119 @@ async fn an_adyen_batch_matches_its_payments_books_its_costs_and_checks_its_payo
         run.explain()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// `settle`: PayPal's settlement report (STL)
+// ---------------------------------------------------------------------------------------
+
+/// An `SB` row: amounts in hundredths, unsigned, each with its direction.
+fn stl_row(
+    id: &str,
+    reference: &str,
+    code: &str,
+    gross: (&str, &str),
+    fee: (&str, &str),
+) -> String {
+    format!(
+        r#""SB","{id}","","{reference}","{}","{code}","2026/12/04 10:00:00 -0800","2026/12/04 10:00:05 -0800","{}","{}","USD","{}","{}","USD","","""#,
+        if reference.is_empty() { "" } else { "TXN" },
+        gross.0,
+        gross.1,
+        fee.0,
+        fee.1
+    )
+}
+
+#[tokio::test]
+async fn a_paypal_settlement_report_matches_its_payments_books_its_fees_and_finds_its_withdrawal_in_the_bank()
+ {
+    use crate::support::PAYPAL;
+    use crate::support::payloads::{Kind, payload};
+    let app = spawn_app_with(&crate::support::all_providers("")).await;
+    let order = app.create_order(MERCHANT, 1000, "USD").await;
+    for event in [
+        payload(
+            PAYPAL,
+            "c",
+            "CAP1",
+            &Kind::Capture {
+                order: Some(order),
+                amount: 1000,
+                currency: "USD",
+            },
+        ),
+        payload(
+            PAYPAL,
+            "r",
+            "CAP1",
+            &Kind::Refund {
+                amount: 250,
+                currency: "USD",
+                refund_id: "RF1".into(),
+            },
+        ),
+    ] {
+        let (status, _, ack) =
+            answer(app.deliver(PAYPAL, &event.event_id, &event.body).await).await;
+        assert_eq!(status, 200, "{ack}");
+    }
+    let dir = scratch();
+    let report = write(
+        &dir,
+        "STL-20261204.01.009.CSV",
+        &[
+            r#""RH",2026/12/05 01:00:00 -0800,"A","MERCHANT1",009"#.into(),
+            r#""FH",01"#.into(),
+            r#""SH",2026/12/04 00:00:00 -0800,2026/12/04 23:59:59 -0800,"MERCHANT1","""#.into(),
+            // Older files write "Transaction  Debit or Credit" with two spaces.
+            r#""CH","Transaction ID","Invoice ID","PayPal Reference ID","PayPal Reference ID Type","Transaction Event Code","Transaction Initiation Date","Transaction Completion Date","Transaction  Debit or Credit","Gross Transaction Amount","Gross Transaction Currency","Fee Debit or Credit","Fee Amount","Fee Currency","Custom Field","Consumer ID""#.into(),
+            stl_row("CAP1", "", "T0006", ("CR", "1000"), ("DR", "59")),
+            stl_row("RF1", "CAP1", "T1107", ("DR", "250"), ("CR", "7")),
+            // 1000 - 59 - 250 + 7 = 698 withdrawn to the bank.
+            stl_row("WD1", "", "T0400", ("DR", "698"), ("", "")),
+            r#""SF","USD","CR",1000,"DR",948,"DR",52"#.into(),
+            r#""SC",3"#.into(),
+            r#""RF","USD","CR",1000,"DR",948,"DR",52"#.into(),
+            r#""RC",3"#.into(),
+            r#""FF",3"#.into(),
+        ],
+    );
+    let bank = write(
+        &dir,
+        "bank.csv",
+        &[
+            "date,amount,currency,reference".into(),
+            "2026-12-05,6.98,USD,PAYPAL WD1".into(),
+        ],
+    );
+    let run = settle_as(
+        &app,
+        &dir,
+        PAYPAL,
+        &[report.to_str().unwrap(), "--bank", bank.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{}", run.explain());
+    // The capture's 0.59 and the refund's 0.07 given back: booked, on two items.
+    assert_eq!(run.count("fee_booked"), 2, "{}", run.explain());
+    // The withdrawal and its bank line.
+    assert_eq!(run.count("matched"), 2, "{}", run.explain());
+    assert_eq!(at(&balances(&app).await, "psp_fees:paypal/USD"), 52);
+
+    // A refund the books never saw is named, and nothing is booked twice.
+    let unknown = write(
+        &dir,
+        "STL-20261204.02.009.CSV",
+        &[
+            r#""RH",2026/12/05 01:00:00 -0800,"A","MERCHANT1",009"#.into(),
+            r#""CH","Transaction ID","Invoice ID","PayPal Reference ID","PayPal Reference ID Type","Transaction Event Code","Transaction Initiation Date","Transaction Completion Date","Transaction Debit or Credit","Gross Transaction Amount","Gross Transaction Currency","Fee Debit or Credit","Fee Amount","Fee Currency","Custom Field","Consumer ID""#.into(),
+            stl_row("CAP1", "", "T0006", ("CR", "1000"), ("DR", "59")),
+            stl_row("RF2", "CAP9", "T1107", ("DR", "100"), ("", "")),
+        ],
+    );
+    let run = settle_as(&app, &dir, PAYPAL, &[unknown.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(1), "{}", run.explain());
+    assert_eq!(run.count("missing_in_ledger"), 1, "{}", run.explain());
+    assert_eq!(run.count("fee_booked"), 0, "{}", run.explain());
+    assert_eq!(at(&balances(&app).await, "psp_fees:paypal/USD"), 52);
+}
