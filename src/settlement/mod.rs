@@ -17,10 +17,11 @@ pub mod stripe;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, IsTerminal, Write};
 use std::path::PathBuf;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use self::bank::BankLine;
 use self::ledger::Fee;
@@ -211,16 +212,17 @@ impl State {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Side {
     amount_minor: i128,
-    currency: String,
+    /// `None`: a code the gateway does not know (from the books): it can only mismatch.
+    currency: Option<Currency>,
     mixed: bool,
     count: u64,
 }
 
 impl Side {
-    fn add(&mut self, currency: &str, amount_minor: i64) {
+    fn add(&mut self, currency: Option<Currency>, amount_minor: i64) {
         if self.count == 0 {
-            self.currency = currency.to_owned();
-        } else if self.currency != currency {
+            self.currency = currency;
+        } else if self.currency != currency || currency.is_none() {
             self.mixed = true;
         }
         self.amount_minor += i128::from(amount_minor);
@@ -259,16 +261,23 @@ pub struct Settlement {
     pub lines: u64,
     pub fees_booked: u64,
     pub fees_seen: u64,
-    pub items: Vec<Judged>,
+    /// How many items are in each state, in the order of [`State::ALL`].
+    pub counts: [u64; State::ALL.len()],
+    /// The first [`PRINT_LIMIT`] items that differ, by state, kind and id.
+    pub differing: Vec<Judged>,
 }
 
 impl Settlement {
-    pub fn count(&self, state: State) -> usize {
-        self.items.iter().filter(|i| i.state == state).count()
+    pub fn count(&self, state: State) -> u64 {
+        self.counts[state as usize]
     }
 
-    pub fn differences(&self) -> usize {
-        self.items.iter().filter(|i| !i.state.agrees()).count()
+    pub fn differences(&self) -> u64 {
+        State::ALL
+            .iter()
+            .filter(|s| !s.agrees())
+            .map(|s| self.count(*s))
+            .sum()
     }
 
     /// The summary table, then each item that differs.
@@ -282,11 +291,10 @@ impl Settlement {
         for state in State::ALL {
             writeln!(out, "{:<20} {:>9}", state.as_str(), self.count(state))?;
         }
-        let differing: Vec<&Judged> = self.items.iter().filter(|i| !i.state.agrees()).collect();
-        if !differing.is_empty() {
+        if !self.differing.is_empty() {
             writeln!(out, "\ndifferences:")?;
         }
-        for item in differing {
+        for item in &self.differing {
             let side =
                 |s: Option<i128>| s.map_or("-".to_owned(), |a| format!("{a} {}", item.currency));
             writeln!(
@@ -300,7 +308,42 @@ impl Settlement {
                 side(item.ledger_minor)
             )?;
         }
+        let more = self
+            .differences()
+            .saturating_sub(self.differing.len() as u64);
+        if more > 0 {
+            writeln!(out, "... and {more} more")?;
+        }
         Ok(())
+    }
+}
+
+/// Differences printed; the summary table counts them all.
+const PRINT_LIMIT: usize = 1000;
+
+/// Without a terminal, a line on stderr every this many report lines.
+const PROGRESS_EVERY: u64 = 100_000;
+
+/// A progress bar on stderr when it is a terminal: the lines so far, or of `total`.
+fn progress(total: Option<u64>, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+    let template = match total {
+        Some(_) => format!("{{bar:40}} {{pos}}/{{len}} {what} {{per_sec}} eta {{eta}}"),
+        None => format!("{{spinner}} {{pos}} {what} {{per_sec}}"),
+    };
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn tick(bar: &ProgressBar, lines: u64, what: &str) {
+    bar.inc(1);
+    if bar.is_hidden() && lines.is_multiple_of(PROGRESS_EVERY) {
+        eprintln!("settle: {lines} {what}");
     }
 }
 
@@ -330,9 +373,11 @@ pub async fn run(
     let mut last: Option<DateTime<Utc>> = None;
     let mut lines = 0u64;
     let mut fees_seen = 0u64;
+    let bar = progress(None, "report lines checked");
     for line in open(&path, payload)? {
         let line = line?;
         lines += 1;
+        tick(&bar, lines, "report lines checked");
         for at in &line.at {
             first = Some(first.map_or(*at, |f| f.min(*at)));
             last = Some(last.map_or(*at, |l| l.max(*at)));
@@ -345,7 +390,7 @@ pub async fn run(
             });
             item.report
                 .get_or_insert_with(Side::default)
-                .add(currency.code(), amount);
+                .add(Some(currency), amount);
         }
         if let (LineKind::Payout, Some(payout)) = (&line.kind, &line.payout_id) {
             let item = items
@@ -356,9 +401,10 @@ pub async fn run(
                 });
             item.stated
                 .get_or_insert_with(Side::default)
-                .add(line.net_currency.code(), -line.net_minor);
+                .add(Some(line.net_currency), -line.net_minor);
         }
     }
+    bar.finish_and_clear();
     let statement = match &args.bank {
         Some(bank) => {
             let bank_path = bank.display().to_string();
@@ -391,7 +437,7 @@ pub async fn run(
             };
             item.ledger
                 .get_or_insert_with(Side::default)
-                .add(&booked.currency, booked.amount_minor);
+                .add(Currency::parse(&booked.currency), booked.amount_minor);
         })
         .await?;
     }
@@ -399,8 +445,12 @@ pub async fn run(
     // Second pass: the fees, each once whatever the runs.
     let mut fees_booked = 0u64;
     let mut batch: Vec<(Fee, Option<(ItemKind, String)>)> = Vec::with_capacity(FEE_BATCH);
+    let bar = progress(Some(lines), "report lines booked");
+    let mut booked_lines = 0u64;
     for line in open(&path, payload)? {
         let line = line?;
+        booked_lines += 1;
+        tick(&bar, booked_lines, "report lines booked");
         if let Some(fee) = fee_of(&line) {
             let owner = items_of(&line)
                 .into_iter()
@@ -427,19 +477,37 @@ pub async fn run(
         &mut items,
     )
     .await?;
+    bar.finish_and_clear();
 
-    let mut judged = judge(&items);
-    if let Some(statement) = statement {
-        judged.extend(match_bank(&items, &statement));
+    let judged = judge(&items);
+    let bank = statement.map_or_else(Vec::new, |statement| match_bank(&items, &statement));
+    let mut counts = [0u64; State::ALL.len()];
+    for state in judged
+        .iter()
+        .map(|j| j.0)
+        .chain(bank.iter().map(|j| j.state))
+    {
+        counts[state as usize] += 1;
     }
-    judged.sort_by(|a, b| (a.state, a.kind, &a.id).cmp(&(b.state, b.kind, &b.id)));
+    // Only the differences printed are made whole: the rest stay references into the items.
+    let mut differing: Vec<_> = judged.into_iter().filter(|j| !j.0.agrees()).collect();
+    differing.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    differing.truncate(PRINT_LIMIT);
+    let mut differing: Vec<Judged> = differing
+        .into_iter()
+        .map(|(state, (kind, id), item)| item.judged(state, *kind, id))
+        .chain(bank.into_iter().filter(|j| !j.state.agrees()))
+        .collect();
+    differing.sort_by(|a, b| (a.state, a.kind, &a.id).cmp(&(b.state, b.kind, &b.id)));
+    differing.truncate(PRINT_LIMIT);
     Ok(Settlement {
         provider: args.provider.clone(),
         merchant_id,
         lines,
         fees_booked,
         fees_seen,
-        items: judged,
+        counts,
+        differing,
     })
 }
 
@@ -612,57 +680,67 @@ async fn book(
     Ok(booked)
 }
 
-/// Each item's state.
-fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<Judged> {
+/// Each item's state, by reference.
+fn judge(items: &HashMap<(ItemKind, String), Item>) -> Vec<(State, &(ItemKind, String), &Item)> {
     items
         .iter()
-        .map(|((kind, id), item)| {
-            let stated_differs = match (&item.report, &item.stated) {
-                (Some(r), Some(s)) => r.amount_minor != s.amount_minor || r.currency != s.currency,
-                _ => false,
-            };
-            // A payout that only states itself (PayPal's withdrawal names no lines) is its own sum.
-            let report = item.report.as_ref().or(item.stated.as_ref());
-            let state = match (report, &item.ledger) {
-                _ if stated_differs => State::PayoutUnbalanced,
-                // A payout the report states and its lines add up to, which no webhook books
-                // (Adyen's): it is what the provider paid, to be found in the bank.
-                (Some(_), None) if item.stated.is_some() => State::Matched,
-                (Some(_), None) => State::MissingInLedger,
-                (None, _) => State::MissingInReport,
-                (Some(r), Some(l)) if r.mixed || l.mixed || r.currency != l.currency => {
-                    State::AmountMismatch
-                }
-                (Some(r), Some(l)) if r.amount_minor != l.amount_minor => {
-                    if *kind == ItemKind::Payout {
-                        State::PayoutUnbalanced
-                    } else {
-                        State::AmountMismatch
-                    }
-                }
-                _ if item.fees_booked > 0 => State::FeeBooked,
-                _ => State::Matched,
-            };
-            let state = match (kind, state) {
-                (ItemKind::Unbooked, _) => State::MissingInLedger,
-                (_, state) => state,
-            };
-            Judged {
-                state,
-                kind: *kind,
-                id: id.clone(),
-                report_minor: report.map(|s| s.amount_minor),
-                ledger_minor: item.ledger.as_ref().map(|s| s.amount_minor),
-                currency: item
-                    .report
-                    .as_ref()
-                    .or(item.ledger.as_ref())
-                    .map(|s| s.currency.clone())
-                    .unwrap_or_default(),
-                line: item.first_line,
-            }
-        })
+        .map(|(key, item)| (state_of(key.0, item), key, item))
         .collect()
+}
+
+fn state_of(kind: ItemKind, item: &Item) -> State {
+    if kind == ItemKind::Unbooked {
+        return State::MissingInLedger;
+    }
+    let stated_differs = match (&item.report, &item.stated) {
+        (Some(r), Some(s)) => r.amount_minor != s.amount_minor || r.currency != s.currency,
+        _ => false,
+    };
+    match (item.reported(), &item.ledger) {
+        _ if stated_differs => State::PayoutUnbalanced,
+        // A payout the report states and its lines add up to, which no webhook books
+        // (Adyen's): it is what the provider paid, to be found in the bank.
+        (Some(_), None) if item.stated.is_some() => State::Matched,
+        (Some(_), None) => State::MissingInLedger,
+        (None, _) => State::MissingInReport,
+        (Some(r), Some(l)) if r.mixed || l.mixed || r.currency != l.currency => {
+            State::AmountMismatch
+        }
+        (Some(r), Some(l)) if r.amount_minor != l.amount_minor => {
+            if kind == ItemKind::Payout {
+                State::PayoutUnbalanced
+            } else {
+                State::AmountMismatch
+            }
+        }
+        _ if item.fees_booked > 0 => State::FeeBooked,
+        _ => State::Matched,
+    }
+}
+
+impl Item {
+    /// The report's side: its lines' sum, or for a payout that only states itself (PayPal's
+    /// withdrawal names no lines) its own amount.
+    fn reported(&self) -> Option<&Side> {
+        self.report.as_ref().or(self.stated.as_ref())
+    }
+
+    fn judged(&self, state: State, kind: ItemKind, id: &str) -> Judged {
+        Judged {
+            state,
+            kind,
+            id: id.to_owned(),
+            report_minor: self.reported().map(|s| s.amount_minor),
+            ledger_minor: self.ledger.as_ref().map(|s| s.amount_minor),
+            currency: self
+                .reported()
+                .or(self.ledger.as_ref())
+                .and_then(|s| s.currency)
+                .map_or("", Currency::code)
+                .to_owned(),
+            line: self.first_line,
+        }
+    }
 }
 
 /// Each bank line against the report's payouts: by the payout id in its reference, else by
@@ -672,10 +750,12 @@ fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine])
         .iter()
         .filter(|((kind, _), _)| *kind == ItemKind::Payout)
         .filter_map(|((_, id), item)| {
-            item.report
-                .as_ref()
-                .or(item.stated.as_ref())
-                .map(|r| (id.as_str(), (r.amount_minor, r.currency.as_str())))
+            item.reported().map(|r| {
+                (
+                    id.as_str(),
+                    (r.amount_minor, r.currency.map_or("", Currency::code)),
+                )
+            })
         })
         .collect();
     let mut judged = Vec::new();
