@@ -1643,6 +1643,27 @@ CREATE SEQUENCE public.refund_requests_id_seq
 ALTER SEQUENCE public.refund_requests_id_seq OWNED BY public.refund_requests.id;
 
 --
+-- Name: settlement_payouts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.settlement_payouts (
+    merchant_id bigint NOT NULL,
+    provider text NOT NULL,
+    payout_id text NOT NULL,
+    state text NOT NULL,
+    currency text NOT NULL,
+    report_minor numeric NOT NULL,
+    stated_minor numeric,
+    ledger_minor numeric,
+    lines bigint NOT NULL,
+    differing_items bigint NOT NULL,
+    differences jsonb DEFAULT '[]'::jsonb NOT NULL,
+    bank text,
+    report_file text NOT NULL,
+    settled_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: webhook_endpoint_revision; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1901,6 +1922,13 @@ ALTER TABLE ONLY public.refund_requests
     ADD CONSTRAINT refund_requests_provider_idempotency_key_key UNIQUE (provider_idempotency_key);
 
 --
+-- Name: settlement_payouts settlement_payouts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.settlement_payouts
+    ADD CONSTRAINT settlement_payouts_pkey PRIMARY KEY (merchant_id, provider, payout_id);
+
+--
 -- Name: ledger_transfers uq_ledger_transfers_event; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2109,6 +2137,12 @@ CREATE INDEX idx_refund_requests_in_flight ON public.refund_requests USING btree
 --
 
 CREATE INDEX idx_refund_requests_payment ON public.refund_requests USING btree (merchant_id, provider, payment_id);
+
+--
+-- Name: idx_settlement_payouts_settled; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_settlement_payouts_settled ON public.settlement_payouts USING btree (settled_at DESC, payout_id);
 
 --
 -- Name: uq_idempotency; Type: INDEX; Schema: public; Owner: -

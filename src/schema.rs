@@ -270,6 +270,25 @@ diesel::table! {
 }
 
 diesel::table! {
+    settlement_payouts (merchant_id, provider, payout_id) {
+        merchant_id -> Int8,
+        provider -> Text,
+        payout_id -> Text,
+        state -> Text,
+        currency -> Text,
+        report_minor -> Numeric,
+        stated_minor -> Nullable<Numeric>,
+        ledger_minor -> Nullable<Numeric>,
+        lines -> Int8,
+        differing_items -> Int8,
+        differences -> Jsonb,
+        bank -> Nullable<Text>,
+        report_file -> Text,
+        settled_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     webhook_endpoint_revision (singleton) {
         singleton -> Bool,
         revision -> Int8,
@@ -314,6 +333,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     payouts,
     provider_transmissions,
     refund_requests,
+    settlement_payouts,
     webhook_endpoint_revision,
     webhook_endpoints,
 );

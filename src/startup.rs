@@ -31,13 +31,13 @@ use crate::refunds::create::Refunds;
 use crate::refunds::provider::RefundClients;
 use crate::refunds::recover;
 use crate::routes::app_data::{AdminToken, ApiPool, ReadPool};
-use crate::routes::console::{actions, audit_page, sign_in};
+use crate::routes::console::{actions, audit_page, settlements_page, sign_in};
 use crate::routes::observe::observe;
 use crate::routes::openapi::{self, SecuritySchemes};
 use crate::routes::state::AppState;
 use crate::routes::{
     admin, audit, callbacks, console, events, health, not_found, notifications, orders, refunds,
-    webhook_endpoints,
+    settlements, webhook_endpoints,
 };
 use crate::telemetry::GatewayRootSpan;
 use crate::{preflight, read_caches};
@@ -65,6 +65,7 @@ use crate::{preflight, read_caches};
         notifications::enable_endpoint,
         notifications::disable_endpoint,
         audit::list_audit,
+        settlements::list_settlements,
         webhook_endpoints::merchant_create,
         webhook_endpoints::merchant_list,
         webhook_endpoints::merchant_update,
@@ -88,6 +89,7 @@ use crate::{preflight, read_caches};
         console::notifications,
         console::balances,
         audit_page::audit,
+        settlements_page::settlements,
         actions::replay,
         actions::redeliver,
         actions::enable_endpoint,
@@ -196,6 +198,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/admin/attention", web::get().to(events::attention))
         .route("/admin/audit", web::get().to(audit::list_audit))
         .route(
+            "/admin/settlements",
+            web::get().to(settlements::list_settlements),
+        )
+        .route(
             "/admin/refund-requests/{id}/resolve",
             web::post().to(refunds::resolve_refund_request),
         )
@@ -256,6 +262,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 )
                 .route("/balances", web::get().to(console::balances))
                 .route("/audit", web::get().to(audit_page::audit))
+                .route("/settlements", web::get().to(settlements_page::settlements))
                 .route("/static/console.css", web::get().to(console::stylesheet)),
         );
 }

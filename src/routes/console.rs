@@ -9,6 +9,7 @@ pub mod actions;
 pub mod audit_page;
 mod page;
 mod session;
+pub mod settlements_page;
 pub mod sign_in;
 mod view;
 

@@ -18,6 +18,7 @@ pub mod openapi;
 pub mod orders;
 pub mod refunds;
 mod respond;
+pub mod settlements;
 pub mod state;
 pub mod webhook_endpoints;
 

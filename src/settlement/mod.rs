@@ -13,6 +13,7 @@ pub mod adyen;
 pub mod bank;
 pub mod ledger;
 pub mod paypal;
+pub mod record;
 pub mod stripe;
 
 use std::collections::{BTreeMap, HashMap};
@@ -239,6 +240,8 @@ struct Item {
     first_line: u64,
     /// Fees of its lines that this run booked.
     fees_booked: u64,
+    /// The payout its first line was paid out in (an index into the run's payout ids).
+    payout: Option<u32>,
 }
 
 /// One judged item of the outcome.
@@ -369,6 +372,7 @@ pub async fn run(
     let path = args.report.display().to_string();
     // First pass: every line is read and checked before anything is booked.
     let mut items: HashMap<(ItemKind, String), Item> = HashMap::new();
+    let mut payouts = PayoutIds::default();
     let mut first: Option<DateTime<Utc>> = None;
     let mut last: Option<DateTime<Utc>> = None;
     let mut lines = 0u64;
@@ -383,9 +387,11 @@ pub async fn run(
             last = Some(last.map_or(*at, |l| l.max(*at)));
         }
         fees_seen += u64::from(fee_of(&line).is_some());
+        let payout = line.payout_id.as_deref().map(|id| payouts.index(id));
         for (kind, id, amount, currency) in items_of(&line) {
             let item = items.entry((kind, id)).or_insert_with(|| Item {
                 first_line: line.number,
+                payout,
                 ..Item::default()
             });
             item.report
@@ -481,6 +487,10 @@ pub async fn run(
 
     let judged = judge(&items);
     let bank = statement.map_or_else(Vec::new, |statement| match_bank(&items, &statement));
+    let records = payout_records(&judged, &bank, &payouts, &path);
+    record::replace(&mut conn, merchant_id, &args.provider, &records)
+        .await
+        .map_err(anyhow::Error::from)?;
     let mut counts = [0u64; State::ALL.len()];
     for state in judged
         .iter()
@@ -741,6 +751,79 @@ impl Item {
             line: self.first_line,
         }
     }
+}
+
+/// The run's payout ids, each once, so an item names its payout in four bytes.
+#[derive(Default)]
+struct PayoutIds {
+    ids: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl PayoutIds {
+    fn index(&mut self, id: &str) -> u32 {
+        if let Some(index) = self.index.get(id) {
+            return *index;
+        }
+        let index = u32::try_from(self.ids.len()).unwrap_or(u32::MAX);
+        self.ids.push(id.to_owned());
+        self.index.insert(id.to_owned(), index);
+        index
+    }
+}
+
+/// How many of a payout's differing items its row names.
+const DIFFERENCES_KEPT: usize = 20;
+
+/// Each payout of the report (and each the books expected) as its row will hold it.
+fn payout_records(
+    judged: &[(State, &(ItemKind, String), &Item)],
+    bank: &[Judged],
+    payouts: &PayoutIds,
+    report_file: &str,
+) -> Vec<record::PayoutRecord> {
+    let mut differing: HashMap<u32, (u64, Vec<Judged>)> = HashMap::new();
+    for (state, (kind, id), item) in judged {
+        if state.agrees() || *kind == ItemKind::Payout {
+            continue;
+        }
+        if let Some(payout) = item.payout {
+            let (count, named) = differing.entry(payout).or_default();
+            *count += 1;
+            if named.len() < DIFFERENCES_KEPT {
+                named.push(item.judged(*state, *kind, id));
+            }
+        }
+    }
+    judged
+        .iter()
+        .filter(|(_, (kind, _), _)| *kind == ItemKind::Payout)
+        .map(|(state, (_, id), item)| {
+            let (differing_items, differences) = payouts
+                .index
+                .get(id.as_str())
+                .and_then(|index| differing.remove(index))
+                .unwrap_or_default();
+            let bank_state = bank
+                .iter()
+                .find(|b| b.id == *id || b.id == format!("bank:{id}"))
+                .map(|b| b.state);
+            let judged = item.judged(*state, ItemKind::Payout, id);
+            record::PayoutRecord {
+                payout_id: id.clone(),
+                state: *state,
+                currency: judged.currency,
+                report_minor: judged.report_minor.unwrap_or_default(),
+                stated_minor: item.stated.as_ref().map(|s| s.amount_minor),
+                ledger_minor: judged.ledger_minor,
+                lines: item.report.as_ref().map_or(0, |r| r.count),
+                differing_items,
+                differences,
+                bank: bank_state,
+                report_file: report_file.to_owned(),
+            }
+        })
+        .collect()
 }
 
 /// Each bank line against the report's payouts: by the payout id in its reference, else by

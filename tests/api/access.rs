@@ -25,6 +25,7 @@ const ROLE_TABLE: &[(&str, &str, &str)] = &[
     ("get", "/admin/audit", "admin"),
     ("get", "/admin/events", "viewer"),
     ("get", "/admin/events.jsonl", "finance"),
+    ("get", "/admin/settlements", "finance"),
     ("get", "/admin/events/{provider}/{event_id}", "viewer"),
     (
         "post",
@@ -87,6 +88,7 @@ const ROLE_TABLE: &[(&str, &str, &str)] = &[
     ("get", "/console/balances", "viewer"),
     ("get", "/console/events", "viewer"),
     ("get", "/console/events.jsonl", "finance"),
+    ("get", "/console/settlements", "finance"),
     ("get", "/console/events/{provider}/{event_id}", "viewer"),
     (
         "post",

@@ -13,12 +13,13 @@ use serde_json::json;
 
 use crate::support::{ACME, ADMIN_TOKEN, MERCHANT, TestApp, answer, spawn_app};
 
-const PAGES: [&str; 7] = [
+const PAGES: [&str; 8] = [
     "/console/events",
     "/console/notifications",
     "/console/events/acme/evt_1",
     "/console/attention",
     "/console/balances",
+    "/console/settlements",
     "/console/events.jsonl",
     "/console",
 ];

@@ -62,6 +62,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "payouts",
             "provider_transmissions",
             "refund_requests",
+            "settlement_payouts",
             "webhook_endpoint_revision",
             "webhook_endpoints"
         ]

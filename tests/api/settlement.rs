@@ -431,6 +431,80 @@ async fn each_difference_is_named_with_its_state_and_the_run_exits_1() {
     assert_eq!(run.count("payout_not_in_bank"), 1, "{}", run.explain());
     // The fees are Stripe's whatever else differs: booked.
     assert_eq!(psp_fees(&app).await, 520);
+
+    // Finance reads each payout as this run found it.
+    let (status, _, body) = answer(app.admin_get("/admin/settlements?provider=stripe").await).await;
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let payout = |id: &str| {
+        listed["payouts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["payout_id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in {listed}"))
+            .clone()
+    };
+    let po_1 = payout("po_1");
+    assert_eq!(
+        (
+            po_1["state"].as_str(),
+            po_1["bank"].as_str(),
+            po_1["report_minor"].as_str()
+        ),
+        (Some("matched"), Some("matched"), Some("9680")),
+        "{po_1}"
+    );
+    let po_2 = payout("po_2");
+    assert_eq!(
+        (
+            po_2["state"].as_str(),
+            po_2["ledger_minor"].as_str(),
+            po_2["bank"].as_str()
+        ),
+        (
+            Some("payout_unbalanced"),
+            Some("2900"),
+            Some("payout_not_in_bank")
+        ),
+        "{po_2}"
+    );
+    // Its line that differs is named with it.
+    assert_eq!(po_2["differing_items"], 1, "{po_2}");
+    assert_eq!(po_2["differences"][0]["id"], "pi_c", "{po_2}");
+    assert_eq!(po_2["differences"][0]["state"], "amount_mismatch", "{po_2}");
+    assert_eq!(payout("po_9")["state"], "missing_in_report");
+    let (status, _, body) = answer(
+        app.admin_get("/admin/settlements?state=payout_unbalanced")
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let only: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(only["payouts"].as_array().map(Vec::len), Some(1), "{only}");
+    let (status, _, body) = answer(app.admin_get("/admin/settlements?state=lost").await).await;
+    assert_eq!(status, 400, "{body}");
+
+    // And on the console.
+    let client = crate::console::no_redirects();
+    let cookie = crate::console::session_cookie(&app, &client).await;
+    let page = client
+        .get(app.url("/console/settlements"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    for text in [
+        "po_2",
+        "payout_unbalanced",
+        "pi_c",
+        "amount_mismatch",
+        "payout_not_in_bank",
+    ] {
+        assert!(html.contains(text), "{text} not on the page");
+    }
 }
 
 #[tokio::test]

@@ -121,7 +121,7 @@ impl Me {
         self.actor.role.as_str()
     }
 
-    /// Replays (and the export).
+    /// Replays (and the export), and the settlements page.
     pub fn can_replay(&self) -> bool {
         self.actor.may(Role::Finance)
     }
