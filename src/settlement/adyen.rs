@@ -9,7 +9,7 @@
 
 use std::io::Read;
 
-use super::{InputError, Line, LineKind, timestamp};
+use super::line::{InputError, Line, LineKind, timestamp};
 use crate::money::{self, Currency};
 
 const REQUIRED: [&str; 11] = [

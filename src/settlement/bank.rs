@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use super::InputError;
+use super::line::InputError;
 use crate::money::{self, Currency};
 
 /// One line of the statement.

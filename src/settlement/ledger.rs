@@ -7,7 +7,7 @@ use diesel::sql_types::{Array, BigInt, Text, Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 
-use super::ItemKind;
+use super::state::ItemKind;
 use crate::db::one_row::CommittedResult;
 use crate::ledger::psp_clearing;
 

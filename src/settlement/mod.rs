@@ -12,8 +12,10 @@
 pub mod adyen;
 pub mod bank;
 pub mod ledger;
+pub mod line;
 pub mod paypal;
 pub mod record;
+pub mod state;
 pub mod stripe;
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,6 +28,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use self::bank::BankLine;
 use self::ledger::Fee;
+pub use self::line::{InputError, Line, LineKind};
+pub use self::state::{ItemKind, Judged, State};
 use crate::config::providers::{PayloadFormat, ProviderSettings};
 use crate::money::Currency;
 
@@ -56,28 +60,6 @@ pub struct SettleArgs {
     pub grace_secs: u32,
 }
 
-/// A report or statement that cannot be settled: which file, line and column, and why. Nothing
-/// is booked from it.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {}{message}", column.as_ref().map(|c| format!("column {c}: ")).unwrap_or_default())]
-pub struct InputError {
-    pub path: String,
-    pub line: u64,
-    pub column: Option<String>,
-    pub message: String,
-}
-
-impl InputError {
-    pub fn at(path: &str, line: u64, column: Option<&str>, message: String) -> Self {
-        Self {
-            path: path.to_owned(),
-            line,
-            column: column.map(str::to_owned),
-            message,
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum SettleError {
     /// The caller's input (exit 2).
@@ -88,125 +70,6 @@ pub enum SettleError {
     /// The system's (exit 1).
     #[error(transparent)]
     Runtime(#[from] anyhow::Error),
-}
-
-/// One line of a provider's report, in minor units.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    pub number: u64,
-    /// The provider's id of the line (Stripe's balance transaction): a fee is booked once per
-    /// reference.
-    pub reference: String,
-    pub payout_id: Option<String>,
-    pub kind: LineKind,
-    pub payment_id: Option<String>,
-    /// The object the line moved (a charge, refund or dispute id), named when the line has no
-    /// payment.
-    pub object_id: Option<String>,
-    /// The currency of `gross_minor`, the amount the books hold for the payment.
-    pub currency: Currency,
-    pub gross_minor: i64,
-    /// The provider's fees for the line, in `net_currency` (Adyen's cost columns are in the
-    /// net currency; Stripe's are in the line's one currency).
-    pub fee_minor: i64,
-    /// What the line adds to its payout, in `net_currency`.
-    pub net_minor: i64,
-    pub net_currency: Currency,
-    /// The line's times (its creation, its payout's date): the books are read around them.
-    pub at: Vec<DateTime<Utc>>,
-}
-
-/// What a report line moved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineKind {
-    Payment,
-    Refund,
-    /// A refund that failed: its money is back.
-    RefundFailure,
-    /// `fee_in_books`: the provider's webhooks carry the chargeback's fee, so the books hold
-    /// it (`dispute_fees`) and it is compared; otherwise it is booked like any fee.
-    Chargeback {
-        fee_in_books: bool,
-    },
-    ChargebackReversal,
-    /// The payout itself (Adyen's `MerchantPayout`, Stripe's `payout` line): the amount it
-    /// states, `-net`, is checked against the sum of its other lines.
-    Payout,
-    /// Balance carried from one payout to another (Adyen's `Balancetransfer`): part of the
-    /// payout's sum, no money in or out of the provider.
-    Carried,
-    /// The provider's own fee (no payment): booked, nothing to match.
-    Fee,
-    /// A category the books do not hold (an adjustment, a transfer...).
-    Other(String),
-}
-
-/// What the report and the books are compared on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ItemKind {
-    Payment,
-    Refund,
-    Chargeback,
-    ChargebackReversal,
-    Payout,
-    /// A line of a category the books do not hold.
-    Unbooked,
-}
-
-impl ItemKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ItemKind::Payment => "payment",
-            ItemKind::Refund => "refund",
-            ItemKind::Chargeback => "chargeback",
-            ItemKind::ChargebackReversal => "chargeback_reversal",
-            ItemKind::Payout => "payout",
-            ItemKind::Unbooked => "unbooked",
-        }
-    }
-}
-
-/// The states of the contract. `matched` and `fee_booked` agree; every other one differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum State {
-    Matched,
-    FeeBooked,
-    MissingInLedger,
-    MissingInReport,
-    AmountMismatch,
-    PayoutUnbalanced,
-    PayoutNotInBank,
-    BankUnmatched,
-}
-
-impl State {
-    pub const ALL: [State; 8] = [
-        State::Matched,
-        State::FeeBooked,
-        State::MissingInLedger,
-        State::MissingInReport,
-        State::AmountMismatch,
-        State::PayoutUnbalanced,
-        State::PayoutNotInBank,
-        State::BankUnmatched,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Matched => "matched",
-            State::FeeBooked => "fee_booked",
-            State::MissingInLedger => "missing_in_ledger",
-            State::MissingInReport => "missing_in_report",
-            State::AmountMismatch => "amount_mismatch",
-            State::PayoutUnbalanced => "payout_unbalanced",
-            State::PayoutNotInBank => "payout_not_in_bank",
-            State::BankUnmatched => "bank_unmatched",
-        }
-    }
-
-    fn agrees(self) -> bool {
-        matches!(self, State::Matched | State::FeeBooked)
-    }
 }
 
 /// One side of an item: the sum in one currency (a second currency makes it a mismatch).
@@ -242,18 +105,6 @@ struct Item {
     fees_booked: u64,
     /// The payout its first line was paid out in (an index into the run's payout ids).
     payout: Option<u32>,
-}
-
-/// One judged item of the outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Judged {
-    pub state: State,
-    pub kind: ItemKind,
-    pub id: String,
-    pub report_minor: Option<i128>,
-    pub ledger_minor: Option<i128>,
-    pub currency: String,
-    pub line: u64,
 }
 
 /// The outcome of a run.
@@ -581,15 +432,6 @@ fn report_name(format: PayloadFormat) -> Option<&'static str> {
         PayloadFormat::Paypal => Some("PayPal's settlement report"),
         _ => None,
     }
-}
-
-/// A report's time: `2024-03-01 12:00:00` (Stripe's UTC columns, Adyen's creation date in its
-/// own time zone: a day's error is within the grace), or RFC 3339.
-fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
-    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
-        .map(|t| t.and_utc())
-        .or_else(|_| DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)))
-        .map_err(|_| format!("{text:?} is not a time such as \"2024-03-01 12:00:00\""))
 }
 
 fn unreadable(path: &str, error: &std::io::Error) -> SettleError {

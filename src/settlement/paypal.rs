@@ -11,7 +11,7 @@ use std::io::Read;
 
 use chrono::{DateTime, Utc};
 
-use super::{InputError, Line, LineKind};
+use super::line::{InputError, Line, LineKind};
 use crate::money::{self, AmountMinor, Currency};
 
 const REQUIRED: [&str; 9] = [

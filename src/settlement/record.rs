@@ -7,7 +7,7 @@ use diesel::sql_types::{BigInt, Jsonb, Nullable, Text, Timestamptz};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
-use super::{Judged, State};
+use super::state::{Judged, State};
 
 /// One payout as a run found it.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::{InputError, Line, LineKind, timestamp};
+use super::line::{InputError, Line, LineKind, timestamp};
 use crate::money::{self, Currency};
 
 /// The columns the gateway reads. `payment_intent_id` is not among Stripe's default columns:

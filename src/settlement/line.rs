@@ -1,0 +1,88 @@
+//! A line of a provider's settlement report as every format reads it, and why a file cannot be
+//! settled.
+
+use chrono::{DateTime, Utc};
+
+use crate::money::Currency;
+
+/// A report or statement that cannot be settled: which file, line and column, and why. Nothing
+/// is booked from it.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: {}{message}", column.as_ref().map(|c| format!("column {c}: ")).unwrap_or_default())]
+pub struct InputError {
+    pub path: String,
+    pub line: u64,
+    pub column: Option<String>,
+    pub message: String,
+}
+
+impl InputError {
+    pub fn at(path: &str, line: u64, column: Option<&str>, message: String) -> Self {
+        Self {
+            path: path.to_owned(),
+            line,
+            column: column.map(str::to_owned),
+            message,
+        }
+    }
+}
+
+/// One line of a provider's report, in minor units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub number: u64,
+    /// The provider's id of the line (Stripe's balance transaction): a fee is booked once per
+    /// reference.
+    pub reference: String,
+    pub payout_id: Option<String>,
+    pub kind: LineKind,
+    pub payment_id: Option<String>,
+    /// The object the line moved (a charge, refund or dispute id), named when the line has no
+    /// payment.
+    pub object_id: Option<String>,
+    /// The currency of `gross_minor`, the amount the books hold for the payment.
+    pub currency: Currency,
+    pub gross_minor: i64,
+    /// The provider's fees for the line, in `net_currency` (Adyen's cost columns are in the
+    /// net currency; Stripe's are in the line's one currency).
+    pub fee_minor: i64,
+    /// What the line adds to its payout, in `net_currency`.
+    pub net_minor: i64,
+    pub net_currency: Currency,
+    /// The line's times (its creation, its payout's date): the books are read around them.
+    pub at: Vec<DateTime<Utc>>,
+}
+
+/// What a report line moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineKind {
+    Payment,
+    Refund,
+    /// A refund that failed: its money is back.
+    RefundFailure,
+    /// `fee_in_books`: the provider's webhooks carry the chargeback's fee, so the books hold
+    /// it (`dispute_fees`) and it is compared; otherwise it is booked like any fee.
+    Chargeback {
+        fee_in_books: bool,
+    },
+    ChargebackReversal,
+    /// The payout itself (Adyen's `MerchantPayout`, Stripe's `payout` line): the amount it
+    /// states, `-net`, is checked against the sum of its other lines.
+    Payout,
+    /// Balance carried from one payout to another (Adyen's `Balancetransfer`): part of the
+    /// payout's sum, no money in or out of the provider.
+    Carried,
+    /// The provider's own fee (no payment): booked, nothing to match.
+    Fee,
+    /// A category the books do not hold (an adjustment, a transfer...).
+    Other(String),
+}
+
+/// A report's time: `2024-03-01 12:00:00` (Stripe's UTC columns, Adyen's creation date in its
+/// own time zone: a day's error is within the grace), or RFC 3339.
+pub fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+        .map(|t| t.and_utc())
+        .or_else(|_| DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)))
+        .map_err(|_| format!("{text:?} is not a time such as \"2024-03-01 12:00:00\""))
+}
