@@ -668,6 +668,18 @@ fn payout_records(
         .collect()
 }
 
+/// Whether a bank reference names `payout_id` as a whole word, in any case ("STRIPE PAYOUT po_1"
+/// names `po_1` but not `po_12`; "ADYEN BATCH 238" names `batch 238` but not `batch 2380`).
+fn names(reference: &str, payout_id: &str) -> bool {
+    let reference = reference.to_lowercase();
+    let payout_id = payout_id.to_lowercase();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    reference.match_indices(&payout_id).any(|(at, _)| {
+        !word(reference[..at].chars().next_back())
+            && !word(reference[at + payout_id.len()..].chars().next())
+    })
+}
+
 /// Each bank line against the report's payouts: by the payout id in its reference, else by
 /// amount and currency when exactly one payout not matched yet has them.
 fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine]) -> Vec<Judged> {
@@ -688,7 +700,7 @@ fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine])
         let amount = i128::from(line.amount_minor);
         let by_reference = payouts
             .keys()
-            .find(|id| line.reference.contains(**id))
+            .find(|id| names(&line.reference, id))
             .copied();
         let by_amount = || {
             let mut same = payouts
@@ -737,4 +749,18 @@ fn match_bank(items: &HashMap<(ItemKind, String), Item>, statement: &[BankLine])
         });
     }
     judged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bank_reference_names_a_payout_only_as_a_whole_word() {
+        assert!(names("STRIPE PAYOUT po_1", "po_1"));
+        assert!(names("ADYEN BATCH 238, TestCompany", "batch 238"));
+        assert!(!names("STRIPE PAYOUT po_12", "po_1"));
+        assert!(!names("ADYEN batch 2380", "batch 238"));
+        assert!(!names("xpo_1", "po_1"));
+    }
 }
