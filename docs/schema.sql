@@ -1037,12 +1037,9 @@ $$;
 -- Name: settlement_fees_post(bigint, text, text[], text[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.settlement_fees_post(p_merchant_id bigint, p_provider text, p_reference text[], p_payment_id text[], p_currency text[], p_fee_minor bigint[]) RETURNS integer
-    LANGUAGE plpgsql
+CREATE FUNCTION public.settlement_fees_post(p_merchant_id bigint, p_provider text, p_reference text[], p_payment_id text[], p_currency text[], p_fee_minor bigint[]) RETURNS SETOF text
+    LANGUAGE sql
     AS $$
-DECLARE
-    v_count INT;
-BEGIN
     WITH fees AS (
         SELECT DISTINCT ON (t.reference) 'settlement:' || t.reference AS event_id, t.payment_id,
                t.currency, t.fee_minor
@@ -1064,11 +1061,12 @@ BEGIN
         CROSS JOIN LATERAL (VALUES ('psp_fees:' || p_provider, t.fee_minor),
                                    ('psp_clearing:' || p_provider, -t.fee_minor))
              AS e(account, amount_minor)
-        RETURNING 1
+        RETURNING transfer_id
     )
-    SELECT count(*) / 2 INTO v_count FROM entries;
-    RETURN v_count;
-END
+    -- The entries are written whether or not this select reads them (a data-modifying CTE
+    -- always runs); reading them ties the answer to what was written.
+    SELECT DISTINCT substr(p.event_id, length('settlement:') + 1)
+    FROM posted p JOIN entries e ON e.transfer_id = p.id;
 $$;
 
 --

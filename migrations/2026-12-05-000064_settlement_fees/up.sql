@@ -11,15 +11,13 @@ ALTER TABLE ledger_transfers ADD CONSTRAINT ledger_transfers_kind_check
                              'payout'::text, 'payout_reversal'::text, 'fee'::text])) NOT VALID;
 ALTER TABLE ledger_transfers VALIDATE CONSTRAINT ledger_transfers_kind_check;
 
--- Books the fees of one batch of report lines, each once: returns how many were new. The
--- arrays are parallel, one element a fee; a reference repeated in the batch is booked once.
+-- Books the fees of one batch of report lines, each once: returns the references booked now
+-- (not those booked before). The arrays are parallel, one element a fee; a reference repeated in
+-- the batch is booked once.
 CREATE FUNCTION settlement_fees_post(
     p_merchant_id BIGINT, p_provider TEXT, p_reference TEXT[], p_payment_id TEXT[],
     p_currency TEXT[], p_fee_minor BIGINT[]
-) RETURNS INT LANGUAGE plpgsql AS $$
-DECLARE
-    v_count INT;
-BEGIN
+) RETURNS SETOF TEXT LANGUAGE sql AS $$
     WITH fees AS (
         SELECT DISTINCT ON (t.reference) 'settlement:' || t.reference AS event_id, t.payment_id,
                t.currency, t.fee_minor
@@ -41,9 +39,10 @@ BEGIN
         CROSS JOIN LATERAL (VALUES ('psp_fees:' || p_provider, t.fee_minor),
                                    ('psp_clearing:' || p_provider, -t.fee_minor))
              AS e(account, amount_minor)
-        RETURNING 1
+        RETURNING transfer_id
     )
-    SELECT count(*) / 2 INTO v_count FROM entries;
-    RETURN v_count;
-END
+    -- The entries are written whether or not this select reads them (a data-modifying CTE
+    -- always runs); reading them ties the answer to what was written.
+    SELECT DISTINCT substr(p.event_id, length('settlement:') + 1)
+    FROM posted p JOIN entries e ON e.transfer_id = p.id;
 $$;

@@ -127,11 +127,18 @@ impl<R: Read> Reader<R> {
             )?;
             (gross_currency, gross)
         };
+        // In one currency the fee is what the gross lost on its way to the net, whatever
+        // columns name it (real files add `DCC Markup (NC)`, `Payment Fees (NC)`); converted, it
+        // is the cost columns, in the net currency (the conversion itself is not booked).
         let mut fee = 0i64;
-        for &(index, column) in &self.costs {
-            let text = field(index);
-            if !text.is_empty() {
-                fee += money::minor_units(text, net_currency).map_err(|m| error(column, m))?;
+        if currency == net_currency {
+            fee = gross - net;
+        } else {
+            for &(index, column) in &self.costs {
+                let text = field(index);
+                if !text.is_empty() {
+                    fee += money::minor_units(text, net_currency).map_err(|m| error(column, m))?;
+                }
             }
         }
         let kind = match kind {

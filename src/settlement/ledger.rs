@@ -8,7 +8,6 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use futures_util::TryStreamExt;
 
 use super::state::ItemKind;
-use crate::db::one_row::CommittedResult;
 use crate::ledger::psp_clearing;
 
 #[derive(Debug, QueryableByName)]
@@ -101,37 +100,39 @@ pub struct Fee {
 
 #[derive(QueryableByName)]
 struct Posted {
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    posted: i32,
+    #[diesel(sql_type = Text)]
+    reference: String,
 }
 
-/// Books `fees` each once (`settlement_fees_post`, migration 000064); how many were new.
+/// Books `fees` each once (`settlement_fees_post`, migration 000064); the references of those
+/// booked now.
 pub async fn book_fees(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     provider: &str,
     fees: &[Fee],
-) -> diesel::QueryResult<u64> {
+) -> diesel::QueryResult<Vec<String>> {
     if fees.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
-    let posted: Posted =
-        diesel::sql_query("SELECT settlement_fees_post($1, $2, $3, $4, $5, $6) AS posted")
-            .bind::<BigInt, _>(merchant_id)
-            .bind::<Text, _>(provider)
-            .bind::<Array<Text>, _>(
-                fees.iter()
-                    .map(|f| f.reference.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Text>, _>(
-                fees.iter()
-                    .map(|f| f.payment_id.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Text>, _>(fees.iter().map(|f| f.currency).collect::<Vec<_>>())
-            .bind::<Array<BigInt>, _>(fees.iter().map(|f| f.fee_minor).collect::<Vec<_>>())
-            .committed_result(conn)
-            .await?;
-    Ok(u64::try_from(posted.posted).unwrap_or_default())
+    let posted: Vec<Posted> = diesel::sql_query(
+        "SELECT reference FROM settlement_fees_post($1, $2, $3, $4, $5, $6) AS reference",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Text, _>(provider)
+    .bind::<Array<Text>, _>(
+        fees.iter()
+            .map(|f| f.reference.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind::<Array<Text>, _>(
+        fees.iter()
+            .map(|f| f.payment_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind::<Array<Text>, _>(fees.iter().map(|f| f.currency).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(fees.iter().map(|f| f.fee_minor).collect::<Vec<_>>())
+    .load(conn)
+    .await?;
+    Ok(posted.into_iter().map(|p| p.reference).collect())
 }

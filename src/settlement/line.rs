@@ -72,6 +72,9 @@ pub enum LineKind {
     /// Balance carried from one payout to another (Adyen's `Balancetransfer`): part of the
     /// payout's sum, no money in or out of the provider.
     Carried,
+    /// A line the comparison leaves out: Stripe's line for the payout itself, whose amount is
+    /// the sum of the payout's other lines and is booked by `payout.paid`, not by the report.
+    Left,
     /// The provider's own fee (no payment): booked, nothing to match.
     Fee,
     /// A category the books do not hold (an adjustment, a transfer...).

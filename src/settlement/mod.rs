@@ -20,11 +20,12 @@ pub mod stripe;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sha2::{Digest, Sha256};
 
 use self::bank::BankLine;
 use self::ledger::Fee;
@@ -229,7 +230,11 @@ pub async fn run(
     let mut lines = 0u64;
     let mut fees_seen = 0u64;
     let bar = progress(None, "report lines checked");
-    for line in open(&path, payload)? {
+    // One open file for both passes, and its digest checked before the second: a report
+    // replaced or rewritten between them books nothing.
+    let report = File::open(&path).map_err(|e| unreadable(&path, &e))?;
+    let digest = digest_of(&path, &report)?;
+    for line in open(&path, &report, payload)? {
         let line = line?;
         lines += 1;
         tick(&bar, lines, "report lines checked");
@@ -304,7 +309,12 @@ pub async fn run(
     let mut batch: Vec<(Fee, Option<(ItemKind, String)>)> = Vec::with_capacity(FEE_BATCH);
     let bar = progress(Some(lines), "report lines booked");
     let mut booked_lines = 0u64;
-    for line in open(&path, payload)? {
+    if digest_of(&path, &report)? != digest {
+        return Err(SettleError::Usage(format!(
+            "{path} changed while it was being settled: nothing was booked; settle it again"
+        )));
+    }
+    for line in open(&path, &report, payload)? {
         let line = line?;
         booked_lines += 1;
         tick(&bar, booked_lines, "report lines booked");
@@ -376,8 +386,10 @@ pub async fn run(
 type Lines = Box<dyn Iterator<Item = Result<Line, InputError>>>;
 
 /// The report's lines, in its format, recognised by its header: the provider's payload's.
-fn open(path: &str, payload: PayloadFormat) -> Result<Lines, SettleError> {
-    let file = File::open(path).map_err(|e| unreadable(path, &e))?;
+fn open(path: &str, report: &File, payload: PayloadFormat) -> Result<Lines, SettleError> {
+    let mut file = report.try_clone().map_err(|e| unreadable(path, &e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| unreadable(path, &e))?;
     let mut csv = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .flexible(true)
@@ -434,6 +446,25 @@ fn report_name(format: PayloadFormat) -> Option<&'static str> {
     }
 }
 
+/// The SHA-256 of the report's bytes, read from its start.
+fn digest_of(path: &str, report: &File) -> Result<[u8; 32], SettleError> {
+    let mut file = report.try_clone().map_err(|e| unreadable(path, &e))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| unreadable(path, &e))?;
+    let mut hasher = Sha256::new();
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    loop {
+        let chunk = reader.fill_buf().map_err(|e| unreadable(path, &e))?;
+        if chunk.is_empty() {
+            break;
+        }
+        hasher.update(chunk);
+        let read = chunk.len();
+        reader.consume(read);
+    }
+    Ok(hasher.finalize().into())
+}
+
 fn unreadable(path: &str, error: &std::io::Error) -> SettleError {
     SettleError::Usage(format!("cannot read {path}: {error}"))
 }
@@ -466,7 +497,7 @@ fn items_of(line: &Line) -> Vec<(ItemKind, String, i64, Currency)> {
         LineKind::ChargebackReversal => {
             out.push((ItemKind::ChargebackReversal, id, line.gross_minor, gross));
         }
-        LineKind::Fee | LineKind::Payout | LineKind::Carried => {}
+        LineKind::Fee | LineKind::Payout | LineKind::Carried | LineKind::Left => {}
         LineKind::Other(_) => out.push((
             ItemKind::Unbooked,
             line.reference.clone(),
@@ -518,18 +549,21 @@ async fn book(
     items: &mut HashMap<(ItemKind, String), Item>,
 ) -> Result<u64, SettleError> {
     let fees: Vec<Fee> = batch.iter().map(|(fee, _)| fee.clone()).collect();
-    let booked = ledger::book_fees(conn, merchant_id, provider, &fees)
-        .await
-        .map_err(anyhow::Error::from)?;
-    if booked > 0 {
-        for (_, owner) in batch.iter() {
-            if let Some(item) = owner.as_ref().and_then(|key| items.get_mut(key)) {
-                item.fees_booked += 1;
-            }
+    let booked: std::collections::HashSet<String> =
+        ledger::book_fees(conn, merchant_id, provider, &fees)
+            .await
+            .map_err(anyhow::Error::from)?
+            .into_iter()
+            .collect();
+    for (fee, owner) in batch.iter() {
+        if booked.contains(&fee.reference)
+            && let Some(item) = owner.as_ref().and_then(|key| items.get_mut(key))
+        {
+            item.fees_booked += 1;
         }
     }
     batch.clear();
-    Ok(booked)
+    Ok(booked.len() as u64)
 }
 
 /// Each item's state, by reference.

@@ -109,7 +109,10 @@ impl<R: Read> Reader<R> {
             "refund" => LineKind::Refund,
             "refund_failure" => LineKind::RefundFailure,
             "dispute" => LineKind::Chargeback { fee_in_books: true },
-            "payout" => LineKind::Payout,
+            // The payout's own line: `payout.paid` books the payout, and the payout's lines are
+            // compared with that; taking the report's word for it would match a payout the
+            // books never saw.
+            "payout" => LineKind::Left,
             "dispute_reversal" => LineKind::ChargebackReversal,
             // Stripe's own fees, and the tax on them.
             "fee" | "tax" => LineKind::Fee,
@@ -122,12 +125,12 @@ impl<R: Read> Reader<R> {
         Ok(Line {
             number,
             reference: reference.to_owned(),
-            // A payout's own line names itself in `source_id`.
+            // The payout's own line is not part of the payout's sum.
             payout_id: self
                 .payout
                 .map(field)
                 .and_then(optional)
-                .or_else(|| (kind == LineKind::Payout).then(|| source.to_owned())),
+                .filter(|_| kind != LineKind::Left),
             kind,
             payment_id: optional(payment_intent),
             object_id: optional(source),
