@@ -98,7 +98,8 @@ impl MerchantAccount {
 /// payment (or a chargeback's reversal) moves money into clearing and owes it to the merchant
 /// side; a refund (or a chargeback) reverses that, and a chargeback's fee is a third entry,
 /// paid from clearing into `dispute_fees`. Written by `payment_apply_all` (migrations 000021,
-/// 000032), the ledger's one writer.
+/// 000032), the writer of a payment's transfers (a payout's and a settlement's fees have their
+/// own: `crate::payouts`, `crate::settlement`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entries {
     pub account_a: String,
