@@ -420,17 +420,20 @@ async fn operator_command(
     }
 }
 
-async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<(), CommandError> {
-    let provider = settings
+/// The `[[providers]]` entry `--provider` names.
+fn configured_provider<'a>(
+    settings: &'a Settings,
+    name: &str,
+) -> Result<&'a crate::config::providers::ProviderSettings, ConfigError> {
+    settings
         .providers
         .iter()
-        .find(|p| p.name == args.provider)
-        .ok_or_else(|| {
-            ConfigError(format!(
-                "--provider {:?} is not in the configuration",
-                args.provider
-            ))
-        })?;
+        .find(|p| p.name == name)
+        .ok_or_else(|| ConfigError(format!("--provider {name:?} is not in the configuration")))
+}
+
+async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<(), CommandError> {
+    let provider = configured_provider(settings, &args.provider)?;
     let result = reconcile::run(settings.read_database_url()?, provider.merchant_id, args).await;
     let reconciliation = result.map_err(|error| match error {
         reconcile::ReconcileError::Runtime(e) => CommandError::Runtime(e),
@@ -458,16 +461,7 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
 }
 
 async fn settle_command(settings: &Settings, args: &SettleArgs) -> Result<(), CommandError> {
-    let provider = settings
-        .providers
-        .iter()
-        .find(|p| p.name == args.provider)
-        .ok_or_else(|| {
-            ConfigError(format!(
-                "--provider {:?} is not in the configuration",
-                args.provider
-            ))
-        })?;
+    let provider = configured_provider(settings, &args.provider)?;
     let settlement = settlement::run(settings.database_url()?, provider, args)
         .await
         .map_err(|error| match error {
