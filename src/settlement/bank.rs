@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use super::line::InputError;
+use super::line::{self, InputError};
 use crate::money::{self, Currency};
 
 /// One line of the statement.
@@ -24,32 +24,18 @@ pub fn read(path: &str, source: impl Read) -> Result<Vec<BankLine>, InputError> 
     let mut csv = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(source);
-    let header = csv
-        .headers()
-        .map_err(|e| InputError::at(path, 1, None, e.to_string()))?
-        .clone();
-    let mut at = [0; 4];
-    for (slot, name) in at.iter_mut().zip(COLUMNS) {
-        *slot = header
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                InputError::at(
-                    path,
-                    1,
-                    Some(name),
-                    "missing: a bank statement has the columns date, amount, currency, reference"
-                        .into(),
-                )
-            })?;
-    }
+    let header = line::header(path, &mut csv)?;
+    let at = line::columns(
+        path,
+        1,
+        &header,
+        COLUMNS,
+        |h, name| h.eq_ignore_ascii_case(name),
+        "a bank statement has the columns date, amount, currency, reference",
+    )?;
     let mut lines = Vec::new();
     for record in csv.records() {
-        let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            InputError::at(path, line, None, e.to_string())
-        })?;
-        let number = record.position().map_or(0, |p| p.line());
+        let (number, record) = line::numbered(path, record)?;
         let [date, amount, currency, reference] = at.map(|i| record.get(i).unwrap_or(""));
         let error =
             |column: &str, message: String| InputError::at(path, number, Some(column), message);

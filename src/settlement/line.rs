@@ -89,3 +89,47 @@ pub fn timestamp(text: &str) -> Result<DateTime<Utc>, String> {
         .or_else(|_| DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)))
         .map_err(|_| format!("{text:?} is not a time such as \"2024-03-01 12:00:00\""))
 }
+
+/// A CSV file's header row (line 1 of `path`).
+pub fn header<R: std::io::Read>(
+    path: &str,
+    csv: &mut csv::Reader<R>,
+) -> Result<csv::StringRecord, InputError> {
+    csv.headers()
+        .cloned()
+        .map_err(|e| InputError::at(path, 1, None, e.to_string()))
+}
+
+/// Where each of `names` is in `header` (line `line` of `path`), `same` comparing a header's
+/// name with one of `names`; the first missing one is an error saying `why` it is needed.
+pub fn columns<const N: usize>(
+    path: &str,
+    line: u64,
+    header: &csv::StringRecord,
+    names: [&'static str; N],
+    same: impl Fn(&str, &str) -> bool,
+    why: &str,
+) -> Result<[usize; N], InputError> {
+    let mut at = [0; N];
+    for (slot, name) in at.iter_mut().zip(names) {
+        *slot = header
+            .iter()
+            .position(|h| same(h, name))
+            .ok_or_else(|| InputError::at(path, line, Some(name), format!("missing: {why}")))?;
+    }
+    Ok(at)
+}
+
+/// A record of `path` with its line number, or the CSV error at its line.
+pub fn numbered(
+    path: &str,
+    record: csv::Result<csv::StringRecord>,
+) -> Result<(u64, csv::StringRecord), InputError> {
+    match record {
+        Ok(record) => Ok((record.position().map_or(0, |p| p.line()), record)),
+        Err(e) => {
+            let line = e.position().map_or(0, |p| p.line());
+            Err(InputError::at(path, line, None, e.to_string()))
+        }
+    }
+}

@@ -394,10 +394,7 @@ fn open(path: &str, report: &File, payload: PayloadFormat) -> Result<Lines, Sett
         .trim(csv::Trim::All)
         .flexible(true)
         .from_reader(BufReader::new(file));
-    let header = csv
-        .headers()
-        .map_err(|e| InputError::at(path, 1, None, e.to_string()))?
-        .clone();
+    let header = line::header(path, &mut csv)?;
     let format = if stripe::recognises(&header) {
         PayloadFormat::Stripe
     } else if adyen::recognises(&header) {

@@ -11,7 +11,7 @@ use std::io::Read;
 
 use chrono::{DateTime, Utc};
 
-use super::line::{InputError, Line, LineKind};
+use super::line::{self, InputError, Line, LineKind};
 use crate::money::{self, AmountMinor, Currency};
 
 const REQUIRED: [&str; 9] = [
@@ -48,22 +48,14 @@ impl<R: Read> Reader<R> {
     }
 
     fn columns(&self, number: u64, record: &csv::StringRecord) -> Result<[usize; 9], InputError> {
-        let names: Vec<String> = record
-            .iter()
-            .map(|name| name.split_whitespace().collect::<Vec<_>>().join(" "))
-            .collect();
-        let mut at = [0; 9];
-        for (slot, name) in at.iter_mut().zip(REQUIRED) {
-            *slot = names.iter().position(|n| n == name).ok_or_else(|| {
-                InputError::at(
-                    &self.path,
-                    number,
-                    Some(name),
-                    "missing from the CH row: PayPal's settlement report has it".into(),
-                )
-            })?;
-        }
-        Ok(at)
+        line::columns(
+            &self.path,
+            number,
+            record,
+            REQUIRED,
+            |h, name| h.split_whitespace().eq(name.split_whitespace()),
+            "PayPal's settlement report has it in its CH row",
+        )
     }
 
     fn line(
@@ -194,14 +186,10 @@ impl<R: Read> Iterator for Reader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let record = match self.records.next()? {
-                Ok(record) => record,
-                Err(e) => {
-                    let line = e.position().map_or(0, |p| p.line());
-                    return Some(Err(InputError::at(&self.path, line, None, e.to_string())));
-                }
+            let (number, record) = match line::numbered(&self.path, self.records.next()?) {
+                Ok(numbered) => numbered,
+                Err(e) => return Some(Err(e)),
             };
-            let number = record.position().map_or(0, |p| p.line());
             match record.get(0) {
                 Some("CH") => match self.columns(number, &record) {
                     Ok(at) => self.at = Some(at),

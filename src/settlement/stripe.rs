@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use super::line::{InputError, Line, LineKind, timestamp};
+use super::line::{self, InputError, Line, LineKind, timestamp};
 use crate::money::{self, Currency};
 
 /// The columns the gateway reads. `payment_intent_id` is not among Stripe's default columns:
@@ -41,24 +41,17 @@ pub struct Reader<R: Read> {
 
 impl<R: Read> Reader<R> {
     pub fn new(path: &str, mut csv: csv::Reader<R>) -> Result<Self, InputError> {
-        let header = csv
-            .headers()
-            .map_err(|e| InputError::at(path, 1, None, e.to_string()))?
-            .clone();
+        let header = line::header(path, &mut csv)?;
         let find = |name: &str| header.iter().position(|h| h == name);
-        let mut at = [0; 9];
-        for (slot, name) in at.iter_mut().zip(REQUIRED) {
-            *slot = find(name).ok_or_else(|| {
-                InputError::at(
-                    path,
-                    1,
-                    Some(name),
-                    "missing: Stripe's itemized payout reconciliation report needs it (run the \
-                     report with this column)"
-                        .into(),
-                )
-            })?;
-        }
+        let at = line::columns(
+            path,
+            1,
+            &header,
+            REQUIRED,
+            |h, name| h == name,
+            "Stripe's itemized payout reconciliation report needs it (run the report with this \
+             column)",
+        )?;
         Ok(Self {
             path: path.to_owned(),
             records: csv.into_records(),
@@ -150,15 +143,8 @@ impl<R: Read> Iterator for Reader<R> {
     fn next(&mut self) -> Option<Self::Item> {
         let record = self.records.next()?;
         Some(
-            record
-                .map_err(|e| {
-                    let line = e.position().map_or(0, |p| p.line());
-                    InputError::at(&self.path, line, None, e.to_string())
-                })
-                .and_then(|record| {
-                    let number = record.position().map_or(0, |p| p.line());
-                    self.line(number, &record)
-                }),
+            line::numbered(&self.path, record)
+                .and_then(|(number, record)| self.line(number, &record)),
         )
     }
 }
