@@ -462,7 +462,8 @@ async fn reconcile_command(settings: &Settings, args: &ReconcileArgs) -> Result<
 
 async fn settle_command(settings: &Settings, args: &SettleArgs) -> Result<(), CommandError> {
     let provider = configured_provider(settings, &args.provider)?;
-    let settlement = settlement::run(settings.database_url()?, provider, args)
+    let context = crate::access::command_line();
+    let settlement = settlement::run(settings.database_url()?, provider, args, &context)
         .await
         .map_err(|error| match error {
             settlement::SettleError::Runtime(e) => CommandError::Runtime(e),

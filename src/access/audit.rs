@@ -46,10 +46,12 @@ pub enum Action {
     TokenIssue,
     /// One expiry pass run by hand (`cleanup`), with what it deleted.
     IdempotencyCleanup,
+    /// A provider's settlement report settled (`settle`): the fees it booked and what it found.
+    SettlementRun,
 }
 
 impl Action {
-    pub const ALL: [Action; 18] = [
+    pub const ALL: [Action; 19] = [
         Action::SignIn,
         Action::EventReplay,
         Action::RefundRequestResolve,
@@ -68,6 +70,7 @@ impl Action {
         Action::HistoryDropPartition,
         Action::TokenIssue,
         Action::IdempotencyCleanup,
+        Action::SettlementRun,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -90,6 +93,7 @@ impl Action {
             Action::HistoryDropPartition => "history.drop_partition",
             Action::TokenIssue => "token.issue",
             Action::IdempotencyCleanup => "idempotency.cleanup",
+            Action::SettlementRun => "settlement.run",
         }
     }
 

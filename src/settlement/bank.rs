@@ -23,7 +23,7 @@ const COLUMNS: [&str; 4] = ["date", "amount", "currency", "reference"];
 pub fn read(path: &str, source: impl Read) -> Result<Vec<BankLine>, InputError> {
     let mut csv = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
-        .from_reader(source);
+        .from_reader(line::Bounded::new(source));
     let header = line::header(path, &mut csv)?;
     let at = line::columns(
         path,

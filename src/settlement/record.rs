@@ -8,6 +8,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use serde::Serialize;
 
 use super::state::{Judged, State};
+use crate::access::audit;
 
 /// One payout as a run found it.
 #[derive(Debug, Clone)]
@@ -26,14 +27,16 @@ pub struct PayoutRecord {
     pub report_file: String,
 }
 
-/// Replaces the rows of `records`' payouts, in one transaction.
+/// Replaces the rows of `records`' payouts, in one transaction with the run's audit row.
 pub async fn replace(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     provider: &str,
     records: &[PayoutRecord],
+    (actor, entry): (&audit::Context, audit::Entry),
 ) -> diesel::QueryResult<()> {
     conn.transaction(async |conn| {
+        audit::record(conn, actor, entry).await?;
         for record in records {
             let differences: Vec<serde_json::Value> = record
                 .differences

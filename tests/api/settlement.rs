@@ -329,6 +329,46 @@ async fn a_report_that_agrees_matches_books_its_fees_once_and_exits_0() {
     assert_eq!(again.count("matched"), 4, "{}", again.explain());
     assert_eq!(again.count("fee_booked"), 0, "{}", again.explain());
     assert_eq!(psp_fees(&app).await, 495);
+
+    // Each run is on record: who settled which file, what it booked and what it found.
+    let runs = settlement_runs(&app).await;
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        std::fs::read(&report).unwrap(),
+    ));
+    let seen: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+                r["changes"]["fees_booked"].as_u64().unwrap(),
+                r["changes"]["lines"].as_u64().unwrap(),
+                r["changes"]["states"]["matched"].as_u64().unwrap(),
+                r["changes"]["report_sha256"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("provider:stripe", "settled", 0, 3, 4, digest.as_str()),
+            ("provider:stripe", "settled", 2, 3, 2, digest.as_str()),
+        ],
+        "newest first: {runs:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r["actor"].as_str().unwrap().starts_with("cli:")),
+        "{runs:?}"
+    );
+}
+
+/// The audit rows of `settle`'s runs, newest first, as `GET /admin/audit` lists them.
+async fn settlement_runs(app: &TestApp) -> Vec<Value> {
+    let (status, _, body) = answer(app.admin_get("/admin/audit?action=settlement.run").await).await;
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    page["entries"].as_array().unwrap().clone()
 }
 
 #[tokio::test]
@@ -437,6 +477,20 @@ async fn each_difference_is_named_with_its_state_and_the_run_exits_1() {
     assert!(named("bank_unmatched", "bank:UNKNOWN"), "{}", run.explain());
     // po_1 by its id in the reference, po_3 by its amount: both in the bank.
     assert_eq!(run.count("bank_unmatched"), 1, "{}", run.explain());
+    let runs = settlement_runs(&app).await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["outcome"], "differs", "{runs:?}");
+    assert_eq!(
+        runs[0]["changes"]["states"]["bank_unmatched"], 1,
+        "{runs:?}"
+    );
+    assert!(
+        runs[0]["changes"]["bank_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("bank.csv"),
+        "{runs:?}"
+    );
     assert_eq!(run.count("payout_not_in_bank"), 1, "{}", run.explain());
     // The fees are Stripe's whatever else differs: booked.
     assert_eq!(psp_fees(&app).await, 520);
@@ -529,7 +583,21 @@ async fn a_bad_report_names_its_file_line_and_column_and_books_nothing() {
         "ch_a",
         "pi_a",
     );
+    // A description of 100 KB: a damaged file, refused before it fills memory.
+    let long = line(
+        "po_1",
+        "txn_c",
+        "charge",
+        ["1.00", "0.00", "1.00"],
+        &"x".repeat(100_000),
+        "pi_c",
+    );
     for (name, lines, expected) in [
+        (
+            "long.csv",
+            vec![HEADER.to_owned(), good.clone(), long],
+            "long.csv:3: a record longer than 65536 bytes",
+        ),
         (
             "amount.csv",
             vec![
@@ -587,6 +655,11 @@ async fn a_bad_report_names_its_file_line_and_column_and_books_nothing() {
         assert!(run.stderr.contains(expected), "{name}: {}", run.explain());
         assert_eq!(psp_fees(&app).await, 0, "{name}: a fee was booked");
     }
+    assert_eq!(
+        settlement_runs(&app).await,
+        Vec::<Value>::new(),
+        "a refused file is no run"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
