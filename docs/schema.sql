@@ -1070,6 +1070,44 @@ CREATE FUNCTION public.settlement_fees_post(p_merchant_id bigint, p_provider tex
 $$;
 
 --
+-- Name: settlement_fx_post(bigint, text, text[], text[], text[], bigint[], text[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.settlement_fx_post(p_merchant_id bigint, p_provider text, p_reference text[], p_payment_id text[], p_from_currency text[], p_from_minor bigint[], p_to_currency text[], p_to_minor bigint[]) RETURNS SETOF text
+    LANGUAGE sql
+    AS $$
+    WITH conversions AS (
+        SELECT DISTINCT ON (t.reference) 'settlement-fx:' || t.reference AS event_id,
+               t.payment_id, t.from_currency, t.from_minor, t.to_currency, t.to_minor
+        FROM unnest(p_reference, p_payment_id, p_from_currency, p_from_minor, p_to_currency,
+                    p_to_minor)
+             AS t(reference, payment_id, from_currency, from_minor, to_currency, to_minor)
+        ORDER BY t.reference
+    ), posted AS (
+        INSERT INTO ledger_transfers (id, merchant_id, provider, event_id, kind, payment_id)
+        SELECT nextval('ledger_transfers_id_seq'), p_merchant_id, p_provider, c.event_id, 'fx',
+               c.payment_id
+        FROM conversions c
+        ON CONFLICT DO NOTHING
+        RETURNING id, event_id
+    ), entries AS (
+        INSERT INTO ledger_entries (transfer_id, merchant_id, account, currency, amount_minor)
+        SELECT p.id, p_merchant_id, e.account, e.currency, e.amount_minor
+        FROM posted p
+        JOIN conversions c ON c.event_id = p.event_id
+        CROSS JOIN LATERAL (VALUES
+            ('psp_clearing:' || p_provider, c.from_currency, -c.from_minor),
+            ('fx:' || p_provider, c.from_currency, c.from_minor),
+            ('fx:' || p_provider, c.to_currency, -c.to_minor),
+            ('psp_clearing:' || p_provider, c.to_currency, c.to_minor))
+             AS e(account, currency, amount_minor)
+        RETURNING transfer_id
+    )
+    SELECT DISTINCT substr(p.event_id, length('settlement-fx:') + 1)
+    FROM posted p JOIN entries e ON e.transfer_id = p.id;
+$$;
+
+--
 -- Name: callback_deliveries_digest(bytea); Type: AGGREGATE; Schema: public; Owner: -
 --
 
@@ -1320,7 +1358,7 @@ CREATE TABLE public.ledger_transfers (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     refund_id text,
     dispute_id text,
-    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text, 'payout'::text, 'payout_reversal'::text, 'fee'::text])))
+    CONSTRAINT ledger_transfers_kind_check CHECK ((kind = ANY (ARRAY['payment'::text, 'refund'::text, 'chargeback'::text, 'chargeback_reversal'::text, 'refund_reversal'::text, 'payout'::text, 'payout_reversal'::text, 'fee'::text, 'fx'::text])))
 );
 
 --

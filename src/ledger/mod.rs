@@ -36,6 +36,15 @@ pub const PAYOUT: &str = "payout";
 pub const PAYOUT_REVERSAL: &str = "payout_reversal";
 /// The kind of a fee `settle` booked from a provider's report (`crate::settlement`).
 pub const SETTLEMENT_FEE: &str = "fee";
+/// The kind of a conversion `settle` booked: a line settled in another currency than it was
+/// paid in (`crate::settlement`).
+pub const SETTLEMENT_FX: &str = "fx";
+
+/// The provider's conversions, one balance per currency: what it converted from (positive)
+/// and to (negative); their ratio is the rate it applied.
+pub fn fx(provider: &str) -> String {
+    format!("fx:{provider}")
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransferKind {

@@ -8,7 +8,8 @@ use futures_util::TryStreamExt;
 
 use super::classify::Kind;
 use crate::ledger::{
-    DISPUTE_FEES, PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE, UNAPPLIED_FUNDS, psp_clearing,
+    DISPUTE_FEES, PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE, SETTLEMENT_FX, UNAPPLIED_FUNDS,
+    psp_clearing,
 };
 use crate::money::Currency;
 
@@ -50,7 +51,7 @@ impl Transfer {
         // A payout moves the provider's balance to the bank, and a settlement's fee is the
         // provider's charge, neither a payment's money: `settle` matches them to the provider's
         // report, not this comparison.
-        if [PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE].contains(&row.kind.as_str()) {
+        if [PAYOUT, PAYOUT_REVERSAL, SETTLEMENT_FEE, SETTLEMENT_FX].contains(&row.kind.as_str()) {
             return None;
         }
         let kind = if row.account == DISPUTE_FEES {

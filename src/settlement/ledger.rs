@@ -136,3 +136,44 @@ pub async fn book_fees(
     .await?;
     Ok(posted.into_iter().map(|p| p.reference).collect())
 }
+
+/// A conversion of a report line to book: `from_minor` of `from_currency` out of clearing into
+/// `fx:<provider>`, and `to_minor` of `to_currency` back (`settlement_fx_post`, migration
+/// 000066).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    pub reference: String,
+    pub payment_id: String,
+    pub from_currency: &'static str,
+    pub from_minor: i64,
+    pub to_currency: &'static str,
+    pub to_minor: i64,
+}
+
+/// Books `conversions` each once; the references of those booked now.
+pub async fn book_conversions(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    provider: &str,
+    conversions: &[Conversion],
+) -> diesel::QueryResult<Vec<String>> {
+    if conversions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let column = |f: fn(&Conversion) -> &str| conversions.iter().map(f).collect::<Vec<_>>();
+    let amounts = |f: fn(&Conversion) -> i64| conversions.iter().map(f).collect::<Vec<_>>();
+    let posted: Vec<Posted> = diesel::sql_query(
+        "SELECT reference FROM settlement_fx_post($1, $2, $3, $4, $5, $6, $7, $8) AS reference",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .bind::<Text, _>(provider)
+    .bind::<Array<Text>, _>(column(|c| c.reference.as_str()))
+    .bind::<Array<Text>, _>(column(|c| c.payment_id.as_str()))
+    .bind::<Array<Text>, _>(column(|c| c.from_currency))
+    .bind::<Array<BigInt>, _>(amounts(|c| c.from_minor))
+    .bind::<Array<Text>, _>(column(|c| c.to_currency))
+    .bind::<Array<BigInt>, _>(amounts(|c| c.to_minor))
+    .load(conn)
+    .await?;
+    Ok(posted.into_iter().map(|p| p.reference).collect())
+}

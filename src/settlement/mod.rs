@@ -18,7 +18,7 @@ pub mod record;
 pub mod state;
 pub mod stripe;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sha2::{Digest, Sha256};
 
 use self::bank::BankLine;
-use self::ledger::Fee;
+use self::ledger::{Conversion, Fee};
 pub use self::line::{InputError, Line, LineKind};
 pub use self::state::{ItemKind, Judged, State};
 use crate::access::audit;
@@ -131,6 +131,9 @@ pub struct Settlement {
     pub lines: u64,
     pub fees_booked: u64,
     pub fees_seen: u64,
+    /// Lines settled in another currency than they were paid in whose conversion this run
+    /// booked (`fx:<provider>`).
+    pub conversions_booked: u64,
     /// How many items are in each state, in the order of [`State::ALL`].
     pub counts: [u64; State::ALL.len()],
     /// The first [`PRINT_LIMIT`] items that differ, by state, kind and id.
@@ -154,8 +157,14 @@ impl Settlement {
     pub fn write_summary(&self, out: &mut dyn Write) -> std::io::Result<()> {
         writeln!(
             out,
-            "settle {} (merchant {}): {} report lines, {} fees of which {} booked now",
-            self.provider, self.merchant_id, self.lines, self.fees_seen, self.fees_booked
+            "settle {} (merchant {}): {} report lines, {} fees of which {} booked now, {} \
+             conversions booked now",
+            self.provider,
+            self.merchant_id,
+            self.lines,
+            self.fees_seen,
+            self.fees_booked,
+            self.conversions_booked
         )?;
         writeln!(out, "{:<20} {:>9}", "state", "count")?;
         for state in State::ALL {
@@ -320,9 +329,9 @@ pub async fn run(
         .await?;
     }
 
-    // Second pass: the fees, each once whatever the runs.
-    let mut fees_booked = 0u64;
-    let mut batch: Vec<(Fee, Option<Key>)> = Vec::with_capacity(FEE_BATCH);
+    // Second pass: the fees and conversions, each once whatever the runs.
+    let mut booked = Booked::default();
+    let mut batch = Batch::default();
     let bar = progress(Some(lines), "report lines booked");
     let mut booked_lines = 0u64;
     if digest_of(&path, &report)? != digest {
@@ -334,15 +343,21 @@ pub async fn run(
         let line = line?;
         booked_lines += 1;
         tick(&bar, booked_lines, "report lines booked");
-        if let Some(fee) = fee_of(&line) {
-            let owner = items_of(&line)
-                .into_iter()
-                .next()
-                .map(|(k, id, _, _)| (k, id.into_boxed_str()));
-            batch.push((fee, owner));
+        let (fee, conversion) = (fee_of(&line), conversion_of(&line));
+        if fee.is_some() || conversion.is_some() {
+            let owner = || {
+                items_of(&line)
+                    .into_iter()
+                    .next()
+                    .map(|(k, id, _, _)| (k, id.into_boxed_str()))
+            };
+            batch.fees.extend(fee.map(|fee| (fee, owner())));
+            batch
+                .conversions
+                .extend(conversion.map(|conversion| (conversion, owner())));
         }
-        if batch.len() == FEE_BATCH {
-            fees_booked += book(
+        if batch.fees.len() + batch.conversions.len() >= FEE_BATCH {
+            booked += book(
                 &mut conn,
                 merchant_id,
                 &args.provider,
@@ -352,7 +367,7 @@ pub async fn run(
             .await?;
         }
     }
-    fees_booked += book(
+    booked += book(
         &mut conn,
         merchant_id,
         &args.provider,
@@ -360,6 +375,7 @@ pub async fn run(
         &mut items,
     )
     .await?;
+    let (fees_booked, conversions_booked) = (booked.fees, booked.conversions);
     bar.finish_and_clear();
 
     let judged = judge(&items);
@@ -390,6 +406,7 @@ pub async fn run(
         lines,
         fees_booked,
         fees_seen,
+        conversions_booked,
         counts,
         differing,
     };
@@ -431,6 +448,7 @@ impl Settlement {
             "bank_file": args.bank.as_ref().map(|b| b.display().to_string()),
             "lines": self.lines,
             "fees_booked": self.fees_booked,
+            "conversions_booked": self.conversions_booked,
             "states": states,
         }))
     }
@@ -592,29 +610,95 @@ fn fee_of(line: &Line) -> Option<Fee> {
     })
 }
 
+/// The conversion a line books: one settled in another currency than it was paid in moves its
+/// gross out of clearing in the first and what it became before the provider's costs (net plus
+/// fee) back in the second, through `fx:<provider>`.
+fn conversion_of(line: &Line) -> Option<Conversion> {
+    let paid = matches!(
+        line.kind,
+        LineKind::Payment
+            | LineKind::Refund
+            | LineKind::RefundFailure
+            | LineKind::Chargeback { .. }
+            | LineKind::ChargebackReversal
+    );
+    (paid && line.currency != line.net_currency && line.gross_minor != 0).then(|| Conversion {
+        reference: line.reference.clone(),
+        payment_id: line
+            .payment_id
+            .clone()
+            .unwrap_or_else(|| line.reference.clone()),
+        from_currency: line.currency.code(),
+        from_minor: line.gross_minor,
+        to_currency: line.net_currency.code(),
+        to_minor: line.net_minor.saturating_add(line.fee_minor),
+    })
+}
+
+/// What one batch of report lines books, each with the item it belongs to.
+#[derive(Default)]
+struct Batch {
+    fees: Vec<(Fee, Option<Key>)>,
+    conversions: Vec<(Conversion, Option<Key>)>,
+}
+
+/// How many fees and conversions were booked now.
+#[derive(Debug, Default, Clone, Copy)]
+struct Booked {
+    fees: u64,
+    conversions: u64,
+}
+
+impl std::ops::AddAssign for Booked {
+    fn add_assign(&mut self, other: Self) {
+        self.fees += other.fees;
+        self.conversions += other.conversions;
+    }
+}
+
 async fn book(
     conn: &mut diesel_async::AsyncPgConnection,
     merchant_id: i64,
     provider: &str,
-    batch: &mut Vec<(Fee, Option<Key>)>,
+    batch: &mut Batch,
     items: &mut Items,
-) -> Result<u64, SettleError> {
-    let fees: Vec<Fee> = batch.iter().map(|(fee, _)| fee.clone()).collect();
-    let booked: std::collections::HashSet<String> =
-        ledger::book_fees(conn, merchant_id, provider, &fees)
+) -> Result<Booked, SettleError> {
+    let fees: Vec<Fee> = batch.fees.iter().map(|(fee, _)| fee.clone()).collect();
+    let fees_booked: HashSet<String> = ledger::book_fees(conn, merchant_id, provider, &fees)
+        .await
+        .map_err(anyhow::Error::from)?
+        .into_iter()
+        .collect();
+    let conversions: Vec<Conversion> = batch.conversions.iter().map(|(c, _)| c.clone()).collect();
+    let converted: HashSet<String> =
+        ledger::book_conversions(conn, merchant_id, provider, &conversions)
             .await
             .map_err(anyhow::Error::from)?
             .into_iter()
             .collect();
-    for (fee, owner) in batch.iter() {
-        if booked.contains(&fee.reference)
-            && let Some(item) = owner.as_ref().and_then(|key| items.get_mut(key))
-        {
+    let owners = batch
+        .fees
+        .iter()
+        .filter(|(fee, _)| fees_booked.contains(&fee.reference))
+        .map(|(_, owner)| owner)
+        .chain(
+            batch
+                .conversions
+                .iter()
+                .filter(|(c, _)| converted.contains(&c.reference))
+                .map(|(_, owner)| owner),
+        );
+    for owner in owners {
+        if let Some(item) = owner.as_ref().and_then(|key| items.get_mut(key)) {
             item.fees_booked = item.fees_booked.saturating_add(1);
         }
     }
-    batch.clear();
-    Ok(booked.len() as u64)
+    batch.fees.clear();
+    batch.conversions.clear();
+    Ok(Booked {
+        fees: fees_booked.len() as u64,
+        conversions: converted.len() as u64,
+    })
 }
 
 /// Each item's state, by reference.

@@ -38,8 +38,10 @@ async fn each_of_ledger_transfers_ledger_entries_payments_and_disputes_has_exact
     // The ledger has one writer per kind of money, each guarded by its own state: a payment's
     // transfers (payment, refund, chargeback and their reversals) by payment_apply_all, a
     // payout's by payout_apply (migration 000063, under the payout's row), a settlement's fees
-    // by settlement_fees_post (000064, once per report reference). None writes another's kinds.
-    let ledger_writers = "payment_apply_all, payout_apply, settlement_fees_post";
+    // by settlement_fees_post (000064, once per report reference) and its conversions by
+    // settlement_fx_post (000066, the same). None writes another's kinds.
+    let ledger_writers =
+        "payment_apply_all, payout_apply, settlement_fees_post, settlement_fx_post";
     for (table, verbs, writer) in [
         ("ledger_transfers", writes, ledger_writers),
         ("ledger_entries", writes, ledger_writers),
