@@ -26,7 +26,7 @@ async fn capture(app: &TestApp, amount: i64) {
 }
 
 /// The merchant's balances as `GET /admin/merchants/{id}/balances` answers them.
-async fn balances(app: &TestApp) -> BTreeMap<String, i64> {
+pub async fn balances(app: &TestApp) -> BTreeMap<String, i64> {
     let (status, _, body) = answer(
         app.admin_get(&format!("/admin/merchants/{MERCHANT}/balances"))
             .await,
@@ -52,7 +52,7 @@ async fn balances(app: &TestApp) -> BTreeMap<String, i64> {
 }
 
 /// An account's balance; 0 when the answer does not list it.
-fn at(books: &BTreeMap<String, i64>, account: &str) -> i64 {
+pub fn at(books: &BTreeMap<String, i64>, account: &str) -> i64 {
     books.get(account).copied().unwrap_or(0)
 }
 
@@ -828,6 +828,99 @@ async fn an_adyen_batch_matches_its_payments_books_its_costs_and_checks_its_payo
         "{}",
         run.explain()
     );
+}
+
+#[tokio::test]
+async fn an_adyen_line_settled_in_another_currency_books_its_conversion_once() {
+    use crate::support::ADYEN;
+    use crate::support::payloads::{Kind, payload};
+    let app = spawn_app_with(&crate::support::all_providers("")).await;
+    let order = app.create_order(MERCHANT, 10000, "USD").await;
+    for event in [
+        payload(
+            ADYEN,
+            "c",
+            "PSP1",
+            &Kind::Capture {
+                order: Some(order),
+                amount: 10000,
+                currency: "USD",
+            },
+        ),
+        payload(
+            ADYEN,
+            "r",
+            "PSP1",
+            &Kind::Refund {
+                amount: 2000,
+                currency: "USD",
+                refund_id: "PSPR1".into(),
+            },
+        ),
+    ] {
+        let (status, _, ack) = answer(app.deliver(ADYEN, &event.event_id, &event.body).await).await;
+        assert_eq!(status, 200, "{ack}");
+    }
+    // Paid in USD, settled in EUR: 100.00 USD became 92.00 EUR, less 0.50 of commission;
+    // the refund of 20.00 USD cost 18.40 EUR. The batch pays 91.50 - 18.40 = 73.10 out.
+    let in_usd = |line: String| line.replacen(",EUR,", ",USD,", 1);
+    let dir = scratch();
+    let report = write(
+        &dir,
+        "settlement_detail_report_batch_238.csv",
+        &[
+            ADYEN_HEADER.to_owned(),
+            in_usd(adyen_line(
+                "PSP1",
+                "Settled",
+                "PSP1",
+                ("", "100.00"),
+                ("", "91.50"),
+                ["0.50", "", "", ""],
+            )),
+            in_usd(adyen_line(
+                "PSP1",
+                "Refunded",
+                "PSPR1",
+                ("20.00", ""),
+                ("18.40", ""),
+                ["", "", "", ""],
+            )),
+            adyen_line(
+                "",
+                "MerchantPayout",
+                "\"TX1 batch 238, TestCompany\"",
+                ("", ""),
+                ("73.10", ""),
+                ["", "", "", ""],
+            ),
+        ],
+    );
+    let run = settle_as(&app, &dir, ADYEN, &[report.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(0), "{}", run.explain());
+    assert!(
+        run.stdout.contains("2 conversions booked now"),
+        "{}",
+        run.explain()
+    );
+    let books = balances(&app).await;
+    // Nothing left in USD at Adyen; in EUR, what the batch pays out.
+    assert_eq!(at(&books, "psp_clearing:adyen/USD"), 0, "{books:?}");
+    assert_eq!(at(&books, "psp_clearing:adyen/EUR"), 7310, "{books:?}");
+    // What Adyen converted: 80.00 USD into 73.60 EUR.
+    assert_eq!(at(&books, "fx:adyen/USD"), 8000, "{books:?}");
+    assert_eq!(at(&books, "fx:adyen/EUR"), -7360, "{books:?}");
+    assert_eq!(at(&books, "psp_fees:adyen/EUR"), 50, "{books:?}");
+
+    // Settled again: nothing is booked twice.
+    let again = settle_as(&app, &dir, ADYEN, &[report.to_str().unwrap()]).await;
+    assert_eq!(again.code, Some(0), "{}", again.explain());
+    assert!(
+        again.stdout.contains("0 conversions booked now"),
+        "{}",
+        again.explain()
+    );
+    assert_eq!(balances(&app).await, books);
 }
 
 // ---------------------------------------------------------------------------------------
