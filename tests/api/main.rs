@@ -30,6 +30,7 @@ mod hardening;
 mod health;
 mod history;
 mod limits;
+mod localstripe;
 mod migrations;
 mod money;
 mod money_findings;
