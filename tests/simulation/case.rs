@@ -385,6 +385,7 @@ fn op_of(kind: OpKind, payment: usize, truth: &Payment, rng: &mut StdRng) -> Op 
         }
     };
     let refund = nth(truth.refunds.len());
+    let payout = nth(truth.payouts.len());
     let chargeback = nth(truth.chargebacks.len());
     match kind {
         OpKind::Capture => Op::Capture { payment, percent },
@@ -408,6 +409,8 @@ fn op_of(kind: OpKind, payment: usize, truth: &Payment, rng: &mut StdRng) -> Op 
         },
         OpKind::Mediation => Op::Mediation { payment },
         OpKind::MediationWon => Op::MediationWon { payment },
+        OpKind::Payout => Op::Payout { payment },
+        OpKind::PayoutFail => Op::PayoutFail { payment, payout },
     }
 }
 

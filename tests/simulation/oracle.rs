@@ -10,7 +10,7 @@ use crate::case::{Case, OrderSpec};
 use crate::models::{Expected, Model};
 use crate::runner::{Ack, ack_groups};
 use crate::support::MERCHANT;
-use crate::truth::Payment;
+use crate::truth::{OpKind, Payment};
 use crate::world::World;
 
 /// What the ledger holds for one payment, in the same parts as [`Expected`].
@@ -23,13 +23,19 @@ pub struct Books {
     pub fees: i64,
     /// The capture's merchant-side account, and how many payment transfers there are.
     pub capture_accounts: Vec<String>,
+    /// The provider's fees a settlement booked (`psp_fees:<provider>`).
+    pub settled_fees: i64,
+    /// For a payout's id: what it moved to the bank, and its payout and reversal transfers.
+    pub bank: i64,
+    pub payout_transfers: i64,
+    pub payout_reversals: i64,
 }
 
 pub async fn books(world: &World, provider: &str, payment_id: &str) -> anyhow::Result<Books> {
     let rows = world
         .db
         .query(
-            "SELECT t.kind, e.account, sum(e.amount_minor)::bigint \
+            "SELECT t.kind, e.account, sum(e.amount_minor)::bigint, count(*) \
              FROM ledger_transfers t JOIN ledger_entries e ON e.transfer_id = t.id \
              WHERE t.merchant_id = $1 AND t.provider = $2 AND t.payment_id = $3 \
              GROUP BY 1, 2",
@@ -37,9 +43,12 @@ pub async fn books(world: &World, provider: &str, payment_id: &str) -> anyhow::R
         )
         .await?;
     let clearing = format!("psp_clearing:{provider}");
+    let fees = format!("psp_fees:{provider}");
+    let bank = format!("bank:{provider}:");
     let mut books = Books::default();
     for row in rows {
-        let (kind, account, sum): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
+        let (kind, account, sum, count): (String, String, i64, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
         let merchant_side = account == "merchant_payable" || account == "unapplied_funds";
         match (kind.as_str(), account.as_str()) {
             ("payment", a) if a == clearing => books.captured += sum,
@@ -50,6 +59,15 @@ pub async fn books(world: &World, provider: &str, payment_id: &str) -> anyhow::R
             ("chargeback", _) if merchant_side => books.withdrawn += sum,
             ("chargeback", "dispute_fees") => books.fees += sum,
             ("chargeback_reversal", a) if a == clearing => books.reinstated += sum,
+            ("fee", a) if a == fees => books.settled_fees += sum,
+            ("payout", a) if a.starts_with(&bank) => {
+                books.bank += sum;
+                books.payout_transfers += count;
+            }
+            ("payout_reversal", a) if a.starts_with(&bank) => {
+                books.bank += sum;
+                books.payout_reversals += count;
+            }
             _ => {}
         }
     }
@@ -67,6 +85,8 @@ pub async fn check(
     let provider = model.provider();
     let mut violations = Vec::new();
     let mut payable_by_order: HashMap<i64, usize> = HashMap::new();
+    // The runner paid out and settled every payment of the history (`Runner::pay_out_and_settle`).
+    let settles = model.ops().contains(&OpKind::Payout);
     for payment in payments {
         let expected = model.expect(payment);
         let books = books(world, provider, &payment.id).await?;
@@ -83,11 +103,35 @@ pub async fn check(
         if let Some(fees) = expected.fees {
             compare("fees", books.fees, fees);
         }
+        if settles {
+            compare(
+                "fees settled",
+                books.settled_fees,
+                payment.processing_fees(),
+            );
+        }
         if books.capture_accounts.len() > 1 {
             differences.push(format!(
                 "{} payment transfers (one payment moves money once)",
                 books.capture_accounts.len()
             ));
+        }
+        for payout in &payment.payouts {
+            let paid = self::books(world, provider, &payout.id).await?;
+            let truth = if payout.failed { 0 } else { payout.amount };
+            if paid.bank != truth || paid.payout_transfers > 1 || paid.payout_reversals > 1 {
+                differences.push(format!(
+                    "payout {} ({} {}, failed {}): {} in the bank by {} payout and {} reversal \
+                     transfers",
+                    payout.id,
+                    payout.amount,
+                    payment.currency,
+                    payout.failed,
+                    paid.bank,
+                    paid.payout_transfers,
+                    paid.payout_reversals
+                ));
+            }
         }
         if !differences.is_empty() {
             violations.push(format!(

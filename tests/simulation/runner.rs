@@ -16,7 +16,10 @@ use crate::models::{Model, Webhook};
 use crate::oracle;
 use crate::support::emulator::Scripted;
 use crate::support::{MERCHANT, sign};
-use crate::truth::Payment;
+use crate::truth::{Op, OpKind, Payment};
+
+/// The op ids of the end-of-month payouts (one per payment), above any step's.
+const SWEEP_OPS: u32 = 1_000_000;
 use crate::world::World;
 
 /// What one history did and what it broke.
@@ -159,8 +162,16 @@ impl<'w> Runner<'w> {
                 return Ok(());
             }
         }
-        // The provider's first attempts of what no step delivered, then its retries of what
-        // is parked, until each is acknowledged or its schedule is spent.
+        self.drain().await;
+        if self.model.ops().contains(&OpKind::Payout) && self.report.violations.is_empty() {
+            self.pay_out_and_settle().await?;
+        }
+        Ok(())
+    }
+
+    /// The provider's first attempts of what no step delivered, then its retries of what is
+    /// parked, until each is acknowledged or its schedule is spent.
+    async fn drain(&mut self) {
         let rest: Vec<WebhookRef> = self
             .webhooks
             .keys()
@@ -177,6 +188,58 @@ impl<'w> Runner<'w> {
             self.now = self.now.max(next);
             self.retry_due().await;
         }
+    }
+
+    /// The end of the month: the provider pays out what each payment's balance still holds,
+    /// then finance settles the history's report twice. Each run must agree with the books
+    /// (exit 0); the second must book nothing. The fees it booked are checked by the oracle.
+    async fn pay_out_and_settle(&mut self) -> anyhow::Result<()> {
+        for payment in 0..self.payments.len() {
+            self.operate(SWEEP_OPS + payment as u32, &Op::Payout { payment });
+        }
+        self.drain().await;
+        let Some(report) = self.model.settlement_report(&self.payments) else {
+            return Ok(());
+        };
+        if report.lines().count() <= 1 {
+            return Ok(());
+        }
+        let path = self
+            .world
+            .dir
+            .join(format!("settlement-{}.csv", self.history));
+        std::fs::write(&path, &report)?;
+        let args = vec![
+            "settle".to_owned(),
+            "--provider".to_owned(),
+            self.model.provider().to_owned(),
+            path.display().to_string(),
+        ];
+        for (run, booked_now) in [("first", None), ("second", Some(0))] {
+            match self.world.command_async(args.clone()).await {
+                Err(error) => {
+                    self.report.violations.push(format!(
+                        "the {run} settlement of the history's report differs from the books: \
+                         {error:#}\nreport:\n{report}"
+                    ));
+                    return Ok(());
+                }
+                Ok(out) => {
+                    let booked = out
+                        .lines()
+                        .next()
+                        .and_then(|l| l.split(" fees of which ").nth(1))
+                        .and_then(|l| l.split_whitespace().next())
+                        .and_then(|n| n.parse::<u64>().ok());
+                    if booked_now.is_some() && booked != booked_now {
+                        self.report
+                            .violations
+                            .push(format!("the {run} settlement booked fees again: {out}"));
+                    }
+                }
+            }
+        }
+        std::fs::remove_file(&path)?;
         Ok(())
     }
 

@@ -40,6 +40,11 @@ pub enum Op {
     Mediation { payment: usize },
     /// The mediation ends in the merchant's favour: the payment returns to its status.
     MediationWon { payment: usize },
+    /// The provider pays out what the payment's balance lines not paid out yet add up to
+    /// (Stripe's automatic payout of the balance, one payment's share of it).
+    Payout { payment: usize },
+    /// A payout that was paid fails: its money and its lines go back to the balance.
+    PayoutFail { payment: usize, payout: usize },
 }
 
 impl Op {
@@ -55,7 +60,9 @@ impl Op {
             | Op::Reverse { payment, .. }
             | Op::Lose { payment, .. }
             | Op::Mediation { payment }
-            | Op::MediationWon { payment } => payment,
+            | Op::MediationWon { payment }
+            | Op::Payout { payment }
+            | Op::PayoutFail { payment, .. } => payment,
         }
     }
 }
@@ -73,6 +80,8 @@ pub enum OpKind {
     Lose,
     Mediation,
     MediationWon,
+    Payout,
+    PayoutFail,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +133,31 @@ pub struct Chargeback {
     pub after_reversal: bool,
 }
 
+/// A payout of a payment's balance lines.
+#[derive(Debug, Clone)]
+pub struct Payout {
+    pub id: String,
+    pub amount: i64,
+    pub failed: bool,
+}
+
+/// One movement of a payment in the provider's balance, as its settlement report lists it
+/// (Stripe's balance transaction): `category` is the report's `reporting_category`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceLine {
+    /// Unique in the payment: `charge`, a refund's or a dispute's id (`_r` for its reversal).
+    pub key: String,
+    pub category: &'static str,
+    pub gross: i64,
+    pub fee: i64,
+}
+
+impl BalanceLine {
+    pub fn net(&self) -> i64 {
+        self.gross - self.fee
+    }
+}
+
 /// One payment at the provider.
 #[derive(Debug, Clone)]
 pub struct Payment {
@@ -143,6 +177,9 @@ pub struct Payment {
     pub mediation: bool,
     /// Ids made so far for this payment's refunds and chargebacks.
     pub made: usize,
+    pub payouts: Vec<Payout>,
+    /// The balance lines paid out, by key, with the payout (an index) that paid them.
+    pub paid_out: std::collections::BTreeMap<String, usize>,
 }
 
 /// What an operation changed, for the model to tell about.
@@ -160,6 +197,8 @@ pub enum Change {
     Lost(usize),
     MediationOpened,
     MediationWon,
+    PaidOut(usize),
+    PayoutFailed(usize),
 }
 
 impl Payment {
@@ -182,7 +221,68 @@ impl Payment {
             chargebacks: Vec::new(),
             mediation: false,
             made: 0,
+            payouts: Vec::new(),
+            paid_out: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// The provider's processing fee for a capture: 2.9 % and 30 minor units (none for a
+    /// currency without minor units), as Stripe's standard card pricing.
+    pub fn processing_fee(&self) -> i64 {
+        let fixed = if self.currency == "JPY" { 0 } else { 30 };
+        self.captured * 29 / 1000 + fixed
+    }
+
+    /// Every movement of the payment in the provider's balance so far.
+    pub fn balance_lines(&self) -> Vec<BalanceLine> {
+        let mut lines = Vec::new();
+        if self.status == Status::Captured {
+            lines.push(BalanceLine {
+                key: "charge".into(),
+                category: "charge",
+                gross: self.captured,
+                fee: self.processing_fee(),
+            });
+        }
+        for refund in self
+            .refunds
+            .iter()
+            .filter(|r| r.state == RefundState::Succeeded)
+        {
+            lines.push(BalanceLine {
+                key: refund.id.clone(),
+                category: "refund",
+                gross: -refund.amount,
+                fee: 0,
+            });
+        }
+        for cb in &self.chargebacks {
+            lines.push(BalanceLine {
+                key: cb.id.clone(),
+                category: "dispute",
+                gross: -cb.amount,
+                fee: cb.fee,
+            });
+            if cb.state == DisputeState::Reinstated {
+                lines.push(BalanceLine {
+                    key: format!("{}_r", cb.id),
+                    category: "dispute_reversal",
+                    gross: cb.amount,
+                    fee: 0,
+                });
+            }
+        }
+        lines
+    }
+
+    /// The fees a settlement of its lines books: each capture's processing fee (a dispute's
+    /// fee is in the books with its chargeback).
+    pub fn processing_fees(&self) -> i64 {
+        self.balance_lines()
+            .iter()
+            .filter(|l| l.category != "dispute")
+            .map(|l| l.fee)
+            .sum()
     }
 
     /// Refunds that moved money and still stand (pending ones count where `pending_counts`).
@@ -404,6 +504,33 @@ impl Payment {
                 }
                 self.mediation = false;
                 Some(Change::MediationWon)
+            }
+            Op::Payout { .. } => {
+                let unpaid: Vec<BalanceLine> = self
+                    .balance_lines()
+                    .into_iter()
+                    .filter(|l| !self.paid_out.contains_key(&l.key))
+                    .collect();
+                let amount: i64 = unpaid.iter().map(BalanceLine::net).sum();
+                if amount == 0 {
+                    return None;
+                }
+                let index = self.payouts.len();
+                for line in unpaid {
+                    self.paid_out.insert(line.key, index);
+                }
+                self.payouts.push(Payout {
+                    id: format!("po_{}_{index}", self.id_stem()),
+                    amount,
+                    failed: false,
+                });
+                Some(Change::PaidOut(index))
+            }
+            Op::PayoutFail { payout, .. } => {
+                let failed = self.payouts.get_mut(payout).filter(|p| !p.failed)?;
+                failed.failed = true;
+                self.paid_out.retain(|_, paid_by| *paid_by != payout);
+                Some(Change::PayoutFailed(payout))
             }
         }
     }

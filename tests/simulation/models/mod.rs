@@ -132,6 +132,11 @@ pub trait Model: Send + Sync {
     fn event_ids(&self, webhook: &Webhook) -> Vec<String> {
         vec![webhook.id.clone()]
     }
+    /// Its settlement report of `payments`' lines paid out so far, for a provider whose
+    /// payments the simulator pays out (`OpKind::Payout`).
+    fn settlement_report(&self, _payments: &[Payment]) -> Option<String> {
+        None
+    }
     /// Two webhooks it may send as one request (Adyen's items, GoCardless's events).
     fn merge(&self, _first: &Webhook, _second: &Webhook) -> Option<Webhook> {
         None
@@ -185,6 +190,12 @@ pub fn decimal(minor: i64, currency: &str) -> String {
             )
         }
     }
+}
+
+/// Like [`decimal`], for an amount of either sign.
+pub fn decimal_signed(minor: i64, currency: &str) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    format!("{sign}{}", decimal(minor.abs(), currency))
 }
 
 pub fn exponent(currency: &str) -> u32 {

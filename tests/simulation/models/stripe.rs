@@ -3,13 +3,16 @@
 //! charge's cumulative `amount_refunded`, `charge.dispute.funds_withdrawn` with the dispute's
 //! balance transaction and its fee, `charge.dispute.funds_reinstated`, `charge.dispute.closed`).
 //! A charge has at most one dispute. Stripe retries an unacknowledged event for up to three
-//! days with exponential backoff.
+//! days with exponential backoff. Payouts: `payout.paid` with the payout object, and
+//! `payout.failed` when one that was paid fails ("Some payouts that fail might initially show
+//! as paid, then change to failed"); the settlement report is the itemized payout
+//! reconciliation report ([`Stripe::report`]).
 
 use serde_json::json;
 
 use super::{Expected, Model, Webhook};
 use crate::support::{MERCHANT, STRIPE, STRIPE_SECRET};
-use crate::truth::{Change, Payment, Rules};
+use crate::truth::{Change, OpKind, Payment, Rules};
 
 pub struct Stripe;
 
@@ -27,6 +30,23 @@ impl Model for Stripe {
 
     fn currencies(&self) -> &'static [&'static str] {
         &["USD", "EUR", "JPY"]
+    }
+
+    fn ops(&self) -> &'static [OpKind] {
+        &[
+            OpKind::Capture,
+            OpKind::Fail,
+            OpKind::Refund,
+            OpKind::Chargeback,
+            OpKind::Reverse,
+            OpKind::Lose,
+            OpKind::Payout,
+            OpKind::PayoutFail,
+        ]
+    }
+
+    fn settlement_report(&self, payments: &[Payment]) -> Option<String> {
+        Some(Stripe::report(payments))
     }
 
     fn provider_toml(&self, _api: Option<&crate::support::emulator::Emulator>) -> String {
@@ -117,6 +137,22 @@ impl Model for Stripe {
                 "charge.dispute.closed",
                 dispute(c, "lost", false),
             )],
+            Change::PaidOut(n) | Change::PayoutFailed(n) => {
+                let payout = &p.payouts[n];
+                let (kind, status, failure) = if payout.failed {
+                    ("payout.failed", "failed", json!("could_not_process"))
+                } else {
+                    ("payout.paid", "paid", serde_json::Value::Null)
+                };
+                vec![event(
+                    "",
+                    kind,
+                    json!({"id": payout.id, "object": "payout", "amount": payout.amount,
+                           "arrival_date": 1764892800, "automatic": true, "currency": currency,
+                           "method": "standard", "status": status, "type": "bank_account",
+                           "failure_code": failure}),
+                )]
+            }
             _ => Vec::new(),
         }
     }
@@ -129,5 +165,43 @@ impl Model for Stripe {
         &[
             1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 720, 720, 720, 720, 720,
         ]
+    }
+}
+
+impl Stripe {
+    /// The itemized payout reconciliation report of `payments`' lines paid out by payouts
+    /// that stand (with the `payment_intent_id` column asked for), amounts in major units; and
+    /// the lines still in the balance, without a payout, as the balance change from activity
+    /// report lists them (those that add up to nothing: no payout takes them).
+    pub fn report(payments: &[Payment]) -> String {
+        let mut out = String::from(
+            "automatic_payout_id,balance_transaction_id,created_utc,currency,gross,fee,net,\
+             reporting_category,source_id,payment_intent_id\n",
+        );
+        let now = chrono::Utc::now().format("%Y-%m-%d %H:%M:%S");
+        for p in payments {
+            let currency = p.currency.to_lowercase();
+            for line in p.balance_lines() {
+                let payout = p
+                    .paid_out
+                    .get(&line.key)
+                    .map_or("", |n| p.payouts[*n].id.as_str());
+                let major = |minor: i64| super::decimal_signed(minor, p.currency);
+                out.push_str(&format!(
+                    "{},txn_{}_{},{now},{currency},{},{},{},{},{}_{},{}\n",
+                    payout,
+                    p.id,
+                    line.key,
+                    major(line.gross),
+                    major(line.fee),
+                    major(line.net()),
+                    line.category,
+                    line.key,
+                    p.id,
+                    p.id
+                ));
+            }
+        }
+        out
     }
 }
