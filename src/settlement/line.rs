@@ -229,9 +229,13 @@ mod tests {
 
     fn read_all(text: &[u8]) -> Result<usize, u64> {
         let mut out = Vec::new();
-        Bounded::new(text)
-            .read_to_end(&mut out)
-            .map_err(|e| e.get_ref().unwrap().downcast_ref::<RecordTooLong>().unwrap().line)
+        Bounded::new(text).read_to_end(&mut out).map_err(|e| {
+            e.get_ref()
+                .unwrap()
+                .downcast_ref::<RecordTooLong>()
+                .unwrap()
+                .line
+        })
     }
 
     #[test]
