@@ -1101,6 +1101,9 @@ CREATE FUNCTION public.settlement_fx_post(p_merchant_id bigint, p_provider text,
             ('fx:' || p_provider, c.to_currency, -c.to_minor),
             ('psp_clearing:' || p_provider, c.to_currency, c.to_minor))
              AS e(account, currency, amount_minor)
+        -- A line whose gross became nothing after rounding (50 IDR is 0.00 EUR) moves its gross
+        -- into fx and nothing back: a ledger entry is never zero.
+        WHERE e.amount_minor <> 0
         RETURNING transfer_id
     )
     SELECT DISTINCT substr(p.event_id, length('settlement-fx:') + 1)

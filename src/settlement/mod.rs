@@ -585,14 +585,17 @@ fn items_of(line: &Line) -> Vec<(ItemKind, String, i64, Currency)> {
     out
 }
 
-/// The fee a line books: a payment's, refund's or (when the webhooks do not carry it) a
-/// chargeback's fee, or the provider's own fee line. A chargeback's fee the webhooks carried is
-/// in the books (`dispute_fees`), so it is compared, not booked.
+/// The fee a line books: a payment's, refund's, reinstatement's or (when the webhooks do not
+/// carry it) a chargeback's fee, or the provider's own fee line. A chargeback's fee the webhooks
+/// carried is in the books (`dispute_fees`), so it is compared, not booked; a fee given back
+/// with a reinstatement (Stripe's `dispute_reversal`, a negative fee) is booked back out of
+/// `psp_fees`, so clearing holds what the provider holds.
 fn fee_of(line: &Line) -> Option<Fee> {
     let fee_minor = match line.kind {
         LineKind::Payment
         | LineKind::Refund
         | LineKind::RefundFailure
+        | LineKind::ChargebackReversal
         | LineKind::Chargeback {
             fee_in_books: false,
         } => line.fee_minor,
@@ -714,7 +717,12 @@ fn state_of(kind: ItemKind, item: &Item) -> State {
         return State::MissingInLedger;
     }
     let stated_differs = match (&item.report, &item.stated) {
-        (Some(r), Some(s)) => r.amount_minor != s.amount_minor || r.currency != s.currency,
+        (Some(r), Some(s)) => {
+            r.unsummable
+                || s.unsummable
+                || r.amount_minor != s.amount_minor
+                || r.currency != s.currency
+        }
         _ => false,
     };
     match (item.reported(), &item.ledger) {
@@ -859,9 +867,13 @@ fn match_bank(items: &Items, statement: &[BankLine]) -> Vec<Judged> {
             item.reported().map(|r| {
                 (
                     &**id,
+                    // A sum of two currencies, or past 64 bits, names no currency: no bank
+                    // line matches it by amount, and one that names it is a mismatch.
                     (
                         i128::from(r.amount_minor),
-                        r.currency.map_or("", Currency::code),
+                        r.currency
+                            .filter(|_| !r.unsummable)
+                            .map_or("", Currency::code),
                     ),
                 )
             })
@@ -942,6 +954,54 @@ mod tests {
             (small.amount_minor, small.count, small.unsummable),
             (3, 2, false)
         );
+    }
+
+    fn side(currency: &str, amounts: &[i64]) -> Option<Side> {
+        let mut side = Side::default();
+        for amount in amounts {
+            side.add(Currency::parse(currency), *amount);
+        }
+        Some(side)
+    }
+
+    #[test]
+    fn a_payout_of_two_currencies_is_unbalanced_whatever_it_states() {
+        // 100.00 EUR and 50.00 USD add up to 15000 "EUR", the amount the payout states.
+        let item = Item {
+            report: side("EUR", &[10_000]).map(|mut s| {
+                s.add(Currency::parse("USD"), 5_000);
+                s
+            }),
+            stated: side("EUR", &[15_000]),
+            ..Item::default()
+        };
+        assert_eq!(state_of(ItemKind::Payout, &item), State::PayoutUnbalanced);
+        let lone = Item {
+            report: side("EUR", &[10_000, 5_000]),
+            stated: side("EUR", &[15_000]),
+            ..Item::default()
+        };
+        assert_eq!(state_of(ItemKind::Payout, &lone), State::Matched);
+    }
+
+    #[test]
+    fn a_reinstatement_books_its_costs() {
+        let eur = Currency::parse("EUR").unwrap();
+        let line = Line {
+            number: 2,
+            reference: "adyen:238:ChargebackReversed:PSP1:CB1".into(),
+            payout_id: Some("batch 238".into()),
+            kind: LineKind::ChargebackReversal,
+            payment_id: Some("PSP1".into()),
+            object_id: Some("CB1".into()),
+            currency: eur,
+            gross_minor: 10_000,
+            fee_minor: 50,
+            net_minor: 9_950,
+            net_currency: eur,
+            at: Vec::new(),
+        };
+        assert_eq!(fee_of(&line).map(|f| f.fee_minor), Some(50));
     }
 
     #[test]

@@ -921,6 +921,53 @@ async fn an_adyen_line_settled_in_another_currency_books_its_conversion_once() {
         again.explain()
     );
     assert_eq!(balances(&app).await, books);
+
+    // 1 JPY became 0.00 EUR: the yen go to fx:adyen and nothing comes back (no zero entry).
+    let order = app.create_order(MERCHANT, 1, "JPY").await;
+    let tiny = payload(
+        ADYEN,
+        "c2",
+        "PSP2",
+        &Kind::Capture {
+            order: Some(order),
+            amount: 1,
+            currency: "JPY",
+        },
+    );
+    let (status, _, ack) = answer(app.deliver(ADYEN, &tiny.event_id, &tiny.body).await).await;
+    assert_eq!(status, 200, "{ack}");
+    let report = write(
+        &dir,
+        "settlement_detail_report_batch_239.csv",
+        &[
+            ADYEN_HEADER.to_owned(),
+            adyen_line(
+                "PSP2",
+                "Settled",
+                "PSP2",
+                ("", "1"),
+                ("", "0.00"),
+                ["", "", "", ""],
+            )
+            .replacen(",EUR,", ",JPY,", 1)
+            .replace(",238", ",239"),
+            adyen_line(
+                "",
+                "MerchantPayout",
+                "\"TX2 batch 239, TestCompany\"",
+                ("", ""),
+                ("0.00", ""),
+                ["", "", "", ""],
+            )
+            .replace(",238", ",239"),
+        ],
+    );
+    let run = settle_as(&app, &dir, ADYEN, &[report.to_str().unwrap()]).await;
+    assert_eq!(run.code, Some(0), "{}", run.explain());
+    let books = balances(&app).await;
+    assert_eq!(at(&books, "psp_clearing:adyen/JPY"), 0, "{books:?}");
+    assert_eq!(at(&books, "fx:adyen/JPY"), 1, "{books:?}");
+    assert_eq!(at(&books, "psp_clearing:adyen/EUR"), 7310, "{books:?}");
 }
 
 // ---------------------------------------------------------------------------------------
