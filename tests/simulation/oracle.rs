@@ -10,7 +10,7 @@ use crate::case::{Case, OrderSpec};
 use crate::models::{Expected, Model};
 use crate::runner::{Ack, ack_groups};
 use crate::support::MERCHANT;
-use crate::truth::{OpKind, Payment};
+use crate::truth::Payment;
 use crate::world::World;
 
 /// What the ledger holds for one payment, in the same parts as [`Expected`].
@@ -81,12 +81,11 @@ pub async fn check(
     payments: &[Payment],
     acks: &[Ack],
     case: &Case,
+    settled: bool,
 ) -> anyhow::Result<Vec<String>> {
     let provider = model.provider();
     let mut violations = Vec::new();
     let mut payable_by_order: HashMap<i64, usize> = HashMap::new();
-    // The runner paid out and settled every payment of the history (`Runner::pay_out_and_settle`).
-    let settles = model.ops().contains(&OpKind::Payout);
     for payment in payments {
         let expected = model.expect(payment);
         let books = books(world, provider, &payment.id).await?;
@@ -103,7 +102,7 @@ pub async fn check(
         if let Some(fees) = expected.fees {
             compare("fees", books.fees, fees);
         }
-        if settles {
+        if settled {
             compare(
                 "fees settled",
                 books.settled_fees,
@@ -213,6 +212,39 @@ pub async fn check(
         violations.push(format!(
             "{unbalanced} transfers do not balance in their currency"
         ));
+    }
+    // Paid out and settled (`Runner::pay_out_and_settle`): every payment's balance went to the
+    // bank, so what clearing holds for it and its payouts is nothing, in every currency.
+    if settled {
+        let mut ids = ids.clone();
+        ids.extend(
+            payments
+                .iter()
+                .flat_map(|p| p.payouts.iter().map(|po| po.id.clone())),
+        );
+        let left = world
+            .db
+            .query(
+                "SELECT e.currency, sum(e.amount_minor)::bigint FROM ledger_transfers t \
+                 JOIN ledger_entries e ON e.transfer_id = t.id \
+                 WHERE t.merchant_id = $1 AND t.provider = $2 AND t.payment_id = ANY($3) \
+                   AND e.account = $4 \
+                 GROUP BY 1 HAVING sum(e.amount_minor) <> 0",
+                &[
+                    &MERCHANT,
+                    &provider,
+                    &ids,
+                    &format!("psp_clearing:{provider}"),
+                ],
+            )
+            .await?;
+        for row in left {
+            let (currency, amount): (String, i64) = (row.get(0), row.get(1));
+            violations.push(format!(
+                "every balance was paid out and settled, yet clearing holds {amount} {currency} \
+                 for the history's payments"
+            ));
+        }
     }
     for ((event, epoch), group) in ack_groups(acks) {
         let first = group[0];

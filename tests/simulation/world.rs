@@ -216,6 +216,17 @@ impl World {
     /// it fails, as an operator would after a lost connection: only a command that keeps
     /// failing is an error.
     pub async fn command_async(self: &Arc<Self>, args: Vec<String>) -> anyhow::Result<String> {
+        self.command_async_tries(args, 5).await
+    }
+
+    /// Like [`Self::command_async`], with `tries` runs for a failure other than a lost
+    /// connection: 1 for a command whose first answer is what is checked (`settle`'s exit 1
+    /// is its finding, and a second run would book nothing and exit 0).
+    pub async fn command_async_tries(
+        self: &Arc<Self>,
+        args: Vec<String>,
+        tries: usize,
+    ) -> anyhow::Result<String> {
         // An operator runs a command cut by a lost connection again; the cuts of the other
         // histories come at any moment, so a long command (an archive reads and hashes every
         // row of a month) may need several runs. Any other failure gets five.
@@ -236,7 +247,7 @@ impl World {
                         other_failures += 1;
                     }
                     last = Some(error);
-                    if other_failures == 5 {
+                    if other_failures == tries {
                         break;
                     }
                 }
