@@ -408,6 +408,8 @@ fn connection_lost(error: &str) -> bool {
         "terminating connection",
         "connection closed",
         "server closed the connection",
+        // A cut that lands while a command connects (`settle`, tried once otherwise).
+        "Connection reset by peer",
     ]
     .iter()
     .any(|cut| error.contains(cut))
