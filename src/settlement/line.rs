@@ -53,6 +53,16 @@ pub struct Line {
     pub at: Vec<DateTime<Utc>>,
 }
 
+impl Line {
+    /// The payment a fee or conversion of the line is booked under: its payment, or for a line
+    /// without one (a provider's own fee) its own reference.
+    pub fn payment_or_reference(&self) -> String {
+        self.payment_id
+            .clone()
+            .unwrap_or_else(|| self.reference.clone())
+    }
+}
+
 /// What a report line moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineKind {

@@ -345,16 +345,18 @@ pub async fn run(
         tick(&bar, booked_lines, "report lines booked");
         let (fee, conversion) = (fee_of(&line), conversion_of(&line));
         if fee.is_some() || conversion.is_some() {
-            let owner = || {
-                items_of(&line)
-                    .into_iter()
-                    .next()
-                    .map(|(k, id, _, _)| (k, id.into_boxed_str()))
-            };
-            batch.fees.extend(fee.map(|fee| (fee, owner())));
-            batch
-                .conversions
-                .extend(conversion.map(|conversion| (conversion, owner())));
+            let owner = items_of(&line)
+                .into_iter()
+                .next()
+                .map(|(k, id, _, _)| (k, id.into_boxed_str()));
+            if let Some(fee) = fee {
+                batch.fees.push(fee);
+                batch.fee_owners.push(owner.clone());
+            }
+            if let Some(conversion) = conversion {
+                batch.conversions.push(conversion);
+                batch.conversion_owners.push(owner);
+            }
         }
         if batch.fees.len() + batch.conversions.len() >= FEE_BATCH {
             booked += book(
@@ -604,10 +606,7 @@ fn fee_of(line: &Line) -> Option<Fee> {
     };
     (fee_minor != 0).then(|| Fee {
         reference: line.reference.clone(),
-        payment_id: line
-            .payment_id
-            .clone()
-            .unwrap_or_else(|| line.reference.clone()),
+        payment_id: line.payment_or_reference(),
         currency: line.net_currency.code(),
         fee_minor,
     })
@@ -627,10 +626,7 @@ fn conversion_of(line: &Line) -> Option<Conversion> {
     );
     (paid && line.currency != line.net_currency && line.gross_minor != 0).then(|| Conversion {
         reference: line.reference.clone(),
-        payment_id: line
-            .payment_id
-            .clone()
-            .unwrap_or_else(|| line.reference.clone()),
+        payment_id: line.payment_or_reference(),
         from_currency: line.currency.code(),
         from_minor: line.gross_minor,
         to_currency: line.net_currency.code(),
@@ -638,11 +634,13 @@ fn conversion_of(line: &Line) -> Option<Conversion> {
     })
 }
 
-/// What one batch of report lines books, each with the item it belongs to.
+/// What one batch of report lines books, and beside each (same index) the item it belongs to.
 #[derive(Default)]
 struct Batch {
-    fees: Vec<(Fee, Option<Key>)>,
-    conversions: Vec<(Conversion, Option<Key>)>,
+    fees: Vec<Fee>,
+    fee_owners: Vec<Option<Key>>,
+    conversions: Vec<Conversion>,
+    conversion_owners: Vec<Option<Key>>,
 }
 
 /// How many fees and conversions were booked now.
@@ -666,28 +664,26 @@ async fn book(
     batch: &mut Batch,
     items: &mut Items,
 ) -> Result<Booked, SettleError> {
-    let fees: Vec<Fee> = batch.fees.iter().map(|(fee, _)| fee.clone()).collect();
-    let fees_booked: HashSet<String> = ledger::book_fees(conn, merchant_id, provider, &fees)
+    let fees_booked: HashSet<String> = ledger::book_fees(conn, merchant_id, provider, &batch.fees)
         .await
         .map_err(anyhow::Error::from)?
         .into_iter()
         .collect();
-    let conversions: Vec<Conversion> = batch.conversions.iter().map(|(c, _)| c.clone()).collect();
     let converted: HashSet<String> =
-        ledger::book_conversions(conn, merchant_id, provider, &conversions)
+        ledger::book_conversions(conn, merchant_id, provider, &batch.conversions)
             .await
             .map_err(anyhow::Error::from)?
             .into_iter()
             .collect();
-    let owners = batch
-        .fees
-        .iter()
+    let fee_owners = batch.fees.iter().zip(&batch.fee_owners);
+    let owners = fee_owners
         .filter(|(fee, _)| fees_booked.contains(&fee.reference))
         .map(|(_, owner)| owner)
         .chain(
             batch
                 .conversions
                 .iter()
+                .zip(&batch.conversion_owners)
                 .filter(|(c, _)| converted.contains(&c.reference))
                 .map(|(_, owner)| owner),
         );
@@ -697,7 +693,9 @@ async fn book(
         }
     }
     batch.fees.clear();
+    batch.fee_owners.clear();
     batch.conversions.clear();
+    batch.conversion_owners.clear();
     Ok(Booked {
         fees: fees_booked.len() as u64,
         conversions: converted.len() as u64,
