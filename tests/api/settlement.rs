@@ -688,6 +688,36 @@ fn adyen_line(
     )
 }
 
+/// Adyen's capture of `amount` (payment PSP1, for a new order) and its refund PSPR1 of
+/// `refunded`, delivered as Adyen sends them.
+async fn adyen_capture_and_refund(
+    app: &TestApp,
+    amount: i64,
+    refunded: i64,
+    currency: &'static str,
+) {
+    use crate::support::ADYEN;
+    use crate::support::payloads::{Kind, payload};
+    let order = app.create_order(MERCHANT, amount, currency).await;
+    let refund = Kind::Refund {
+        amount: refunded,
+        currency,
+        refund_id: "PSPR1".into(),
+    };
+    let capture = Kind::Capture {
+        order: Some(order),
+        amount,
+        currency,
+    };
+    for event in [
+        payload(ADYEN, "c", "PSP1", &capture),
+        payload(ADYEN, "r", "PSP1", &refund),
+    ] {
+        let (status, _, ack) = answer(app.deliver(ADYEN, &event.event_id, &event.body).await).await;
+        assert_eq!(status, 200, "{ack}");
+    }
+}
+
 async fn settle_as(app: &TestApp, dir: &std::path::Path, provider: &str, args: &[&str]) -> Run {
     let config = dir.join("gateway.toml");
     std::fs::write(
@@ -715,34 +745,8 @@ async fn settle_as(app: &TestApp, dir: &std::path::Path, provider: &str, args: &
 #[tokio::test]
 async fn an_adyen_batch_matches_its_payments_books_its_costs_and_checks_its_payout() {
     use crate::support::ADYEN;
-    use crate::support::payloads::{Kind, payload};
     let app = spawn_app_with(&crate::support::all_providers("")).await;
-    let order = app.create_order(MERCHANT, 3145, "EUR").await;
-    for event in [
-        payload(
-            ADYEN,
-            "c",
-            "PSP1",
-            &Kind::Capture {
-                order: Some(order),
-                amount: 3145,
-                currency: "EUR",
-            },
-        ),
-        payload(
-            ADYEN,
-            "r",
-            "PSP1",
-            &Kind::Refund {
-                amount: 1000,
-                currency: "EUR",
-                refund_id: "PSPR1".into(),
-            },
-        ),
-    ] {
-        let (status, _, ack) = answer(app.deliver(ADYEN, &event.event_id, &event.body).await).await;
-        assert_eq!(status, 200, "{ack}");
-    }
+    adyen_capture_and_refund(&app, 3145, 1000, "EUR").await;
     let dir = scratch();
     let lines = |payout: &str| {
         vec![
@@ -835,32 +839,7 @@ async fn an_adyen_line_settled_in_another_currency_books_its_conversion_once() {
     use crate::support::ADYEN;
     use crate::support::payloads::{Kind, payload};
     let app = spawn_app_with(&crate::support::all_providers("")).await;
-    let order = app.create_order(MERCHANT, 10000, "USD").await;
-    for event in [
-        payload(
-            ADYEN,
-            "c",
-            "PSP1",
-            &Kind::Capture {
-                order: Some(order),
-                amount: 10000,
-                currency: "USD",
-            },
-        ),
-        payload(
-            ADYEN,
-            "r",
-            "PSP1",
-            &Kind::Refund {
-                amount: 2000,
-                currency: "USD",
-                refund_id: "PSPR1".into(),
-            },
-        ),
-    ] {
-        let (status, _, ack) = answer(app.deliver(ADYEN, &event.event_id, &event.body).await).await;
-        assert_eq!(status, 200, "{ack}");
-    }
+    adyen_capture_and_refund(&app, 10000, 2000, "USD").await;
     // Paid in USD, settled in EUR: 100.00 USD became 92.00 EUR, less 0.50 of commission;
     // the refund of 20.00 USD cost 18.40 EUR. The batch pays 91.50 - 18.40 = 73.10 out.
     let in_usd = |line: String| line.replacen(",EUR,", ",USD,", 1);
