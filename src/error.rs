@@ -71,9 +71,9 @@ pub enum ApiError {
     /// A merchant endpoint's URL or description the API does not take.
     #[error("{message}")]
     InvalidEndpoint { code: &'static str, message: String },
-    /// The merchant has its one endpoint already.
+    /// The merchant has as many endpoints as `[notifications] endpoints_per_merchant` allows.
     #[error("{0}")]
-    EndpointExists(String),
+    TooManyEndpoints(String),
     /// A feature the gateway's configuration leaves off (e.g. endpoints by API without
     /// `[secrets] key`): a retry cannot help until an operator configures it.
     #[error("{0}")]
@@ -167,7 +167,7 @@ impl ApiError {
             ApiError::InvalidQuery(_) => "invalid_query",
             ApiError::InvalidRequest(_) => "invalid_request",
             ApiError::InvalidEndpoint { code, .. } => code,
-            ApiError::EndpointExists(_) => "endpoint_exists",
+            ApiError::TooManyEndpoints(_) => "too_many_endpoints",
             ApiError::EndpointDisabledByOperator => "endpoint_disabled_by_operator",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::NotConfigured(_) => "not_configured",
@@ -255,7 +255,7 @@ impl ResponseError for ApiError {
             | ApiError::InvalidRequest(_)
             | ApiError::InvalidEndpoint { .. }
             | ApiError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
-            ApiError::EndpointExists(_) | ApiError::EndpointDisabledByOperator => {
+            ApiError::TooManyEndpoints(_) | ApiError::EndpointDisabledByOperator => {
                 StatusCode::CONFLICT
             }
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -419,11 +419,27 @@ impl From<EndpointError> for ApiError {
                     message: invalid.to_string(),
                 }
             }
+            EndpointError::Invalid(invalid @ InvalidEndpoint::EventType(_)) => {
+                ApiError::InvalidEndpoint {
+                    code: "unknown_event_type",
+                    message: invalid.to_string(),
+                }
+            }
+            EndpointError::Invalid(invalid @ InvalidEndpoint::Rate) => ApiError::InvalidEndpoint {
+                code: "rate_out_of_range",
+                message: invalid.to_string(),
+            },
+            EndpointError::Invalid(invalid @ InvalidEndpoint::Address(_)) => {
+                ApiError::InvalidEndpoint {
+                    code: crate::outbound::ADDRESS_NOT_ALLOWED,
+                    message: invalid.to_string(),
+                }
+            }
             EndpointError::NotFound => ApiError::NotFound {
                 code: "endpoint_not_found",
                 what: "endpoint",
             },
-            EndpointError::Exists(_) => ApiError::EndpointExists(error.to_string()),
+            EndpointError::TooMany(_) => ApiError::TooManyEndpoints(error.to_string()),
             EndpointError::DisabledByOperator => ApiError::EndpointDisabledByOperator,
             EndpointError::NoKey => ApiError::NotConfigured(
                 "the gateway has no [secrets] key: endpoints by API are off (docs/notifications.md)",

@@ -223,6 +223,17 @@ fn bare_host(url: &reqwest::Url) -> String {
         .to_ascii_lowercase()
 }
 
+/// The host of `url` when the policy refuses it whatever it resolves to: an IP literal it
+/// refuses, or `localhost` (and names under it), which resolve to loopback. What is asked of an
+/// endpoint as it is made; a name is judged again by its addresses at every attempt.
+pub fn refused_outright(url: &reqwest::Url) -> Option<String> {
+    let host = bare_host(url);
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some(host);
+    }
+    refused_literal(url)
+}
+
 /// The host of `url` when it is an IP literal the policy refuses.
 fn refused_literal(url: &reqwest::Url) -> Option<String> {
     let host = bare_host(url);

@@ -136,11 +136,12 @@ diesel::table! {
         last_status -> Nullable<Int4>,
         last_error -> Nullable<Text>,
         delivered_at -> Nullable<Timestamptz>,
+        endpoint_id -> Text,
     }
 }
 
 diesel::table! {
-    notification_endpoints (merchant_id) {
+    notification_endpoints (merchant_id, endpoint_id) {
         merchant_id -> Int8,
         disabled_at -> Nullable<Timestamptz>,
         disabled_reason -> Nullable<Text>,
@@ -150,6 +151,7 @@ diesel::table! {
         last_error -> Nullable<Text>,
         dropped -> Int8,
         last_dropped_at -> Nullable<Timestamptz>,
+        endpoint_id -> Text,
     }
 }
 
@@ -306,6 +308,8 @@ diesel::table! {
         previous_secret_until -> Nullable<Timestamptz>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        filter_types -> Array<Nullable<Text>>,
+        rate_limit_per_sec -> Nullable<Int4>,
     }
 }
 

@@ -39,6 +39,8 @@ pub struct NotificationSettings {
     pub secret_overlap: Duration,
     /// Endpoints created by API may be plain `http://` (local setups and tests only).
     pub allow_http: bool,
+    /// At most this many endpoints made by API per merchant (10 by default).
+    pub endpoints_per_merchant: i64,
 }
 
 impl NotificationSettings {
@@ -70,6 +72,7 @@ pub(super) struct RawNotifications {
     secret_overlap_hours: Option<u64>,
     allow_http: Option<bool>,
     allow_hosts: Option<Vec<String>>,
+    endpoints_per_merchant: Option<u64>,
 }
 
 pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, ConfigError> {
@@ -162,7 +165,15 @@ pub(super) fn validate(raw: RawNotifications) -> Result<NotificationSettings, Co
                 .into(),
         ));
     }
+    let endpoints_per_merchant = bounded(
+        "notifications.endpoints_per_merchant",
+        raw.endpoints_per_merchant,
+        10,
+        1,
+        100,
+    )?;
     Ok(NotificationSettings {
+        endpoints_per_merchant: i64::try_from(endpoints_per_merchant).unwrap_or(100),
         secret_overlap: hours(secret_overlap_hours),
         allow_http: raw.allow_http.unwrap_or(false),
         retention: hours(retention_hours),

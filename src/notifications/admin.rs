@@ -16,6 +16,8 @@ pub struct NotificationView {
     /// The `webhook-id` of every attempt.
     pub webhook_id: String,
     pub merchant_id: i64,
+    /// The endpoint it goes to: `file` (the configuration file's) or an endpoint's id.
+    pub endpoint_id: String,
     #[serde(rename = "type")]
     pub kind: String,
     pub order_id: Option<i64>,
@@ -48,6 +50,7 @@ impl From<&Notification> for NotificationView {
             id: n.id,
             webhook_id: webhook_id(n.id),
             merchant_id: n.merchant_id,
+            endpoint_id: n.endpoint_id.clone(),
             kind: n.kind.clone(),
             order_id: n.order_id,
             status: n.status.clone(),
@@ -211,14 +214,15 @@ pub async fn redeliver_range(
     .await
 }
 
-/// A merchant's endpoint after it was enabled.
+/// A merchant's endpoints after they were enabled.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Enabled {
     pub merchant_id: i64,
-    /// Its pending notifications, coming due from now at the release rate, in order.
+    /// Their pending notifications, coming due from now at the release rate, in order.
     pub pending: i64,
-    /// What the senders know of it (absent when none ever tried it).
-    pub endpoint: Option<Endpoint>,
+    /// What the senders know of each (none listed that no sender ever tried nor anyone
+    /// disabled).
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// Whether `merchant_id` has an endpoint disabled in the database: an operator's disable outlives
@@ -228,12 +232,13 @@ pub async fn has_disabled_endpoint(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
 ) -> diesel::QueryResult<bool> {
-    Ok(model::endpoint(conn, merchant_id)
+    Ok(model::endpoints_of(conn, merchant_id)
         .await?
-        .is_some_and(|e| e.disabled_at.is_some()))
+        .iter()
+        .any(|e| e.disabled_at.is_some()))
 }
 
-/// Enables `merchant_id`'s endpoint; the audit row commits with it.
+/// Enables every endpoint of `merchant_id`; the audit row commits with it.
 pub async fn enable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
@@ -241,10 +246,9 @@ pub async fn enable(
     audit: &audit::Context,
 ) -> diesel::QueryResult<Enabled> {
     conn.transaction(async |conn| {
-        let was_disabled = model::endpoint(conn, merchant_id)
-            .await?
-            .is_some_and(|e| e.disabled_at.is_some());
-        let pending = model::enable(conn, merchant_id, release_per_sec).await?;
+        let was_disabled = has_disabled_endpoint(conn, merchant_id).await?;
+        let pending =
+            model::enable(conn, merchant_id, model::Endpoints::All, release_per_sec).await?;
         let entry = Entry::new(
             Action::EndpointEnable,
             Some(format!("merchant:{merchant_id}")),
@@ -255,32 +259,38 @@ pub async fn enable(
         Ok(Enabled {
             merchant_id,
             pending,
-            endpoint: model::endpoint(conn, merchant_id).await?,
+            endpoints: model::endpoints_of(conn, merchant_id).await?,
         })
     })
     .await
 }
 
-/// A merchant's endpoint after an operator disabled it.
+/// A merchant's endpoints after an operator disabled them.
 #[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct Disabled {
     pub merchant_id: i64,
-    /// Its pending notifications, kept (up to `[notifications] disabled_keep`) until it is
-    /// enabled again.
+    /// Their pending notifications, kept (up to `[notifications] disabled_keep` each) until
+    /// they are enabled again.
     pub pending: i64,
-    pub endpoint: Option<Endpoint>,
+    pub endpoints: Vec<Endpoint>,
 }
 
-/// Disables `merchant_id`'s endpoint (no sender attempts it until it is enabled); the audit
-/// row commits with it. An endpoint disabled already keeps its first reason and time.
+/// Disables every endpoint of `merchant_id`, its file endpoint and each made by API (no sender
+/// attempts them until they are enabled); the audit row commits with it. An endpoint disabled
+/// already keeps its first reason and time.
 pub async fn disable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
     audit: &audit::Context,
 ) -> diesel::QueryResult<Disabled> {
     conn.transaction(async |conn| {
-        let (was_disabled, pending) =
-            model::disable(conn, merchant_id, model::DISABLED_BY_OPERATOR).await?;
+        let (was_disabled, pending) = model::disable(
+            conn,
+            merchant_id,
+            model::Endpoints::All,
+            model::DISABLED_BY_OPERATOR,
+        )
+        .await?;
         let entry = Entry::new(
             Action::EndpointDisable,
             Some(format!("merchant:{merchant_id}")),
@@ -291,7 +301,7 @@ pub async fn disable(
         Ok(Disabled {
             merchant_id,
             pending,
-            endpoint: model::endpoint(conn, merchant_id).await?,
+            endpoints: model::endpoints_of(conn, merchant_id).await?,
         })
     })
     .await

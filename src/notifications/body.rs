@@ -100,6 +100,7 @@ mod tests {
         Notification {
             id: 7,
             merchant_id: 42,
+            endpoint_id: "file".into(),
             kind: "order.paid".into(),
             order_id: Some(123),
             object_status: "paid".into(),

@@ -1,14 +1,17 @@
 //! Where each merchant's notifications go, as this gateway knows it now: the endpoints of the
-//! configuration file (`[[merchants]]`) and those made by API (`webhook_endpoints`), the latter
-//! winning for a merchant that has both. `super::watch` reads the endpoints' revision every
+//! configuration file (`[[merchants]]`, the endpoint `file` of its merchant) and those made by
+//! API (`webhook_endpoints`, several per merchant). Which endpoints a change is staged for is
+//! decided by the one writer in SQL (migration 000067): those made by API whose filter takes
+//! its type, or the file's while the merchant has none made by API. A row goes to the endpoint
+//! it was staged for. `super::watch` reads the endpoints' revision every
 //! second and reloads them when it moved, so a change made through any gateway reaches this one within
 //! about a second, with no restart. The write paths ask [`Directory::wants`] whether to stage
 //! a merchant's notifications; the sender asks [`Directory::target`] where to send them.
 //!
-//! A merchant whose endpoint made by API this gateway cannot open (another key sealed it: a
+//! An endpoint made by API whose secret this gateway cannot open (another key sealed it: a
 //! rekey while this gateway still holds the old key) still has its notifications staged: they
 //! wait, pending, for a gateway that can sign them, and `gateway_webhook_endpoints{state=
-//! "unopened"}` says so. Its file endpoint, if any, is not used meanwhile: the API's wins.
+//! "unopened"}` says so.
 //! Until the first load nobody knows which merchants have an endpoint, so the gateway answers
 //! no callback before it ([`Directory::loaded`]).
 
@@ -19,6 +22,7 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
+use super::model::EndpointKey;
 use crate::config::merchants::MerchantSettings;
 use crate::secret::Secret;
 use crate::signature::standard_webhooks::Signer;
@@ -28,6 +32,8 @@ pub struct Target {
     pub url: reqwest::Url,
     /// The API endpoint's id; `None` for one of the configuration file.
     pub endpoint_id: Option<String>,
+    /// At most this many attempts a second (an endpoint made by API may ask for it).
+    pub rate_limit_per_sec: Option<u32>,
     /// Signs with the current secret.
     signer: Signer,
     /// Signs with the current and the previous secret, until the overlap ends.
@@ -39,6 +45,7 @@ impl Target {
         Self {
             url,
             endpoint_id,
+            rate_limit_per_sec: None,
             signer: Signer::new(std::slice::from_ref(current)),
             overlap: None,
         }
@@ -64,15 +71,16 @@ pub struct ApiEndpoint {
     pub current: Secret,
     /// The previous secret and until when it signs too.
     pub previous: Option<(Secret, DateTime<Utc>)>,
+    pub rate_limit_per_sec: Option<u32>,
 }
 
-/// One consistent view: the targets by merchant, and the revision the API's were read at.
+/// One consistent view: the targets by endpoint, and the revision the API's were read at.
 #[derive(Default)]
 struct Snapshot {
     revision: Option<i64>,
-    targets: HashMap<i64, Arc<Target>>,
-    /// The merchants with a target, sorted (the sender's claim order starts from it).
-    merchants: Vec<i64>,
+    targets: HashMap<EndpointKey, Arc<Target>>,
+    /// The endpoints with a target, sorted (the sender's claim order starts from it).
+    endpoints: Vec<EndpointKey>,
     /// The merchants whose changes stage notifications: every one with an endpoint, whether
     /// this gateway can open its secret or not.
     staged: HashSet<i64>,
@@ -80,9 +88,9 @@ struct Snapshot {
 
 /// This gateway's view of every merchant's endpoint.
 pub struct Directory {
-    /// The configuration file's endpoints: fixed for the process, the fallback of a merchant
-    /// without an API endpoint.
-    config: HashMap<i64, Arc<Target>>,
+    /// The configuration file's endpoints: fixed for the process; new notifications go to one
+    /// while its merchant has no endpoint made by API.
+    config: HashMap<EndpointKey, Arc<Target>>,
     now: RwLock<Arc<Snapshot>>,
     /// The endpoints made by API have been read once.
     loaded: AtomicBool,
@@ -92,10 +100,10 @@ pub struct Directory {
 impl Directory {
     /// The configuration file's endpoints; the API's come with the first [`Directory::replace`].
     pub fn new(merchants: &[MerchantSettings]) -> Self {
-        let config: HashMap<i64, Arc<Target>> = MerchantSettings::endpoints(merchants)
+        let config: HashMap<EndpointKey, Arc<Target>> = MerchantSettings::endpoints(merchants)
             .map(|(id, endpoint)| {
                 (
-                    id,
+                    EndpointKey::file(id),
                     Arc::new(Target::new(endpoint.url.clone(), None, &endpoint.secret)),
                 )
             })
@@ -143,14 +151,14 @@ impl Directory {
         }
     }
 
-    /// Where `merchant_id`'s notifications go now.
-    pub fn target(&self, merchant_id: i64) -> Option<Arc<Target>> {
-        self.read().targets.get(&merchant_id).cloned()
+    /// Where the notifications staged for `endpoint` go now.
+    pub fn target(&self, endpoint: &EndpointKey) -> Option<Arc<Target>> {
+        self.read().targets.get(endpoint).cloned()
     }
 
-    /// The merchants with an endpoint, sorted.
-    pub fn merchants(&self) -> Vec<i64> {
-        self.read().merchants.clone()
+    /// The endpoints this gateway can sign for, sorted.
+    pub fn endpoints(&self) -> Vec<EndpointKey> {
+        self.read().endpoints.clone()
     }
 
     /// The API endpoints' revision this view holds (`None` before the first load).
@@ -160,20 +168,22 @@ impl Directory {
 
     /// True when the configuration file names an endpoint for `merchant_id`.
     pub fn has_config_endpoint(&self, merchant_id: i64) -> bool {
-        self.config.contains_key(&merchant_id)
+        self.config.contains_key(&EndpointKey::file(merchant_id))
     }
 
     /// The API's endpoints read at `revision` replace the previous ones; `unopened` are the
-    /// merchants whose endpoint's secret this gateway could not open.
+    /// merchants with an endpoint whose secret this gateway could not open.
     pub fn replace(&self, revision: i64, endpoints: Vec<ApiEndpoint>, unopened: &[i64]) {
         let api = endpoints
             .into_iter()
             .map(|e| {
+                let key = EndpointKey::new(e.merchant_id, &e.id);
                 let mut target = Target::new(e.url, Some(e.id), &e.current);
+                target.rate_limit_per_sec = e.rate_limit_per_sec;
                 if let Some((previous, until)) = e.previous {
                     target.overlap = Some((Signer::new(&[e.current, previous]), until));
                 }
-                (e.merchant_id, Arc::new(target))
+                (key, Arc::new(target))
             })
             .collect();
         self.install(Some(revision), api, unopened);
@@ -181,21 +191,29 @@ impl Directory {
         self.first_load.notify_waiters();
     }
 
-    fn install(&self, revision: Option<i64>, api: HashMap<i64, Arc<Target>>, unopened: &[i64]) {
+    fn install(
+        &self,
+        revision: Option<i64>,
+        api: HashMap<EndpointKey, Arc<Target>>,
+        unopened: &[i64],
+    ) {
+        // The file's endpoint keeps its target when its merchant has endpoints made by API:
+        // what was staged for it before still goes there (staging sends nothing new to it).
+        // An endpoint that cannot be opened here has no target: its notifications wait for a
+        // gateway that can sign them.
         let mut targets = self.config.clone();
         targets.extend(api);
-        // The API's endpoint wins even when it cannot be opened here: its notifications wait
-        // for a gateway that can sign them, never go to the file's endpoint instead.
-        for merchant in unopened {
-            targets.remove(merchant);
-        }
-        let mut merchants: Vec<i64> = targets.keys().copied().collect();
-        merchants.sort_unstable();
-        let staged = merchants.iter().chain(unopened).copied().collect();
+        let mut endpoints: Vec<EndpointKey> = targets.keys().cloned().collect();
+        endpoints.sort_unstable();
+        let staged = endpoints
+            .iter()
+            .map(|e| e.merchant_id)
+            .chain(unopened.iter().copied())
+            .collect();
         let snapshot = Arc::new(Snapshot {
             revision,
             targets,
-            merchants,
+            endpoints,
             staged,
         });
         match self.now.write() {

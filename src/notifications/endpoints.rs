@@ -1,11 +1,13 @@
-//! Merchant endpoints by API (the `webhook_endpoints` table, migration 000053): one endpoint
-//! per merchant, created, changed, disabled, rotated and deleted by the merchant (its API
-//! token) or an admin, each change with its audit row in its transaction and a bump of the
-//! revision every gateway watches ([`super::directory`]). Secrets are sealed with `[secrets]
-//! key`, the endpoint's id and its merchant bound in, and appear in an answer only when made
-//! (creation, rotation). An endpoint an operator disabled stays disabled for its merchant: its
-//! enabling, rotation, or a new endpoint after deleting it answer 409 until an operator (or an
-//! admin) enables it.
+//! Merchant endpoints by API (the `webhook_endpoints` table, migrations 000053 and 000067): up
+//! to `[notifications] endpoints_per_merchant` endpoints per merchant, each with the event
+//! types it receives (`filter_types`, none: all) and a rate (`rate_limit_per_sec`), created,
+//! changed, disabled, rotated and deleted by the merchant (its API token or its portal) or an
+//! admin, each change with its audit row in its transaction and a bump of the revision every
+//! gateway watches ([`super::directory`]). Secrets are sealed with `[secrets] key`, the
+//! endpoint's id and its merchant bound in, and appear in an answer only when made (creation,
+//! rotation). An endpoint an operator disabled stays disabled for its merchant: its enabling
+//! or rotation answers 409, and so does a new endpoint while any of the merchant's is so
+//! disabled, until an operator (or an admin) enables it.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -34,6 +36,22 @@ pub const MAX_DESCRIPTION_CHARS: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointUrl(reqwest::Url);
 
+/// The fastest rate an endpoint may ask for, a second.
+pub const MAX_RATE_PER_SEC: i64 = 1000;
+
+/// The event types a filter may name: every type a notification has but `ping`, which goes to
+/// the endpoint tested alone (docs/notifications.md, "What is sent, and when").
+pub const EVENT_TYPES: [&str; 8] = [
+    "order.paid",
+    "order.partially_refunded",
+    "order.refunded",
+    "order.disputed",
+    "order.charged_back",
+    "payment.held",
+    "refund_request.succeeded",
+    "refund_request.failed",
+];
+
 /// Why an endpoint's fields were refused (400, nothing stored).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidEndpoint {
@@ -41,6 +59,14 @@ pub enum InvalidEndpoint {
     Url(String),
     #[error("description: at most {MAX_DESCRIPTION_CHARS} characters, no control characters")]
     Description,
+    #[error("filter_types: {0:?} is not an event type (one of {types})", types = EVENT_TYPES.join(", "))]
+    EventType(String),
+    #[error("rate_limit_per_sec: from 1 to {MAX_RATE_PER_SEC}, or null for no limit")]
+    Rate,
+    /// The outgoing-address rules refuse the URL's host outright (an address inside the
+    /// network, `localhost`), and the origin was not granted to the merchant.
+    #[error("url: address_not_allowed: {0} is not an address the gateway may call")]
+    Address(String),
 }
 
 impl EndpointUrl {
@@ -74,6 +100,38 @@ impl EndpointUrl {
     }
 }
 
+/// The filter as stored: each name one of [`EVENT_TYPES`], sorted, once each; none: all types.
+pub fn filter_types(names: &[String]) -> Result<Vec<String>, InvalidEndpoint> {
+    let mut types = Vec::with_capacity(names.len());
+    for name in names {
+        if !EVENT_TYPES.contains(&name.as_str()) {
+            return Err(InvalidEndpoint::EventType(name.chars().take(64).collect()));
+        }
+        types.push(name.clone());
+    }
+    types.sort_unstable();
+    types.dedup();
+    Ok(types)
+}
+
+/// A rate: 1 to [`MAX_RATE_PER_SEC`] a second.
+pub fn rate(per_sec: i64) -> Result<i32, InvalidEndpoint> {
+    if !(1..=MAX_RATE_PER_SEC).contains(&per_sec) {
+        return Err(InvalidEndpoint::Rate);
+    }
+    i32::try_from(per_sec).map_err(|_| InvalidEndpoint::Rate)
+}
+
+/// Refuses a URL whose host the outgoing-address rules refuse outright (an IP literal inside
+/// the network, `localhost`) unless its origin was granted to the merchant (`granted`). A name
+/// is judged by what it resolves to when the sender connects, as before.
+pub fn allowed(url: &EndpointUrl, granted: bool) -> Result<(), InvalidEndpoint> {
+    match crate::outbound::refused_outright(url.as_url()) {
+        Some(host) if !granted => Err(InvalidEndpoint::Address(host)),
+        _ => Ok(()),
+    }
+}
+
 /// A description: at most [`MAX_DESCRIPTION_CHARS`] characters, no control characters.
 pub fn description(text: &str) -> Result<String, InvalidEndpoint> {
     if text.chars().count() > MAX_DESCRIPTION_CHARS || text.chars().any(char::is_control) {
@@ -102,10 +160,9 @@ pub enum EndpointError {
     /// No such endpoint of this merchant (another merchant's is the same answer).
     #[error("no such endpoint")]
     NotFound,
-    /// The merchant has an endpoint already (one per merchant: its notifications go out in
-    /// order, to one place).
-    #[error("this merchant has an endpoint already ({0}); change it with PATCH or delete it first")]
-    Exists(String),
+    /// The merchant has as many endpoints as `[notifications] endpoints_per_merchant` allows.
+    #[error("this merchant has {0} endpoints, as many as allowed; delete one first")]
+    TooMany(i64),
     /// No `[secrets] key`: a secret could not be sealed or opened.
     #[error("the gateway has no [secrets] key: endpoints by API are off")]
     NoKey,
@@ -129,6 +186,8 @@ pub struct EndpointRow {
     pub previous_secret_until: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub filter_types: Vec<Option<String>>,
+    pub rate_limit_per_sec: Option<i32>,
 }
 
 /// An endpoint as the API shows it: never its secret.
@@ -138,6 +197,10 @@ pub struct EndpointView {
     pub merchant_id: i64,
     pub url: String,
     pub description: String,
+    /// The event types it receives; empty: every type.
+    pub filter_types: Vec<String>,
+    /// At most this many notifications a second (each gateway); null: no limit.
+    pub rate_limit_per_sec: Option<i32>,
     /// enabled or disabled
     pub status: &'static str,
     /// Why it is disabled: `merchant`, `operator`, `gone` (it answered 410) or `no_success`.
@@ -277,13 +340,14 @@ async fn own(
         .ok_or(EndpointError::NotFound)
 }
 
-/// What the senders know of a merchant's endpoint: its disabled time and reason.
+/// What the senders know of an endpoint: its disabled time and reason.
 async fn state(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+    id: &str,
 ) -> QueryResult<(Option<DateTime<Utc>>, Option<String>)> {
     Ok(notification_endpoints::table
-        .find(merchant_id)
+        .find((merchant_id, id))
         .select((
             notification_endpoints::disabled_at,
             notification_endpoints::disabled_reason,
@@ -294,31 +358,48 @@ async fn state(
         .unwrap_or((None, None)))
 }
 
-/// Whether an operator disabled `merchant_id`'s endpoint (and nobody has enabled it since).
-async fn disabled_by_operator(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<bool> {
-    let (disabled_at, reason) = state(conn, merchant_id).await?;
-    Ok(disabled_at.is_some() && reason.as_deref() == Some(DISABLED_BY_OPERATOR))
+/// Whether an operator disabled endpoint `id` of `merchant_id` (`None`: any of its endpoints,
+/// the file's included), and nobody has enabled it since.
+async fn disabled_by_operator(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: Option<&str>,
+) -> QueryResult<bool> {
+    let mut query = notification_endpoints::table
+        .filter(notification_endpoints::merchant_id.eq(merchant_id))
+        .filter(notification_endpoints::disabled_at.is_not_null())
+        .filter(notification_endpoints::disabled_reason.eq(DISABLED_BY_OPERATOR))
+        .into_boxed();
+    if let Some(id) = id {
+        query = query.filter(notification_endpoints::endpoint_id.eq(id));
+    }
+    diesel::select(diesel::dsl::exists(query))
+        .committed_result(conn)
+        .await
 }
 
 /// A merchant may not undo what an operator did; an admin may (its role includes operator's).
 async fn merchant_may_enable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+    id: Option<&str>,
     by: By,
 ) -> Result<(), EndpointError> {
-    if by == By::Merchant && disabled_by_operator(conn, merchant_id).await? {
+    if by == By::Merchant && disabled_by_operator(conn, merchant_id, id).await? {
         return Err(EndpointError::DisabledByOperator);
     }
     Ok(())
 }
 
 async fn view(conn: &mut AsyncPgConnection, row: &EndpointRow) -> QueryResult<EndpointView> {
-    let (disabled_at, disabled_reason) = state(conn, row.merchant_id).await?;
+    let (disabled_at, disabled_reason) = state(conn, row.merchant_id, &row.id).await?;
     Ok(EndpointView {
         id: row.id.clone(),
         merchant_id: row.merchant_id,
         url: row.url.clone(),
         description: row.description.clone(),
+        filter_types: row.filter_types.iter().flatten().cloned().collect(),
+        rate_limit_per_sec: row.rate_limit_per_sec,
         status: if disabled_at.is_some() {
             "disabled"
         } else {
@@ -337,16 +418,84 @@ fn target(id: &str) -> Option<String> {
     Some(format!("endpoint:{id}"))
 }
 
-/// Creates `merchant_id`'s endpoint with a new secret (returned once). The merchant's
-/// notification state starts afresh: enabled, its waiting notifications released at
-/// `release_per_sec`; unless an operator disabled it, which a merchant's new endpoint does not
-/// undo (409) and an admin's leaves as it is.
+/// An endpoint's fields as a merchant gave them (the API's JSON, the portal's form), before
+/// they are checked.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub filter_types: Option<Vec<String>>,
+    /// `Some(None)`: no limit.
+    pub rate_limit_per_sec: Option<Option<i64>>,
+    pub disabled: Option<bool>,
+}
+
+/// Checks what `merchant_id` gave against the rules of `settings`: the URL's form and the
+/// outgoing-address rules (an origin granted to the merchant in `[[merchants]] allow_hosts`
+/// passes), the description, each filter type, the rate.
+pub fn check(
+    settings: &crate::config::Settings,
+    merchant_id: i64,
+    given: Given,
+) -> Result<Change, InvalidEndpoint> {
+    let url = given
+        .url
+        .map(|text| {
+            let url = EndpointUrl::parse(&text, settings.notifications.allow_http)?;
+            let origin = crate::outbound::Origin::of(url.as_url());
+            let granted = crate::config::merchants::MerchantSettings::grants(&settings.merchants)
+                .any(|(merchant, granted)| merchant == merchant_id && Some(granted) == origin);
+            allowed(&url, granted)?;
+            Ok::<_, InvalidEndpoint>(url)
+        })
+        .transpose()?;
+    Ok(Change {
+        url,
+        description: given.description.map(|d| description(&d)).transpose()?,
+        filter_types: given.filter_types.map(|t| filter_types(&t)).transpose()?,
+        rate_limit_per_sec: given
+            .rate_limit_per_sec
+            .map(|r| r.map(rate).transpose())
+            .transpose()?,
+        disabled: given.disabled,
+    })
+}
+
+impl Change {
+    /// The fields of a new endpoint: its URL is required.
+    pub fn into_fields(self) -> Result<Fields, InvalidEndpoint> {
+        Ok(Fields {
+            url: self
+                .url
+                .ok_or_else(|| InvalidEndpoint::Url("is required".into()))?,
+            description: self.description.unwrap_or_default(),
+            filter_types: self.filter_types.unwrap_or_default(),
+            rate_limit_per_sec: self.rate_limit_per_sec.flatten(),
+        })
+    }
+}
+
+/// What an endpoint is made of, each field checked by its function here.
+#[derive(Debug, Clone)]
+pub struct Fields {
+    pub url: EndpointUrl,
+    pub description: String,
+    /// From [`filter_types`]; empty: every type.
+    pub filter_types: Vec<String>,
+    /// From [`rate`]; `None`: no limit.
+    pub rate_limit_per_sec: Option<i32>,
+}
+
+/// Creates an endpoint of `merchant_id` with a new secret (returned once), while the merchant
+/// has fewer than `max_endpoints` (409 beyond). It starts enabled and receives what its filter
+/// names from the next change on; a merchant may not add one while an operator keeps any of
+/// its endpoints disabled (409), an admin may.
 pub async fn create(
     conn: &mut AsyncPgConnection,
     key: Option<&SecretsKey>,
     (merchant_id, by): (i64, By),
-    (url, description): (EndpointUrl, String),
-    release_per_sec: u64,
+    fields: Fields,
+    max_endpoints: i64,
     context: &audit::Context,
 ) -> Result<WithSecret, EndpointError> {
     let key = key.ok_or(EndpointError::NoKey)?;
@@ -354,42 +503,44 @@ pub async fn create(
     let secret = new_secret();
     let sealed = key.seal(secret.as_bytes(), &bound_to(&id, merchant_id));
     conn.transaction(async |conn| {
-        merchant_may_enable(conn, merchant_id, by).await?;
-        let existing: Option<String> = webhook_endpoints::table
+        merchant_may_enable(conn, merchant_id, None, by).await?;
+        // Two creations at once for one merchant are counted one after the other.
+        diesel::sql_query(
+            "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::text, 0))",
+        )
+        .bind::<BigInt, _>(merchant_id)
+        .execute(conn)
+        .await?;
+        let existing: i64 = webhook_endpoints::table
             .filter(webhook_endpoints::merchant_id.eq(merchant_id))
-            .select(webhook_endpoints::id)
-            .first(conn)
-            .await
-            .optional()?;
-        if let Some(existing) = existing {
-            return Err(EndpointError::Exists(existing));
+            .count()
+            .committed_result(conn)
+            .await?;
+        if existing >= max_endpoints {
+            return Err(EndpointError::TooMany(existing));
         }
         let row: EndpointRow = diesel::insert_into(webhook_endpoints::table)
             .values((
                 webhook_endpoints::id.eq(&id),
                 webhook_endpoints::merchant_id.eq(merchant_id),
-                webhook_endpoints::url.eq(url.as_url().as_str()),
-                webhook_endpoints::description.eq(&description),
+                webhook_endpoints::url.eq(fields.url.as_url().as_str()),
+                webhook_endpoints::description.eq(&fields.description),
                 webhook_endpoints::secret_sealed.eq(&sealed),
+                webhook_endpoints::filter_types.eq(&fields.filter_types),
+                webhook_endpoints::rate_limit_per_sec.eq(fields.rate_limit_per_sec),
             ))
             .returning(EndpointRow::as_returning())
             .committed_result(conn)
-            .await
-            .map_err(|e| match e {
-                // A concurrent creation for the same merchant won the unique index.
-                diesel::result::Error::DatabaseError(
-                    diesel::result::DatabaseErrorKind::UniqueViolation,
-                    _,
-                ) => EndpointError::Exists("created just now".into()),
-                other => other.into(),
-            })?;
-        if !disabled_by_operator(conn, merchant_id).await? {
-            model::enable(conn, merchant_id, release_per_sec).await?;
-        }
+            .await?;
         bump_revision(conn).await?;
-        let entry = Entry::new(Action::EndpointCreate, target(&id), "enabled").with_changes(
-            json!({"merchant_id": merchant_id, "url": shown(&row.url), "description": description}),
-        );
+        let entry =
+            Entry::new(Action::EndpointCreate, target(&id), "enabled").with_changes(json!({
+                "merchant_id": merchant_id,
+                "url": shown(&row.url),
+                "description": fields.description,
+                "filter_types": fields.filter_types,
+                "rate_limit_per_sec": fields.rate_limit_per_sec,
+            }));
         audit::record(conn, context, entry).await?;
         Ok(WithSecret {
             endpoint: view(conn, &row).await?,
@@ -399,13 +550,14 @@ pub async fn create(
     .await
 }
 
-/// The endpoint of `merchant_id`, if it has one.
+/// The endpoints of `merchant_id`, oldest first.
 pub async fn list(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
 ) -> QueryResult<Vec<EndpointView>> {
     let rows: Vec<EndpointRow> = webhook_endpoints::table
         .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+        .order((webhook_endpoints::created_at, webhook_endpoints::id))
         .select(EndpointRow::as_select())
         .load(conn)
         .await?;
@@ -416,11 +568,33 @@ pub async fn list(
     Ok(views)
 }
 
-/// A change of an endpoint: any of its URL, description and disabled state.
+/// One endpoint of `merchant_id`, if it is the merchant's.
+pub async fn find(
+    conn: &mut AsyncPgConnection,
+    merchant_id: i64,
+    id: &str,
+) -> QueryResult<Option<EndpointView>> {
+    let row: Option<EndpointRow> = webhook_endpoints::table
+        .filter(webhook_endpoints::id.eq(id))
+        .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+        .select(EndpointRow::as_select())
+        .first(conn)
+        .await
+        .optional()?;
+    match row {
+        Some(row) => Ok(Some(view(conn, &row).await?)),
+        None => Ok(None),
+    }
+}
+
+/// A change of an endpoint: any of its URL, description, filter, rate and disabled state.
 #[derive(Debug, Clone, Default)]
 pub struct Change {
     pub url: Option<EndpointUrl>,
     pub description: Option<String>,
+    pub filter_types: Option<Vec<String>>,
+    /// `Some(None)`: no limit from now on.
+    pub rate_limit_per_sec: Option<Option<i32>>,
     pub disabled: Option<bool>,
 }
 
@@ -444,7 +618,7 @@ pub async fn update(
     conn.transaction(async |conn| {
         let before = own(conn, merchant_id, id).await?;
         if change.disabled == Some(false) {
-            merchant_may_enable(conn, merchant_id, by).await?;
+            merchant_may_enable(conn, merchant_id, Some(id), by).await?;
         }
         let mut changes = serde_json::Map::new();
         if let Some(url) = &change.url {
@@ -453,6 +627,13 @@ pub async fn update(
         if let Some(description) = &change.description {
             changes.insert("description".into(), json!(description));
         }
+        if let Some(types) = &change.filter_types {
+            changes.insert("filter_types".into(), json!(types));
+        }
+        if let Some(rate) = &change.rate_limit_per_sec {
+            changes.insert("rate_limit_per_sec".into(), json!(rate));
+        }
+        let before_types: Vec<String> = before.filter_types.iter().flatten().cloned().collect();
         let row: EndpointRow = diesel::update(webhook_endpoints::table.find(id))
             .set((
                 webhook_endpoints::url.eq(change
@@ -461,6 +642,11 @@ pub async fn update(
                     .map_or(before.url.as_str(), |u| u.as_url().as_str())),
                 webhook_endpoints::description
                     .eq(change.description.as_deref().unwrap_or(&before.description)),
+                webhook_endpoints::filter_types
+                    .eq(change.filter_types.as_ref().unwrap_or(&before_types)),
+                webhook_endpoints::rate_limit_per_sec.eq(change
+                    .rate_limit_per_sec
+                    .unwrap_or(before.rate_limit_per_sec)),
                 webhook_endpoints::updated_at.eq(diesel::dsl::now),
             ))
             .returning(EndpointRow::as_returning())
@@ -472,11 +658,17 @@ pub async fn update(
                     By::Merchant => DISABLED_BY_MERCHANT,
                     By::Admin => DISABLED_BY_OPERATOR,
                 };
-                model::disable(conn, merchant_id, reason).await?;
+                model::disable(conn, merchant_id, model::Endpoints::One(id), reason).await?;
                 changes.insert("disabled".into(), json!(true));
             }
             Some(false) => {
-                model::enable(conn, merchant_id, release_per_sec).await?;
+                model::enable(
+                    conn,
+                    merchant_id,
+                    model::Endpoints::One(id),
+                    release_per_sec,
+                )
+                .await?;
                 changes.insert("disabled".into(), json!(false));
             }
             None => {}
@@ -492,8 +684,8 @@ pub async fn update(
 }
 
 /// Deletes endpoint `id` of `merchant_id`. Its waiting notifications fail with `endpoint
-/// deleted` unless the configuration file names an endpoint for the merchant
-/// (`config_fallback`), which they then go to.
+/// deleted`, unless it was the merchant's last endpoint made by API and the configuration file
+/// names one for the merchant (`config_fallback`): they then go there, as what comes next does.
 pub async fn delete(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
@@ -506,21 +698,29 @@ pub async fn delete(
         diesel::delete(webhook_endpoints::table.find(id))
             .execute(conn)
             .await?;
-        let failed = if config_fallback {
-            0
-        } else {
-            diesel::sql_query(
-                "UPDATE merchant_notifications SET status = 'failed', \
-                 last_error = 'endpoint deleted', last_attempt_at = now() \
-                 WHERE merchant_id = $1 AND status = 'pending'",
-            )
-            .bind::<BigInt, _>(merchant_id)
-            .execute(conn)
-            .await?
-        };
+        let others: i64 = webhook_endpoints::table
+            .filter(webhook_endpoints::merchant_id.eq(merchant_id))
+            .count()
+            .committed_result(conn)
+            .await?;
+        let to_file = config_fallback && others == 0;
+        let pending = diesel::sql_query(
+            "UPDATE merchant_notifications \
+             SET endpoint_id = CASE WHEN $3 THEN 'file' ELSE endpoint_id END, \
+                 status = CASE WHEN $3 THEN status ELSE 'failed' END, \
+                 last_error = CASE WHEN $3 THEN last_error ELSE 'endpoint deleted' END, \
+                 last_attempt_at = CASE WHEN $3 THEN last_attempt_at ELSE now() END \
+             WHERE merchant_id = $1 AND endpoint_id = $2 AND status = 'pending'",
+        )
+        .bind::<BigInt, _>(merchant_id)
+        .bind::<Text, _>(id)
+        .bind::<diesel::sql_types::Bool, _>(to_file)
+        .execute(conn)
+        .await?;
+        let failed = if to_file { 0 } else { pending };
         bump_revision(conn).await?;
         let entry = Entry::new(Action::EndpointDelete, target(id), "deleted").with_changes(
-            json!({"url": shown(&row.url), "failed_pending": failed, "config_fallback": config_fallback}),
+            json!({"url": shown(&row.url), "failed_pending": failed, "config_fallback": to_file}),
         );
         audit::record(conn, context, entry).await?;
         Ok(())
@@ -542,7 +742,7 @@ pub async fn rotate(
     conn.transaction(async |conn| {
         // Whose it is first: another merchant's (or no) endpoint is 404 whatever the setup.
         let before = own(conn, merchant_id, id).await?;
-        merchant_may_enable(conn, merchant_id, by).await?;
+        merchant_may_enable(conn, merchant_id, Some(id), by).await?;
         let key = key.ok_or(EndpointError::NoKey)?;
         let sealed = key.seal(secret.as_bytes(), &bound_to(id, merchant_id));
         let (previous, previous_until) = if overlap.is_zero() {
@@ -722,6 +922,8 @@ mod tests {
             previous_secret_until: None,
             created_at: Utc::now(),
             updated_at: Utc::now(),
+            filter_types: Vec::new(),
+            rate_limit_per_sec: None,
         }
     }
 

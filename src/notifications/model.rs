@@ -40,6 +40,8 @@ impl NotificationStatus {
 pub struct Notification {
     pub id: i64,
     pub merchant_id: i64,
+    /// The endpoint it goes to: [`FILE_ENDPOINT`] or the id of an endpoint made by API.
+    pub endpoint_id: String,
     pub kind: String,
     pub order_id: Option<i64>,
     pub object_status: String,
@@ -64,13 +66,51 @@ pub struct Notification {
     pub delivered_at: Option<DateTime<Utc>>,
 }
 
-/// A merchant's endpoint as the senders found it.
+/// The endpoint of the configuration file (`[[merchants]] notify_url`), as rows name it.
+pub const FILE_ENDPOINT: &str = "file";
+
+/// One endpoint of one merchant: what the sender claims for, rate-limits and keeps the health
+/// of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EndpointKey {
+    pub merchant_id: i64,
+    /// [`FILE_ENDPOINT`] or the id of an endpoint made by API.
+    pub endpoint_id: String,
+}
+
+impl EndpointKey {
+    pub fn new(merchant_id: i64, endpoint_id: &str) -> Self {
+        Self {
+            merchant_id,
+            endpoint_id: endpoint_id.to_owned(),
+        }
+    }
+
+    /// The merchant's endpoint of the configuration file.
+    pub fn file(merchant_id: i64) -> Self {
+        Self::new(merchant_id, FILE_ENDPOINT)
+    }
+
+    pub fn of(notification: &Notification) -> Self {
+        Self::new(notification.merchant_id, &notification.endpoint_id)
+    }
+}
+
+impl std::fmt::Display for EndpointKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "merchant:{}/{}", self.merchant_id, self.endpoint_id)
+    }
+}
+
+/// An endpoint of a merchant as the senders found it.
 #[derive(
     Debug, Clone, Queryable, Selectable, QueryableByName, serde::Serialize, utoipa::ToSchema,
 )]
 #[diesel(table_name = notification_endpoints)]
 pub struct Endpoint {
     pub merchant_id: i64,
+    /// `file` (the configuration file's) or the id of an endpoint made by API.
+    pub endpoint_id: String,
     #[schema(value_type = Option<String>)]
     pub disabled_at: Option<DateTime<Utc>>,
     /// `gone` (it answered 410), `no_success` (no 2xx for 5 days) or `operator` (disabled by
@@ -93,9 +133,9 @@ pub struct Endpoint {
 /// An endpoint with no success for this long is disabled (the contract's 5 days).
 pub const DISABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(5 * 24 * 3600);
 
-/// The sender's claim: for each merchant (`$1`) up to its room (`$2`) due notifications, oldest
-/// due first, none whose order has an earlier notification still pending, none of a disabled
-/// endpoint, at most `$4` in all; each claimed row counts its attempt and is kept from the other
+/// The sender's claim: for each endpoint (merchant `$1`, endpoint `$5`) up to its room (`$2`)
+/// due notifications, oldest due first, none whose order has an earlier notification for the
+/// same endpoint still pending, none of a disabled endpoint, at most `$4` in all; each claimed row counts its attempt and is kept from the other
 /// senders for the lease (`$3` ms) by pushing its due time forward, so a row whose sender dies
 /// is due again once the lease has passed. `SKIP LOCKED`: two senders claiming at once take
 /// different rows, and neither waits for the other.
@@ -103,31 +143,35 @@ pub const CLAIM_SQL: &str = "UPDATE merchant_notifications n \
      SET attempts = n.attempts + 1, last_attempt_at = now(), \
          next_attempt_at = now() + $3 * interval '1 millisecond' \
      WHERE n.id = ANY(ARRAY( \
-       SELECT c.id FROM unnest($1::bigint[], $2::int[]) AS m(merchant_id, room) \
+       SELECT c.id FROM unnest($1::bigint[], $5::text[], $2::int[]) AS m(merchant_id, endpoint_id, room) \
        CROSS JOIN LATERAL ( \
          SELECT d.id FROM merchant_notifications d \
-         WHERE d.merchant_id = m.merchant_id AND d.status = 'pending' \
-           AND d.next_attempt_at <= now() \
+         WHERE d.merchant_id = m.merchant_id AND d.endpoint_id = m.endpoint_id \
+           AND d.status = 'pending' AND d.next_attempt_at <= now() \
            AND (d.order_id IS NULL OR d.id = (SELECT min(e.id) FROM merchant_notifications e \
-                                              WHERE e.order_id = d.order_id AND e.status = 'pending')) \
+                                              WHERE e.order_id = d.order_id \
+                                                AND e.endpoint_id = d.endpoint_id \
+                                                AND e.status = 'pending')) \
          ORDER BY d.next_attempt_at, d.id \
          LIMIT m.room \
          FOR UPDATE SKIP LOCKED) c \
        WHERE NOT EXISTS (SELECT 1 FROM notification_endpoints x \
-                         WHERE x.merchant_id = m.merchant_id AND x.disabled_at IS NOT NULL) \
+                         WHERE x.merchant_id = m.merchant_id AND x.endpoint_id = m.endpoint_id \
+                           AND x.disabled_at IS NOT NULL) \
        LIMIT $4)) \
      RETURNING n.*";
 
-/// Claims up to `rooms[i]` due notifications of `merchants[i]`, at most `limit` in all.
+/// Claims up to `rooms[i]` due notifications of `endpoints[i]`, at most `limit` in all.
 pub async fn claim(
     conn: &mut AsyncPgConnection,
-    merchants: &[i64],
+    endpoints: &[EndpointKey],
     rooms: &[i32],
     limit: i64,
     lease: std::time::Duration,
 ) -> QueryResult<Vec<Notification>> {
     Claim {
-        merchants,
+        merchants: endpoints.iter().map(|e| e.merchant_id).collect(),
+        endpoint_ids: endpoints.iter().map(|e| e.endpoint_id.as_str()).collect(),
         rooms,
         lease_ms: millis(lease),
         limit,
@@ -138,7 +182,8 @@ pub async fn claim(
 
 /// [`CLAIM_SQL`] with its parameters, prepared once per connection (see [`numbered`]).
 struct Claim<'a> {
-    merchants: &'a [i64],
+    merchants: Vec<i64>,
+    endpoint_ids: Vec<&'a str>,
     rooms: &'a [i32],
     lease_ms: i64,
     limit: i64,
@@ -156,10 +201,11 @@ impl Query for Claim<'_> {
 impl QueryFragment<Pg> for Claim<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         numbered(CLAIM_SQL, &mut out, |n, out| match n {
-            1 => out.push_bind_param::<Array<BigInt>, _>(self.merchants),
+            1 => out.push_bind_param::<Array<BigInt>, _>(&self.merchants),
             2 => out.push_bind_param::<Array<Int4>, _>(self.rooms),
             3 => out.push_bind_param::<BigInt, _>(&self.lease_ms),
-            _ => out.push_bind_param::<BigInt, _>(&self.limit),
+            4 => out.push_bind_param::<BigInt, _>(&self.limit),
+            _ => out.push_bind_param::<Array<Text>, _>(&self.endpoint_ids),
         })
     }
 }
@@ -208,7 +254,7 @@ pub struct Recorded {
     pub error: Option<String>,
 }
 
-/// Stores attempts' results and what they say of each merchant's endpoint, in one statement:
+/// Stores attempts' results and what they say of each endpoint, in one statement:
 /// a success clears its endpoint's failing streak; a 410 disables it (`gone`); failures start a
 /// streak or, when it began more than [`DISABLE_AFTER`] ago, disable it (`no_success`).
 /// A row still pending is written `NOT IN ('delivered', 'failed')` so that no partial index of
@@ -231,20 +277,20 @@ pub const RECORD_SQL: &str = "WITH r AS ( \
        FROM r \
        WHERE n.id = ANY($1::bigint[]) AND n.id = r.id AND n.status NOT IN ('delivered', 'failed') \
          AND (r.delivered OR n.attempts = r.attempt) \
-       RETURNING n.id, n.merchant_id, r.delivered, r.gone, r.error), \
+       RETURNING n.id, n.merchant_id, n.endpoint_id, r.delivered, r.gone, r.error), \
      outcomes AS ( \
-       SELECT merchant_id, bool_or(delivered) AS succeeded, bool_or(gone) AS gone, \
+       SELECT merchant_id, endpoint_id, bool_or(delivered) AS succeeded, bool_or(gone) AS gone, \
               bool_or(NOT delivered) AS failed, \
               (array_agg(error ORDER BY id DESC) FILTER (WHERE NOT delivered))[1] AS error \
-       FROM updated GROUP BY merchant_id) \
+       FROM updated GROUP BY merchant_id, endpoint_id) \
      INSERT INTO notification_endpoints AS e \
-       (merchant_id, disabled_at, disabled_reason, failing_since, last_success_at, \
+       (merchant_id, endpoint_id, disabled_at, disabled_reason, failing_since, last_success_at, \
         last_failure_at, last_error) \
-     SELECT merchant_id, CASE WHEN gone THEN now() END, CASE WHEN gone THEN 'gone' END, \
+     SELECT merchant_id, endpoint_id, CASE WHEN gone THEN now() END, CASE WHEN gone THEN 'gone' END, \
             CASE WHEN NOT succeeded THEN now() END, CASE WHEN succeeded THEN now() END, \
             CASE WHEN failed THEN now() END, error \
      FROM outcomes \
-     ON CONFLICT (merchant_id) DO UPDATE SET \
+     ON CONFLICT (merchant_id, endpoint_id) DO UPDATE SET \
        disabled_at = CASE WHEN e.disabled_at IS NOT NULL THEN e.disabled_at \
                           WHEN EXCLUDED.disabled_at IS NOT NULL THEN EXCLUDED.disabled_at \
                           WHEN EXCLUDED.last_success_at IS NULL \
@@ -259,13 +305,16 @@ pub const RECORD_SQL: &str = "WITH r AS ( \
        last_success_at = coalesce(EXCLUDED.last_success_at, e.last_success_at), \
        last_failure_at = coalesce(EXCLUDED.last_failure_at, e.last_failure_at), \
        last_error = coalesce(EXCLUDED.last_error, e.last_error) \
-     RETURNING e.merchant_id, e.disabled_reason, (e.disabled_at = now()) AS just_disabled";
+     RETURNING e.merchant_id, e.endpoint_id, e.disabled_reason, \
+               (e.disabled_at = now()) AS just_disabled";
 
 /// An endpoint the results just disabled.
 #[derive(Debug, Clone, QueryableByName)]
 pub struct Disabled {
     #[diesel(sql_type = BigInt)]
     pub merchant_id: i64,
+    #[diesel(sql_type = Text)]
+    pub endpoint_id: String,
     #[diesel(sql_type = Nullable<Text>)]
     pub disabled_reason: Option<String>,
     #[diesel(sql_type = Nullable<Bool>)]
@@ -389,15 +438,31 @@ pub const BACKLOG_EXACT: i64 = 10_000;
 const BACKLOG_COUNT_SQL: &str = "SELECT        (SELECT count(*) FROM (SELECT 1 FROM merchant_notifications WHERE status = 'pending'                               LIMIT $1) AS t) AS counted,        coalesce((SELECT reltuples::bigint FROM pg_class                  WHERE oid = 'idx_merchant_notifications_due'::regclass), 0) AS estimate";
 
 /// When the oldest pending notification was staged, without reading every pending row. The
-/// due index orders a merchant's pending rows by due time: its first row is either the
-/// merchant's oldest never-attempted row (whose due time is its staging time) or a retried row
+/// due index orders an endpoint's pending rows by due time: its first row is either the
+/// endpoint's oldest never-attempted row (whose due time is its staging time) or a retried row
 /// due earlier, which was staged earlier still. A retried row has an error and is in the
 /// attention index, by id, so its oldest is that index's first pending row. One probe per
-/// merchant with pending rows (a skip scan of the due index) and one of the attention index.
+/// endpoint with pending rows (a skip scan of the due index) and one of the attention index.
 /// Not seen: a row in flight (its due time pushed past the lease) until it is due again, and a
-/// row whose due time an admin reset (a redelivery, an enable) behind a merchant's first due
+/// row whose due time an admin reset (a redelivery, an enable) behind an endpoint's first due
 /// row; each is counted again once it is first due or fails.
-const BACKLOG_OLDEST_SQL: &str = "WITH RECURSIVE merchants AS (        (SELECT merchant_id FROM merchant_notifications WHERE status = 'pending'         ORDER BY merchant_id LIMIT 1)        UNION ALL        SELECT (SELECT n.merchant_id FROM merchant_notifications n                WHERE n.status = 'pending' AND n.merchant_id > m.merchant_id                ORDER BY n.merchant_id LIMIT 1)        FROM merchants m WHERE m.merchant_id IS NOT NULL)      SELECT extract(epoch FROM now() - least(        (SELECT min(first.created_at) FROM merchants m CROSS JOIN LATERAL (           SELECT created_at FROM merchant_notifications n           WHERE n.merchant_id = m.merchant_id AND n.status = 'pending'           ORDER BY n.next_attempt_at, n.id LIMIT 1) AS first),        (SELECT created_at FROM merchant_notifications         WHERE status = 'pending' AND last_error IS NOT NULL ORDER BY id LIMIT 1)))::float8        AS oldest_secs";
+const BACKLOG_OLDEST_SQL: &str = "WITH RECURSIVE endpoints AS ( \
+       (SELECT merchant_id, endpoint_id FROM merchant_notifications WHERE status = 'pending' \
+        ORDER BY merchant_id, endpoint_id LIMIT 1) \
+       UNION ALL \
+       SELECT next.merchant_id, next.endpoint_id FROM endpoints m CROSS JOIN LATERAL ( \
+         SELECT n.merchant_id, n.endpoint_id FROM merchant_notifications n \
+         WHERE n.status = 'pending' AND (n.merchant_id, n.endpoint_id) > (m.merchant_id, m.endpoint_id) \
+         ORDER BY n.merchant_id, n.endpoint_id LIMIT 1) AS next) \
+     SELECT extract(epoch FROM now() - least( \
+       (SELECT min(first.created_at) FROM endpoints m CROSS JOIN LATERAL ( \
+          SELECT created_at FROM merchant_notifications n \
+          WHERE n.merchant_id = m.merchant_id AND n.endpoint_id = m.endpoint_id \
+            AND n.status = 'pending' \
+          ORDER BY n.next_attempt_at, n.id LIMIT 1) AS first), \
+       (SELECT created_at FROM merchant_notifications \
+        WHERE status = 'pending' AND last_error IS NOT NULL ORDER BY id LIMIT 1)))::float8 \
+       AS oldest_secs";
 
 #[derive(QueryableByName)]
 struct BacklogCount {
@@ -627,13 +692,32 @@ pub async fn redeliver_range(
     })
 }
 
-/// Enables `merchant_id`'s endpoint (a no-op when it is not disabled) and lets its pending
-/// notifications come due again at `per_sec` a second, in the order they were due (each
-/// order's in staging order), from now: an endpoint back from an outage is not met with its
-/// whole backlog at once. Returns how many are pending.
+/// Which of a merchant's endpoints an enable or a disable is for.
+#[derive(Debug, Clone, Copy)]
+pub enum Endpoints<'a> {
+    /// Every one: its file endpoint and each made by API (an operator's switch for a merchant).
+    All,
+    /// `file` or the id of one made by API.
+    One(&'a str),
+}
+
+impl Endpoints<'_> {
+    fn id(self) -> Option<String> {
+        match self {
+            Endpoints::All => None,
+            Endpoints::One(id) => Some(id.to_owned()),
+        }
+    }
+}
+
+/// Enables `which` of `merchant_id`'s endpoints (a no-op for one not disabled) and lets their
+/// pending notifications come due again at `per_sec` a second per endpoint, in the order they
+/// were due (each order's in staging order), from now: an endpoint back from an outage is not
+/// met with its whole backlog at once. Returns how many are pending.
 pub async fn enable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+    which: Endpoints<'_>,
     per_sec: u64,
 ) -> QueryResult<i64> {
     #[derive(QueryableByName)]
@@ -646,10 +730,13 @@ pub async fn enable(
         "WITH enabled AS ( \
            UPDATE notification_endpoints \
            SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL \
-           WHERE merchant_id = $1), \
+           WHERE merchant_id = $1 AND ($3::text IS NULL OR endpoint_id = $3)), \
          queue AS ( \
-           SELECT id, row_number() OVER (ORDER BY next_attempt_at, id) - 1 AS place \
-           FROM merchant_notifications WHERE merchant_id = $1 AND status = 'pending'), \
+           SELECT id, row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) - 1 \
+                  AS place \
+           FROM merchant_notifications \
+           WHERE merchant_id = $1 AND ($3::text IS NULL OR endpoint_id = $3) \
+             AND status = 'pending'), \
          due AS ( \
            UPDATE merchant_notifications n \
            SET next_attempt_at = now() + q.place * $2 * interval '1 microsecond' \
@@ -659,6 +746,7 @@ pub async fn enable(
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<BigInt, _>(spacing_us)
+    .bind::<Nullable<Text>, _>(which.id())
     .committed_result(conn)
     .await?;
     Ok(row.pending)
@@ -669,14 +757,14 @@ pub const DISABLED_BY_OPERATOR: &str = "operator";
 /// The `disabled_reason` of an endpoint its merchant disabled (by API).
 pub const DISABLED_BY_MERCHANT: &str = "merchant";
 
-/// Disables `merchant_id`'s endpoint for `reason` (one disabled already keeps its time and
-/// reason, but an operator's disable takes the reason over: a merchant may lift its own
-/// disable, never an operator's); whether it was disabled before, and its pending
-/// notifications. The row exists from
-/// now on even if no sender ever tried the endpoint.
+/// Disables `which` of `merchant_id`'s endpoints for `reason` (one disabled already keeps its
+/// time and reason, but an operator's disable takes the reason over: a merchant may lift its
+/// own disable, never an operator's); whether any was disabled before, and their pending
+/// notifications. The rows exist from now on even if no sender ever tried the endpoints.
 pub async fn disable(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+    which: Endpoints<'_>,
     reason: &str,
 ) -> QueryResult<(bool, i64)> {
     #[derive(QueryableByName)]
@@ -687,12 +775,19 @@ pub async fn disable(
         pending: i64,
     }
     let row: Row = diesel::sql_query(
-        "WITH before AS ( \
-           SELECT disabled_at FROM notification_endpoints WHERE merchant_id = $1 FOR UPDATE), \
+        "WITH targets AS ( \
+           SELECT unnest(CASE WHEN $3::text IS NULL \
+                              THEN ARRAY(SELECT id FROM webhook_endpoints WHERE merchant_id = $1) \
+                                   || 'file'::text \
+                              ELSE ARRAY[$3::text] END) AS endpoint_id), \
+         before AS ( \
+           SELECT disabled_at FROM notification_endpoints \
+           WHERE merchant_id = $1 AND endpoint_id IN (SELECT endpoint_id FROM targets) \
+           FOR UPDATE), \
          disabled AS ( \
-           INSERT INTO notification_endpoints (merchant_id, disabled_at, disabled_reason) \
-           VALUES ($1, now(), $2) \
-           ON CONFLICT (merchant_id) DO UPDATE \
+           INSERT INTO notification_endpoints (merchant_id, endpoint_id, disabled_at, disabled_reason) \
+           SELECT $1, endpoint_id, now(), $2 FROM targets \
+           ON CONFLICT (merchant_id, endpoint_id) DO UPDATE \
            SET disabled_at = coalesce(notification_endpoints.disabled_at, now()), \
                disabled_reason = CASE WHEN notification_endpoints.disabled_at IS NULL \
                                         OR EXCLUDED.disabled_reason = 'operator' \
@@ -701,23 +796,38 @@ pub async fn disable(
            RETURNING 1) \
          SELECT EXISTS (SELECT 1 FROM before WHERE disabled_at IS NOT NULL) AS was_disabled, \
                 (SELECT count(*) FROM merchant_notifications \
-                 WHERE merchant_id = $1 AND status = 'pending') AS pending, \
+                 WHERE merchant_id = $1 AND endpoint_id IN (SELECT endpoint_id FROM targets) \
+                   AND status = 'pending') AS pending, \
                 (SELECT count(*) FROM disabled) AS written",
     )
     .bind::<BigInt, _>(merchant_id)
     .bind::<diesel::sql_types::Text, _>(reason)
+    .bind::<Nullable<Text>, _>(which.id())
     .committed_result(conn)
     .await?;
     Ok((row.was_disabled, row.pending))
 }
 
-/// `merchant_id`'s endpoint, if a sender ever reached it.
-pub async fn endpoint(
+/// `merchant_id`'s endpoints that a sender reached or someone disabled, by endpoint id.
+pub async fn endpoints_of(
     conn: &mut AsyncPgConnection,
     merchant_id: i64,
+) -> QueryResult<Vec<Endpoint>> {
+    notification_endpoints::table
+        .filter(notification_endpoints::merchant_id.eq(merchant_id))
+        .order(notification_endpoints::endpoint_id)
+        .select(Endpoint::as_select())
+        .load(conn)
+        .await
+}
+
+/// One endpoint's state, if a sender ever reached it or someone disabled it.
+pub async fn endpoint(
+    conn: &mut AsyncPgConnection,
+    key: &EndpointKey,
 ) -> QueryResult<Option<Endpoint>> {
     notification_endpoints::table
-        .find(merchant_id)
+        .find((key.merchant_id, &key.endpoint_id))
         .select(Endpoint::as_select())
         .first(conn)
         .await
@@ -771,10 +881,10 @@ pub async fn delete_failed(
     .await
 }
 
-/// Pending notifications of `merchant_id` (a disabled endpoint's), counted to at most `upto`.
+/// Pending notifications of endpoint `key` (a disabled one), counted to at most `upto`.
 pub async fn pending_upto(
     conn: &mut AsyncPgConnection,
-    merchant_id: i64,
+    key: &EndpointKey,
     upto: i64,
 ) -> QueryResult<i64> {
     #[derive(QueryableByName)]
@@ -784,22 +894,23 @@ pub async fn pending_upto(
     }
     let row: Counted = diesel::sql_query(
         "SELECT count(*) AS counted FROM (SELECT 1 FROM merchant_notifications \
-         WHERE merchant_id = $1 AND status = 'pending' LIMIT $2) AS t",
+         WHERE merchant_id = $1 AND endpoint_id = $3 AND status = 'pending' LIMIT $2) AS t",
     )
-    .bind::<BigInt, _>(merchant_id)
+    .bind::<BigInt, _>(key.merchant_id)
     .bind::<BigInt, _>(upto)
+    .bind::<Text, _>(&key.endpoint_id)
     .committed_result(conn)
     .await?;
     Ok(row.counted)
 }
 
-/// Deletes the `n` first due pending notifications of a disabled endpoint's merchant and counts
-/// them on its endpoint, in one statement (so the count is the deletes); how many went. Only
+/// Deletes the `n` first due pending notifications of a disabled endpoint and counts them on
+/// it, in one statement (so the count is the deletes); how many went. Only
 /// while the endpoint is still disabled: the endpoint's row is share-locked first, so an
 /// enable either commits before (and nothing goes) or waits for this statement to end.
 pub async fn drop_first_due(
     conn: &mut AsyncPgConnection,
-    merchant_id: i64,
+    key: &EndpointKey,
     n: i64,
 ) -> QueryResult<i64> {
     #[derive(QueryableByName)]
@@ -810,11 +921,11 @@ pub async fn drop_first_due(
     let row: Dropped = diesel::sql_query(
         "WITH disabled AS ( \
            SELECT 1 FROM notification_endpoints \
-           WHERE merchant_id = $1 AND disabled_at IS NOT NULL FOR SHARE), \
+           WHERE merchant_id = $1 AND endpoint_id = $3 AND disabled_at IS NOT NULL FOR SHARE), \
          gone AS ( \
            DELETE FROM merchant_notifications WHERE id = ANY(ARRAY( \
              SELECT n.id FROM merchant_notifications n \
-             WHERE n.merchant_id = $1 AND n.status = 'pending' \
+             WHERE n.merchant_id = $1 AND n.endpoint_id = $3 AND n.status = 'pending' \
                AND EXISTS (SELECT 1 FROM disabled) \
              ORDER BY n.next_attempt_at, n.id LIMIT $2 FOR UPDATE SKIP LOCKED)) \
            RETURNING 1), \
@@ -822,11 +933,12 @@ pub async fn drop_first_due(
          noted AS ( \
            UPDATE notification_endpoints e \
            SET dropped = e.dropped + c.dropped, last_dropped_at = now() \
-           FROM counted c WHERE e.merchant_id = $1 AND c.dropped > 0) \
+           FROM counted c WHERE e.merchant_id = $1 AND e.endpoint_id = $3 AND c.dropped > 0) \
          SELECT dropped FROM counted",
     )
-    .bind::<BigInt, _>(merchant_id)
+    .bind::<BigInt, _>(key.merchant_id)
     .bind::<BigInt, _>(n)
+    .bind::<Text, _>(&key.endpoint_id)
     .committed_result(conn)
     .await?;
     Ok(row.dropped)

@@ -5,7 +5,7 @@
 //! - failed ones (every attempt of the schedule failed) `failed_retention_hours` after their
 //!   last attempt: until then a failed row is the trace of a change its merchant never heard
 //!   of, and an operator can redeliver it;
-//! - a disabled endpoint's merchant keeps at most `disabled_keep` pending notifications: its
+//! - a disabled endpoint keeps at most `disabled_keep` pending notifications: its
 //!   rows keep coming while nothing is sent to it, so beyond the bound the first due go (the
 //!   newest stay, so each order's latest change among them is heard once it is enabled), and
 //!   are counted on the endpoint (`dropped`, shown to admins and on the console).
@@ -80,13 +80,13 @@ pub async fn run_pass(
     // A count reads at most this far past the bound, and serves that many batches of deletes.
     let reach = batch.saturating_mul(COUNTED_BATCHES);
     for endpoint in model::disabled_endpoints(conn).await? {
-        let merchant = endpoint.merchant_id;
+        let key = model::EndpointKey::new(endpoint.merchant_id, &endpoint.endpoint_id);
         let mut dropped_here = 0u64;
         'counts: loop {
-            let pending = model::pending_upto(conn, merchant, bound.saturating_add(reach)).await?;
+            let pending = model::pending_upto(conn, &key, bound.saturating_add(reach)).await?;
             let mut over = pending - bound;
             while over > 0 {
-                let dropped = model::drop_first_due(conn, merchant, over.min(batch)).await?;
+                let dropped = model::drop_first_due(conn, &key, over.min(batch)).await?;
                 if dropped <= 0 {
                     // Enabled meanwhile, or its rows held by a claim: the next pass looks again.
                     break 'counts;
@@ -101,7 +101,8 @@ pub async fn run_pass(
         if dropped_here > 0 {
             removed.dropped += dropped_here;
             tracing::warn!(
-                merchant_id = merchant,
+                merchant_id = key.merchant_id,
+                endpoint_id = %key.endpoint_id,
                 dropped = dropped_here,
                 kept = keep.disabled_pending,
                 "a disabled endpoint's first due pending notifications were dropped beyond what it keeps"

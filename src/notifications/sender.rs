@@ -4,17 +4,20 @@
 //!
 //! Two kinds of task share one [`Work`] (behind a mutex held only to count, never across an
 //! await): the owner, which alone talks to the database, and the attempts, one task each. An
-//! attempt that ends notes its result and starts its merchant's next claimed row at once, so
+//! attempt that ends notes its result and starts its endpoint's next claimed row at once, so
 //! how fast an endpoint is served depends on the endpoint, not on the owner's rounds; the owner
 //! stores the results and claims more in rounds at least [`LINGER`] apart, so under load one
 //! statement claims many rows and one stores many results. Bounds: at most `concurrency`
-//! attempts in flight, at most `per_merchant_concurrency` of one merchant, and a claim asks
-//! each merchant only for the room it has, so a slow or failing endpoint holds its own slots and
-//! never the others'. Memory is bounded by the same numbers (a claimed row, its body, its
+//! attempts in flight, at most `per_merchant_concurrency` of one endpoint, and a claim asks
+//! each endpoint only for the room it has, so a slow or failing endpoint holds its own slots and
+//! never the others'. An endpoint with a `rate_limit_per_sec` holds at most a second's worth of
+//! rows, and each attempt waits for its turn under the endpoint's limiter (evenly spaced, no
+//! burst): a backlog is held to the rate, never dropped. Memory is bounded by the same numbers (a claimed row, its body, its
 //! result). A commit that staged a notification in this process wakes the owner at once, others
 //! are found by the poll.
 
 use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -27,7 +30,7 @@ use tracing::Instrument;
 use super::Wake;
 use super::body::{render, webhook_id};
 use super::directory::{Directory, Target};
-use super::model::{self, Notification, Recorded};
+use super::model::{self, EndpointKey, Notification, Recorded};
 use super::schedule::{self, Answer, Failure, Next};
 use crate::config::Settings;
 use crate::config::merchants::MerchantSettings;
@@ -52,9 +55,9 @@ const BUSY_CLAIM: usize = 16;
 /// How often the backlog gauges are read from the database.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
 
-/// A merchant may hold this many times its attempts' bound in claimed rows waiting for a slot,
+/// An endpoint may hold this many times its attempts' bound in claimed rows waiting for a slot,
 /// so a fast endpoint is kept busy between two claims (8 in flight and 64 queued: up to about
-/// 7,000 a second for one merchant at [`LINGER`]). A merchant whose queued rows had to be
+/// 7,000 a second for one endpoint at [`LINGER`]). An endpoint whose queued rows had to be
 /// released (its answers are slow) gets no queue room for a lease's time.
 const QUEUE_FACTOR: usize = 8;
 
@@ -66,8 +69,8 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 pub struct Sender {
     database_url: String,
     statement_timeout: Duration,
-    /// Where the claim order starts among the merchants with an endpoint (moved on each claim,
-    /// so no merchant is always asked last when rooms exceed the free slots).
+    /// Where the claim order starts among the endpoints (moved on each claim, so no endpoint is
+    /// always asked last when rooms exceed the free slots).
     rotation: usize,
     shared: Arc<Shared>,
     wake: Wake,
@@ -84,7 +87,7 @@ struct Shared {
     outbound: Outbound<i64>,
     metrics: Metrics,
     work: Mutex<Work>,
-    /// An attempt ended: a result waits to be stored, and its merchant has room to claim into.
+    /// An attempt ended: a result waits to be stored, and its endpoint has room to claim into.
     progress: Notify,
 }
 
@@ -194,13 +197,13 @@ impl Sender {
             tokio::time::sleep_until(last_round + if busy { BUSY_LINGER } else { LINGER }).await;
             last_round = Instant::now();
             shared.metrics.record_notification_sender_round();
-            let mut order = shared.directory.merchants();
+            let mut order = shared.directory.endpoints();
             let idle = order.is_empty() && {
                 let work = shared.work();
                 work.results.is_empty() && work.released.is_empty()
             };
             if idle {
-                // No merchant has an endpoint: nothing to claim, no connection held.
+                // No endpoint anywhere: nothing to claim, no connection held.
                 conn = None;
                 more_due = false;
                 continue;
@@ -217,6 +220,7 @@ impl Sender {
                         for endpoint in disabled {
                             tracing::warn!(
                                 merchant_id = endpoint.merchant_id,
+                                endpoint_id = %endpoint.endpoint_id,
                                 reason = endpoint.disabled_reason.as_deref().unwrap_or(""),
                                 "notification endpoint disabled; POST /admin/merchants/{{id}}/endpoint/enable sends its notifications again"
                             );
@@ -264,23 +268,23 @@ impl Sender {
                 let start = self.rotation % order.len();
                 order.rotate_left(start);
             }
-            let (merchants, rooms, limit) = {
+            let (endpoints, rooms, limit) = {
                 let work = shared.work();
-                let (merchants, rooms) = work.rooms(&order);
-                (merchants, rooms, work.claimable())
+                let (endpoints, rooms) = work.rooms(&order, &shared.directory);
+                (endpoints, rooms, work.claimable())
             };
             // Callbacks first: while deliveries queue for a capture statement, the callback path
             // is saturated and every notification sent takes CPU from it, so rounds are rare and
             // claim a few rows; the backlog drains at full speed once the callbacks leave room.
             busy = shared.metrics.captures_waiting() >= BUSY_QUEUE;
             let limit = if busy { limit.min(BUSY_CLAIM) } else { limit };
-            if merchants.is_empty() {
+            if endpoints.is_empty() {
                 more_due = false;
                 continue;
             }
             let claimed = match model::claim(
                 db,
-                &merchants,
+                &endpoints,
                 &rooms,
                 i64::try_from(limit).unwrap_or(i64::MAX),
                 shared.settings.claim_lease(),
@@ -295,7 +299,7 @@ impl Sender {
                     continue;
                 }
             };
-            more_due = claimed.len() >= limit || filled_a_room(&claimed, &merchants, &rooms);
+            more_due = claimed.len() >= limit || filled_a_room(&claimed, &endpoints, &rooms);
             shared.work().claimed(claimed, &shared);
         }
     }
@@ -318,35 +322,40 @@ impl Sender {
     }
 }
 
-/// What the sender holds: per merchant, the attempts in flight and the claimed rows waiting for
-/// a slot, and the results waiting to be stored. A merchant's next row goes out the moment one
-/// of its attempts ends, without waiting for a round; a claim asks each merchant for what its
+/// An endpoint's limiter: evenly spaced attempts at its rate, no burst.
+type Limiter = governor::DefaultDirectRateLimiter;
+
+/// What the sender holds: per endpoint, the attempts in flight and the claimed rows waiting for
+/// a slot, and the results waiting to be stored. An endpoint's next row goes out the moment one
+/// of its attempts ends, without waiting for a round; a claim asks each endpoint for what its
 /// slots and its queue have room for.
 struct Work {
     concurrency: usize,
-    per_merchant: usize,
-    /// Claimed rows a merchant may hold beyond its attempts in flight.
+    per_endpoint: usize,
+    /// Claimed rows an endpoint may hold beyond its attempts in flight.
     queue_depth: usize,
     attempt_timeout: Duration,
     lease: Duration,
-    in_flight: HashMap<i64, usize>,
+    in_flight: HashMap<EndpointKey, usize>,
     total_in_flight: usize,
-    queued: HashMap<i64, VecDeque<(Notification, Instant)>>,
+    queued: HashMap<EndpointKey, VecDeque<(Notification, Instant)>>,
     total_queued: usize,
     /// Ended attempts' results, for the owner's next round.
     results: Vec<Recorded>,
     /// Claimed rows never sent (id, the attempt their claim counted): the next round gives the
     /// attempt back and makes them due at once.
     released: Vec<(i64, i32)>,
-    /// Merchants that had a row released, until when they get no queue room.
-    slow_until: HashMap<i64, Instant>,
+    /// Endpoints that had a row released, until when they get no queue room.
+    slow_until: HashMap<EndpointKey, Instant>,
+    /// The limiters of the endpoints with a rate, and the rate each was made for.
+    limiters: HashMap<EndpointKey, (u32, Arc<Limiter>)>,
 }
 
 impl Work {
     fn new(settings: &NotificationSettings) -> Self {
         Self {
             concurrency: settings.concurrency,
-            per_merchant: settings.per_merchant_concurrency,
+            per_endpoint: settings.per_merchant_concurrency,
             queue_depth: settings.per_merchant_concurrency * QUEUE_FACTOR,
             attempt_timeout: settings.attempt_timeout,
             lease: settings.claim_lease(),
@@ -357,6 +366,7 @@ impl Work {
             results: Vec::new(),
             released: Vec::new(),
             slow_until: HashMap::new(),
+            limiters: HashMap::new(),
         }
     }
 
@@ -366,8 +376,9 @@ impl Work {
             .saturating_sub(self.total_in_flight + self.total_queued)
     }
 
-    /// The merchants to ask, in `order`, and the room of each.
-    fn rooms(&self, order: &[i64]) -> (Vec<i64>, Vec<i32>) {
+    /// The endpoints to ask, in `order`, and the room of each. One with a rate holds at most a
+    /// second's worth of rows, so none waits under its limiter long enough to lose its claim.
+    fn rooms(&self, order: &[EndpointKey], directory: &Directory) -> (Vec<EndpointKey>, Vec<i32>) {
         let free = self.claimable();
         if free == 0 {
             return (Vec::new(), Vec::new());
@@ -375,69 +386,94 @@ impl Work {
         let now = Instant::now();
         order
             .iter()
-            .filter_map(|m| {
-                let held = self.in_flight.get(m).copied().unwrap_or(0)
-                    + self.queued.get(m).map_or(0, VecDeque::len);
-                let queue = match self.slow_until.get(m) {
+            .filter_map(|e| {
+                let held = self.in_flight.get(e).copied().unwrap_or(0)
+                    + self.queued.get(e).map_or(0, VecDeque::len);
+                let queue = match self.slow_until.get(e) {
                     Some(until) if *until > now => 0,
                     _ => self.queue_depth,
                 };
-                let room = (self.per_merchant + queue).saturating_sub(held).min(free);
-                (room > 0).then(|| (*m, i32::try_from(room).unwrap_or(i32::MAX)))
+                let mut holds = self.per_endpoint + queue;
+                if let Some(rate) = directory.target(e).and_then(|t| t.rate_limit_per_sec) {
+                    holds = holds.min(rate as usize);
+                }
+                let room = holds.saturating_sub(held).min(free);
+                (room > 0).then(|| (e.clone(), i32::try_from(room).unwrap_or(i32::MAX)))
             })
             .unzip()
+    }
+
+    /// The limiter of `endpoint` at `rate`, made anew when its rate changed.
+    fn limiter(&mut self, endpoint: &EndpointKey, rate: u32) -> Arc<Limiter> {
+        match self.limiters.get(endpoint) {
+            Some((made_for, limiter)) if *made_for == rate => limiter.clone(),
+            _ => {
+                let per_sec = NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN);
+                let quota = governor::Quota::per_second(per_sec).allow_burst(NonZeroU32::MIN);
+                let limiter = Arc::new(governor::RateLimiter::direct(quota));
+                self.limiters
+                    .insert(endpoint.clone(), (rate, limiter.clone()));
+                limiter
+            }
+        }
     }
 
     /// Queues freshly claimed rows and starts what the slots allow.
     fn claimed(&mut self, rows: Vec<Notification>, shared: &Arc<Shared>) {
         let now = Instant::now();
-        let mut merchants = Vec::new();
+        let mut endpoints = Vec::new();
         for row in rows {
-            merchants.push(row.merchant_id);
+            let endpoint = EndpointKey::of(&row);
+            endpoints.push(endpoint.clone());
             self.queued
-                .entry(row.merchant_id)
+                .entry(endpoint)
                 .or_default()
                 .push_back((row, now));
             self.total_queued += 1;
         }
-        merchants.sort_unstable();
-        merchants.dedup();
-        for merchant in merchants {
-            self.start(merchant, shared);
+        endpoints.sort_unstable();
+        endpoints.dedup();
+        for endpoint in endpoints {
+            self.start(&endpoint, shared);
         }
     }
 
-    /// An attempt of `merchant` ended with `result`: its next row may go.
-    fn finished(&mut self, merchant: i64, result: Recorded, shared: &Arc<Shared>) {
+    /// An attempt for `endpoint` ended with `result`: its next row may go.
+    fn finished(&mut self, endpoint: &EndpointKey, result: Recorded, shared: &Arc<Shared>) {
         self.results.push(result);
-        if let Some(count) = self.in_flight.get_mut(&merchant) {
+        if let Some(count) = self.in_flight.get_mut(endpoint) {
             *count = count.saturating_sub(1);
         }
         self.total_in_flight = self.total_in_flight.saturating_sub(1);
-        self.start(merchant, shared);
-        // A global slot freed: another merchant's queue may be waiting for one.
+        self.start(endpoint, shared);
+        // A global slot freed: another endpoint's queue may be waiting for one.
         if self.total_in_flight + 1 == self.concurrency {
-            let waiting: Vec<i64> = self
+            let waiting: Vec<EndpointKey> = self
                 .queued
                 .iter()
                 .filter(|(_, q)| !q.is_empty())
-                .map(|(m, _)| *m)
+                .map(|(e, _)| e.clone())
                 .collect();
-            for merchant in waiting {
-                self.start(merchant, shared);
+            for endpoint in waiting {
+                self.start(&endpoint, shared);
             }
         }
     }
 
-    /// Starts `merchant`'s queued rows while it and the sender have slots. A row claimed so long
+    /// Starts `endpoint`'s queued rows while it and the sender have slots. A row claimed so long
     /// ago that its lease could pass during its attempt is not sent but released, for the next
     /// claim (by any sender), so a row is only ever sent under a live claim.
-    fn start(&mut self, merchant: i64, shared: &Arc<Shared>) {
-        let Some(queue) = self.queued.get_mut(&merchant) else {
+    fn start(&mut self, endpoint: &EndpointKey, shared: &Arc<Shared>) {
+        let target = shared.directory.target(endpoint);
+        let limiter = target
+            .as_ref()
+            .and_then(|t| t.rate_limit_per_sec)
+            .map(|rate| self.limiter(endpoint, rate));
+        let Some(queue) = self.queued.get_mut(endpoint) else {
             return;
         };
-        let busy = self.in_flight.entry(merchant).or_default();
-        while *busy < self.per_merchant && self.total_in_flight < self.concurrency {
+        let busy = self.in_flight.entry(endpoint.clone()).or_default();
+        while *busy < self.per_endpoint && self.total_in_flight < self.concurrency {
             let Some((row, claimed_at)) = queue.pop_front() else {
                 break;
             };
@@ -445,27 +481,29 @@ impl Work {
             if claimed_at.elapsed() + self.attempt_timeout > self.lease {
                 self.released.push((row.id, row.attempts));
                 self.slow_until
-                    .insert(merchant, Instant::now() + self.lease);
+                    .insert(endpoint.clone(), Instant::now() + self.lease);
                 continue;
             }
-            let Some(target) = shared.directory.target(merchant) else {
+            let Some(target) = target.clone() else {
                 // Its endpoint was deleted since the claim: the row waits (or was failed
                 // with the deletion) and its claim passes.
                 continue;
             };
             *busy += 1;
             self.total_in_flight += 1;
-            tokio::spawn(attempt(shared.clone(), target, row));
+            tokio::spawn(attempt(shared.clone(), target, limiter.clone(), row));
         }
     }
 }
 
-/// Whether some merchant got as many rows as it had room for.
-fn filled_a_room(claimed: &[Notification], merchants: &[i64], rooms: &[i32]) -> bool {
-    merchants.iter().zip(rooms).any(|(merchant, room)| {
+/// Whether some endpoint got as many rows as it had room for.
+fn filled_a_room(claimed: &[Notification], endpoints: &[EndpointKey], rooms: &[i32]) -> bool {
+    endpoints.iter().zip(rooms).any(|(endpoint, room)| {
         let got = claimed
             .iter()
-            .filter(|n| n.merchant_id == *merchant)
+            .filter(|n| {
+                n.merchant_id == endpoint.merchant_id && n.endpoint_id == endpoint.endpoint_id
+            })
             .count();
         i32::try_from(got).is_ok_and(|got| got >= *room)
     })
@@ -488,9 +526,18 @@ async fn open(url: &str, statement_timeout: Duration) -> anyhow::Result<AsyncPgC
     Ok(conn)
 }
 
-/// One attempt: the body as staged, signed now, posted once; its result is noted in the
-/// shared work, which starts its merchant's next row.
-async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notification) {
+/// One attempt: its turn under the endpoint's limiter, if it has a rate, then the body as
+/// staged, signed now, posted once; its result is noted in the shared work, which starts its
+/// endpoint's next row.
+async fn attempt(
+    shared: Arc<Shared>,
+    target: Arc<Target>,
+    limiter: Option<Arc<Limiter>>,
+    notification: Notification,
+) {
+    if let Some(limiter) = limiter {
+        limiter.until_ready().await;
+    }
     // Each attempt is a trace of its own (the capture that staged it committed long before);
     // the merchant's endpoint gets its `traceparent`.
     let span = tracing::info_span!(
@@ -498,6 +545,7 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
         "notification_attempt",
         otel.kind = "client",
         merchant_id = notification.merchant_id,
+        endpoint_id = %notification.endpoint_id,
         notification_id = notification.id,
         event_type = %notification.kind,
     );
@@ -507,7 +555,7 @@ async fn attempt(shared: Arc<Shared>, target: Arc<Target>, notification: Notific
     let result = shared.result_of(&notification, &answer);
     shared
         .work()
-        .finished(notification.merchant_id, result, &shared);
+        .finished(&EndpointKey::of(&notification), result, &shared);
     shared.progress.notify_one();
 }
 
@@ -609,7 +657,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_merchant_holding_its_slots_and_queue_is_not_asked_and_rooms_never_exceed_the_free_slots()
+    async fn an_endpoint_holding_its_slots_and_queue_is_not_asked_and_rooms_never_exceed_the_free_slots()
      {
         let settings = NotificationSettings {
             concurrency: 10,
@@ -618,22 +666,46 @@ mod tests {
                 .unwrap()
                 .notifications
         };
+        let directory = Directory::new(&[]);
+        let (one, two) = (EndpointKey::file(1), EndpointKey::file(2));
+        let both = [one.clone(), two.clone()];
         let mut work = Work::new(&settings);
         assert_eq!(work.claimable(), 90);
-        // Each merchant may hold 4 in flight and 32 queued.
-        work.in_flight.insert(1, 4);
-        work.in_flight.insert(2, 1);
+        // Each endpoint may hold 4 in flight and 32 queued.
+        work.in_flight.insert(one.clone(), 4);
+        work.in_flight.insert(two.clone(), 1);
         work.total_in_flight = 5;
-        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![32, 35]));
-        // A merchant whose rows had to be released gets its free slots only.
+        assert_eq!(work.rooms(&both, &directory), (both.to_vec(), vec![32, 35]));
+        // An endpoint whose rows had to be released gets its free slots only.
         work.slow_until
-            .insert(2, Instant::now() + Duration::from_secs(60));
-        assert_eq!(work.rooms(&[1, 2]), (vec![1, 2], vec![32, 3]));
+            .insert(two.clone(), Instant::now() + Duration::from_secs(60));
+        assert_eq!(work.rooms(&both, &directory), (both.to_vec(), vec![32, 3]));
         work.slow_until.clear();
         // The sender's own bound caps every room.
         work.total_queued = 80;
-        assert_eq!(work.rooms(&[2, 1]), (vec![2, 1], vec![5, 5]));
+        let reversed = [two.clone(), one.clone()];
+        assert_eq!(
+            work.rooms(&reversed, &directory),
+            (reversed.to_vec(), vec![5, 5])
+        );
         work.total_queued = 85;
-        assert_eq!(work.rooms(&[1, 2]), (vec![], vec![]));
+        assert_eq!(work.rooms(&both, &directory), (vec![], vec![]));
+    }
+
+    #[tokio::test]
+    async fn a_limiter_spaces_attempts_evenly_at_its_rate_and_is_made_anew_when_the_rate_changes() {
+        let settings = Settings::from_toml("", &crate::config::ProcessEnv)
+            .unwrap()
+            .notifications;
+        let mut work = Work::new(&settings);
+        let endpoint = EndpointKey::new(1, "ep_1");
+        let limiter = work.limiter(&endpoint, 2);
+        assert!(limiter.check().is_ok());
+        // No burst: the second attempt of this second waits its turn.
+        assert!(limiter.check().is_err());
+        assert!(Arc::ptr_eq(&limiter, &work.limiter(&endpoint, 2)));
+        let faster = work.limiter(&endpoint, 50);
+        assert!(!Arc::ptr_eq(&limiter, &faster));
+        assert!(faster.check().is_ok());
     }
 }

@@ -92,6 +92,9 @@ fn open_all(rows: &[EndpointRow], keys: Option<&Keyring>) -> (Vec<ApiEndpoint>, 
             url,
             current: secrets.current,
             previous: secrets.previous,
+            rate_limit_per_sec: row
+                .rate_limit_per_sec
+                .and_then(|rate| u32::try_from(rate).ok()),
         });
     }
     (opened, unopened)

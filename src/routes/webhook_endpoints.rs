@@ -13,32 +13,51 @@ use super::state::AppState;
 use crate::access::audit;
 use crate::error::{ApiError, ErrorBody};
 use crate::notifications::body::webhook_id;
-use crate::notifications::endpoints::{
-    self, By, Change, EndpointUrl, EndpointView, InvalidEndpoint, WithSecret,
-};
+use crate::notifications::endpoints::{self, By, Change, EndpointView, Given, WithSecret};
 
-/// The body of a creation: `{"url": "https://..", "description": ".."}`.
+/// The body of a creation: `{"url": "https://..", "description": "..", "filter_types": [..],
+/// "rate_limit_per_sec": n}`.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewEndpoint {
-    /// `https://` (plain `http://` only with `[notifications] allow_http`), at most 2,048 bytes.
+    /// `https://` (plain `http://` only with `[notifications] allow_http`), at most 2,048 bytes,
+    /// not an address the outgoing rules refuse.
     pub url: String,
     /// At most 256 characters.
     pub description: Option<String>,
+    /// The event types it receives (`order.paid`, ..); absent or empty: every type.
+    pub filter_types: Option<Vec<String>>,
+    /// 1 to 1000 notifications a second (each gateway); absent or null: no limit.
+    pub rate_limit_per_sec: Option<i64>,
 }
 
-/// The body of a change: any of the three.
+/// Reads a field that may be absent (`None`), null (`Some(None)`) or a value.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
+/// The body of a change: any of its fields.
 #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointChange {
     pub url: Option<String>,
     pub description: Option<String>,
+    /// Replaces the filter; empty: every type.
+    pub filter_types: Option<Vec<String>>,
+    /// 1 to 1000; null: no limit from now on.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    pub rate_limit_per_sec: Option<Option<i64>>,
     /// true: nothing is sent until it is enabled again (its notifications wait); false: enabled,
     /// its waiting notifications go out at `[notifications] release_per_sec`.
     pub disabled: Option<bool>,
 }
 
-/// The endpoints of a merchant (one at most).
+/// The endpoints of a merchant, oldest first.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct EndpointList {
     pub endpoints: Vec<EndpointView>,
@@ -118,17 +137,23 @@ async fn create(
     acting.charge(state)?;
     let new: NewEndpoint = json_body(&request, payload, state).await?;
     let settings = &state.settings;
-    let url = EndpointUrl::parse(&new.url, settings.notifications.allow_http)
-        .map_err(endpoints::EndpointError::from)?;
-    let description = endpoints::description(new.description.as_deref().unwrap_or_default())
+    let given = Given {
+        url: Some(new.url),
+        description: new.description,
+        filter_types: new.filter_types,
+        rate_limit_per_sec: Some(new.rate_limit_per_sec),
+        disabled: None,
+    };
+    let fields = endpoints::check(settings, acting.merchant_id, given)
+        .and_then(Change::into_fields)
         .map_err(endpoints::EndpointError::from)?;
     let mut conn = api_pool.get().await?;
     let created = endpoints::create(
         &mut conn,
         settings.secrets.key.as_ref(),
         (acting.merchant_id, acting.by),
-        (url, description),
-        settings.notifications.release_per_sec,
+        fields,
+        settings.notifications.endpoints_per_merchant,
         &acting.audit,
     )
     .await?;
@@ -153,19 +178,15 @@ async fn update(
     acting.charge(state)?;
     let change: EndpointChange = json_body(&request, payload, state).await?;
     let settings = &state.settings;
-    let change = Change {
-        url: change
-            .url
-            .map(|url| EndpointUrl::parse(&url, settings.notifications.allow_http))
-            .transpose()
-            .map_err(endpoints::EndpointError::from)?,
-        description: change
-            .description
-            .map(|d| endpoints::description(&d))
-            .transpose()
-            .map_err(|e: InvalidEndpoint| endpoints::EndpointError::from(e))?,
+    let given = Given {
+        url: change.url,
+        description: change.description,
+        filter_types: change.filter_types,
+        rate_limit_per_sec: change.rate_limit_per_sec,
         disabled: change.disabled,
     };
+    let change = endpoints::check(settings, acting.merchant_id, given)
+        .map_err(endpoints::EndpointError::from)?;
     let mut conn = api_pool.get().await?;
     let updated = endpoints::update(
         &mut conn,
@@ -237,7 +258,7 @@ async fn ping(
 
 // The merchant's routes.
 
-/// `POST /v1/webhook-endpoints`: the merchant's notification endpoint, with its secret (shown
+/// `POST /v1/webhook-endpoints`: a notification endpoint of the merchant, with its secret (shown
 /// this once).
 #[utoipa::path(
     post,
@@ -247,9 +268,9 @@ async fn ping(
     request_body(content = NewEndpoint, content_type = "application/json"),
     responses(
         (status = 201, body = WithSecret),
-        (status = 400, description = "invalid_url, invalid_description or invalid_request (an unknown field): nothing stored", body = ErrorBody),
+        (status = 400, description = "invalid_url, address_not_allowed, invalid_description, unknown_event_type, rate_out_of_range or invalid_request (an unknown field): nothing stored", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
-        (status = 409, description = "endpoint_exists: one endpoint per merchant; endpoint_disabled_by_operator: an operator disabled the merchant's endpoint, only an operator enables it", body = ErrorBody),
+        (status = 409, description = "too_many_endpoints: the merchant has [notifications] endpoints_per_merchant already; endpoint_disabled_by_operator: an operator disabled one of the merchant's endpoints, only an operator enables it", body = ErrorBody),
         (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 501, description = "not_configured: the gateway has no [secrets] key", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
@@ -283,7 +304,8 @@ pub async fn merchant_list(
     list((&merchant).into(), &api_pool).await
 }
 
-/// `PATCH /v1/webhook-endpoints/{id}`: its `url`, `description` or `disabled`.
+/// `PATCH /v1/webhook-endpoints/{id}`: its `url`, `description`, `filter_types`,
+/// `rate_limit_per_sec` or `disabled`.
 #[utoipa::path(
     patch,
     path = "/v1/webhook-endpoints/{id}",
@@ -293,7 +315,7 @@ pub async fn merchant_list(
     request_body(content = EndpointChange, content_type = "application/json"),
     responses(
         (status = 200, body = EndpointView),
-        (status = 400, description = "invalid_url, invalid_description or invalid_request", body = ErrorBody),
+        (status = 400, description = "invalid_url, address_not_allowed, invalid_description, unknown_event_type, rate_out_of_range or invalid_request", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 409, description = "endpoint_disabled_by_operator: an operator disabled this endpoint (enabling it, or rotating its secret, is an operator's)", body = ErrorBody),
         (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
@@ -404,10 +426,10 @@ pub async fn merchant_ping(
     request_body(content = NewEndpoint, content_type = "application/json"),
     responses(
         (status = 201, body = WithSecret),
-        (status = 400, description = "invalid_url, invalid_description or invalid_request", body = ErrorBody),
+        (status = 400, description = "invalid_url, address_not_allowed, invalid_description, unknown_event_type, rate_out_of_range or invalid_request", body = ErrorBody),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 403, description = "forbidden: the key's role does not include admin (required_role)", body = ErrorBody),
-        (status = 409, description = "endpoint_exists", body = ErrorBody),
+        (status = 409, description = "too_many_endpoints", body = ErrorBody),
         (status = 501, description = "not_configured", body = ErrorBody),
     )
 )]
