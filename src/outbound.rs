@@ -223,14 +223,11 @@ fn bare_host(url: &reqwest::Url) -> String {
         .to_ascii_lowercase()
 }
 
-/// The host of `url` when the policy refuses it whatever it resolves to: an IP literal it
-/// refuses, or `localhost` (and names under it), which resolve to loopback. What is asked of an
-/// endpoint as it is made; a name is judged again by its addresses at every attempt.
+/// The host of `url` when it is an IP literal the policy refuses: what is asked of an endpoint
+/// as it is made. A name is not resolved then (a merchant could tell the names that exist
+/// inside the network from those that exist nowhere); it is judged by its addresses at every
+/// attempt.
 pub fn refused_outright(url: &reqwest::Url) -> Option<String> {
-    let host = bare_host(url);
-    if host == "localhost" || host.ends_with(".localhost") {
-        return Some(host);
-    }
     refused_literal(url)
 }
 

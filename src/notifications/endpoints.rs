@@ -63,8 +63,8 @@ pub enum InvalidEndpoint {
     EventType(String),
     #[error("rate_limit_per_sec: from 1 to {MAX_RATE_PER_SEC}, or null for no limit")]
     Rate,
-    /// The outgoing-address rules refuse the URL's host outright (an address inside the
-    /// network, `localhost`), and the origin was not granted to the merchant.
+    /// The outgoing-address rules refuse the URL's host outright (an IP literal inside the
+    /// network), and the origin was not granted to the merchant.
     #[error("url: address_not_allowed: {0} is not an address the gateway may call")]
     Address(String),
 }
@@ -123,7 +123,7 @@ pub fn rate(per_sec: i64) -> Result<i32, InvalidEndpoint> {
 }
 
 /// Refuses a URL whose host the outgoing-address rules refuse outright (an IP literal inside
-/// the network, `localhost`) unless its origin was granted to the merchant (`granted`). A name
+/// the network) unless its origin was granted to the merchant (`granted`). A name
 /// is judged by what it resolves to when the sender connects, as before.
 pub fn allowed(url: &EndpointUrl, granted: bool) -> Result<(), InvalidEndpoint> {
     match crate::outbound::refused_outright(url.as_url()) {

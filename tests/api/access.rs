@@ -50,6 +50,11 @@ const ROLE_TABLE: &[(&str, &str, &str)] = &[
         "operator",
     ),
     (
+        "post",
+        "/admin/merchants/{merchant_id}/portal-sessions",
+        "operator",
+    ),
+    (
         "get",
         "/admin/merchants/{merchant_id}/webhook-endpoints",
         "admin",

@@ -31,6 +31,7 @@ mod health;
 mod history;
 mod limits;
 mod localstripe;
+mod merchant_endpoints;
 mod migrations;
 mod money;
 mod money_findings;

@@ -90,7 +90,7 @@ async fn a_disabled_endpoint_keeps_its_newest_pending_up_to_the_bound_and_counts
     let (status, enabled) = admin_post(&app, "/admin/merchants/42/endpoint/enable").await;
     assert_eq!(status, 200, "{enabled}");
     assert_eq!(enabled["pending"], 5);
-    assert_eq!(enabled["endpoint"]["dropped"], 7);
+    assert_eq!(enabled["endpoints"][0]["dropped"], 7);
     receiver.until_delivered(5).await;
     // An endpoint that is not disabled keeps every pending row, however many.
     let db = &app.db;

@@ -45,7 +45,7 @@ pub(crate) fn capture(event: &str, payment: &str, order: i64, amount: i64) -> St
     )
 }
 
-fn refund(event: &str, payment: &str, order: i64, amount: i64) -> String {
+pub(crate) fn refund(event: &str, payment: &str, order: i64, amount: i64) -> String {
     format!(
         r#"{{"id":"{event}","type":"refund.succeeded","data":{{"payment_id":"{payment}","order_id":{order},"amount_minor":{amount},"currency":"USD"}}}}"#
     )
@@ -1355,13 +1355,13 @@ async fn the_senders_statements_planned_on_an_empty_table_are_key_lookups_at_200
         .batch_execute(&format!(
             "ALTER TABLE merchant_notifications SET (autovacuum_enabled = false); \
              SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; \
-             PREPARE claim (bigint[], int[], bigint, bigint) AS {CLAIM_SQL}; \
+             PREPARE claim (bigint[], int[], bigint, bigint, text[]) AS {CLAIM_SQL}; \
              PREPARE record (bigint[], int[], bool[], bool[], bigint[], int[], text[], bigint) AS {RECORD_SQL}; \
              PREPARE release (bigint[], int[]) AS {RELEASE_SQL};"
         ))
         .await
         .unwrap();
-    let claim = "EXECUTE claim (ARRAY[42], ARRAY[32], 30000, 256)";
+    let claim = "EXECUTE claim (ARRAY[42], ARRAY[32], 30000, 256, ARRAY['file'])";
     let record = "EXECUTE record (ARRAY[7, 8], ARRAY[1, 1], ARRAY[true, false], ARRAY[false, false], \
                   ARRAY[NULL, 300]::bigint[], ARRAY[204, 500], ARRAY[NULL, 'status 500'], 432000)";
     let release = "EXECUTE release (ARRAY[9, 10], ARRAY[1, 1])";
