@@ -592,20 +592,30 @@ DECLARE
     v_count INT;
 BEGIN
     INSERT INTO merchant_notifications
-        (merchant_id, kind, order_id, object_status, reference, amount_minor, currency, provider,
-         event_id, transfer_id, payment_id, refund_request_id, detail, dispute_id)
-    SELECT t.merchant_id, t.kind, t.order_id, t.object_status, o.reference, t.amount_minor,
-           t.currency, t.provider, t.event_id, t.transfer_id, t.payment_id, t.refund_request_id,
-           t.detail, t.dispute_id
+        (merchant_id, endpoint_id, kind, order_id, object_status, reference, amount_minor,
+         currency, provider, event_id, transfer_id, payment_id, refund_request_id, detail,
+         dispute_id)
+    SELECT t.merchant_id, e.endpoint_id, t.kind, t.order_id, t.object_status, o.reference,
+           t.amount_minor, t.currency, t.provider, t.event_id, t.transfer_id, t.payment_id,
+           t.refund_request_id, t.detail, t.dispute_id
     FROM unnest(p_merchant_id, p_kind, p_order_id, p_object_status, p_amount_minor, p_currency,
                 p_provider, p_event_id, p_transfer_id, p_payment_id, p_refund_request_id, p_detail,
                 p_dispute_id)
          WITH ORDINALITY AS t(merchant_id, kind, order_id, object_status, amount_minor, currency,
                               provider, event_id, transfer_id, payment_id, refund_request_id,
                               detail, dispute_id, n)
+    CROSS JOIN LATERAL (
+        SELECT w.id FROM webhook_endpoints w
+        WHERE w.merchant_id = t.merchant_id
+          AND CASE WHEN t.kind = 'ping' THEN w.id = t.detail
+                   ELSE cardinality(w.filter_types) = 0 OR t.kind = ANY (w.filter_types) END
+        UNION ALL
+        SELECT 'file'
+        WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.merchant_id = t.merchant_id)
+    ) AS e(endpoint_id)
     LEFT JOIN orders o ON o.id = t.order_id AND o.user_id = t.merchant_id
     WHERE t.kind IS NOT NULL
-    ORDER BY t.n;
+    ORDER BY t.n, e.endpoint_id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
@@ -1409,6 +1419,7 @@ CREATE TABLE public.merchant_notifications (
     last_status integer,
     last_error text,
     delivered_at timestamp with time zone,
+    endpoint_id text DEFAULT 'file'::text NOT NULL,
     CONSTRAINT merchant_notifications_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'failed'::text])))
 );
 
@@ -1442,7 +1453,8 @@ CREATE TABLE public.notification_endpoints (
     last_failure_at timestamp with time zone,
     last_error text,
     dropped bigint DEFAULT 0 NOT NULL,
-    last_dropped_at timestamp with time zone
+    last_dropped_at timestamp with time zone,
+    endpoint_id text DEFAULT 'file'::text NOT NULL
 );
 
 --
@@ -1619,6 +1631,35 @@ CREATE TABLE public.payouts (
 );
 
 --
+-- Name: portal_links; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.portal_links (
+    link_hash bytea NOT NULL,
+    merchant_id bigint NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    opened_at timestamp with time zone,
+    CONSTRAINT portal_links_link_hash_check CHECK ((length(link_hash) = 32)),
+    CONSTRAINT portal_links_merchant_id_check CHECK ((merchant_id > 0))
+);
+
+--
+-- Name: portal_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.portal_sessions (
+    session_hash bytea NOT NULL,
+    merchant_id bigint NOT NULL,
+    csrf text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT portal_sessions_merchant_id_check CHECK ((merchant_id > 0)),
+    CONSTRAINT portal_sessions_session_hash_check CHECK ((length(session_hash) = 32))
+);
+
+--
 -- Name: provider_transmissions; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1726,10 +1767,14 @@ CREATE TABLE public.webhook_endpoints (
     previous_secret_until timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    filter_types text[] DEFAULT '{}'::text[] NOT NULL,
+    rate_limit_per_sec integer,
     CONSTRAINT webhook_endpoints_description_check CHECK ((length(description) <= 256)),
+    CONSTRAINT webhook_endpoints_filter_types_check CHECK (((cardinality(filter_types) <= 32) AND (array_position(filter_types, NULL::text) IS NULL))),
     CONSTRAINT webhook_endpoints_id_check CHECK ((id ~ '^ep_[0-9a-f]{24}$'::text)),
     CONSTRAINT webhook_endpoints_merchant_id_check CHECK ((merchant_id > 0)),
     CONSTRAINT webhook_endpoints_previous_check CHECK (((previous_secret_sealed IS NULL) = (previous_secret_until IS NULL))),
+    CONSTRAINT webhook_endpoints_rate_limit_per_sec_check CHECK (((rate_limit_per_sec >= 1) AND (rate_limit_per_sec <= 1000))),
     CONSTRAINT webhook_endpoints_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
 );
 
@@ -1888,7 +1933,7 @@ ALTER TABLE ONLY public.merchant_notifications
 --
 
 ALTER TABLE ONLY public.notification_endpoints
-    ADD CONSTRAINT notification_endpoints_pkey PRIMARY KEY (merchant_id);
+    ADD CONSTRAINT notification_endpoints_pkey PRIMARY KEY (merchant_id, endpoint_id);
 
 --
 -- Name: operators operators_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1931,6 +1976,20 @@ ALTER TABLE ONLY public.payments
 
 ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_pkey PRIMARY KEY (merchant_id, provider, payout_id);
+
+--
+-- Name: portal_links portal_links_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.portal_links
+    ADD CONSTRAINT portal_links_pkey PRIMARY KEY (link_hash);
+
+--
+-- Name: portal_sessions portal_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.portal_sessions
+    ADD CONSTRAINT portal_sessions_pkey PRIMARY KEY (session_hash);
 
 --
 -- Name: provider_transmissions provider_transmissions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1987,13 +2046,6 @@ ALTER TABLE ONLY public.operators
 
 ALTER TABLE ONLY public.payment_disputes
     ADD CONSTRAINT uq_payment_disputes UNIQUE (merchant_id, provider, dispute_id);
-
---
--- Name: webhook_endpoints uq_webhook_endpoints_merchant; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.webhook_endpoints
-    ADD CONSTRAINT uq_webhook_endpoints_merchant UNIQUE (merchant_id);
 
 --
 -- Name: webhook_endpoint_revision webhook_endpoint_revision_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2097,7 +2149,7 @@ CREATE INDEX idx_merchant_notifications_attention ON public.merchant_notificatio
 -- Name: idx_merchant_notifications_due; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_merchant_notifications_due ON public.merchant_notifications USING btree (merchant_id, next_attempt_at, id) WHERE (status = 'pending'::text);
+CREATE INDEX idx_merchant_notifications_due ON public.merchant_notifications USING btree (merchant_id, endpoint_id, next_attempt_at, id) WHERE (status = 'pending'::text);
 
 --
 -- Name: idx_merchant_notifications_failed_retention; Type: INDEX; Schema: public; Owner: -
@@ -2115,7 +2167,7 @@ CREATE INDEX idx_merchant_notifications_merchant_finished ON public.merchant_not
 -- Name: idx_merchant_notifications_order; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_merchant_notifications_order ON public.merchant_notifications USING btree (order_id, id) WHERE ((status = 'pending'::text) AND (order_id IS NOT NULL));
+CREATE INDEX idx_merchant_notifications_order ON public.merchant_notifications USING btree (order_id, endpoint_id, id) WHERE ((status = 'pending'::text) AND (order_id IS NOT NULL));
 
 --
 -- Name: idx_merchant_notifications_retention; Type: INDEX; Schema: public; Owner: -
@@ -2140,6 +2192,18 @@ CREATE INDEX idx_payment_disputes_attention_v2 ON public.payment_disputes USING 
 --
 
 CREATE INDEX idx_payment_disputes_payment ON public.payment_disputes USING btree (merchant_id, provider, payment_id);
+
+--
+-- Name: idx_portal_links_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_portal_links_expires ON public.portal_links USING btree (expires_at);
+
+--
+-- Name: idx_portal_sessions_expires; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_portal_sessions_expires ON public.portal_sessions USING btree (expires_at);
 
 --
 -- Name: idx_provider_transmissions_conflicts; Type: INDEX; Schema: public; Owner: -
@@ -2182,6 +2246,12 @@ CREATE INDEX idx_refund_requests_payment ON public.refund_requests USING btree (
 --
 
 CREATE INDEX idx_settlement_payouts_settled ON public.settlement_payouts USING btree (settled_at DESC, payout_id);
+
+--
+-- Name: idx_webhook_endpoints_merchant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_webhook_endpoints_merchant ON public.webhook_endpoints USING btree (merchant_id);
 
 --
 -- Name: uq_idempotency; Type: INDEX; Schema: public; Owner: -

@@ -24,6 +24,7 @@ pub mod orders;
 pub mod outbound;
 pub mod payments;
 pub mod payouts;
+pub mod portal;
 pub mod preflight;
 pub mod providers;
 pub mod read_caches;

@@ -233,6 +233,27 @@ diesel::table! {
 }
 
 diesel::table! {
+    portal_links (link_hash) {
+        link_hash -> Bytea,
+        merchant_id -> Int8,
+        created_by -> Text,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+        opened_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    portal_sessions (session_hash) {
+        session_hash -> Bytea,
+        merchant_id -> Int8,
+        csrf -> Text,
+        created_at -> Timestamptz,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     provider_transmissions (provider, transmission_id) {
         provider -> Text,
         transmission_id -> Text,
@@ -335,6 +356,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     payment_disputes,
     payments,
     payouts,
+    portal_links,
+    portal_sessions,
     provider_transmissions,
     refund_requests,
     settlement_payouts,

@@ -36,8 +36,8 @@ use crate::routes::observe::observe;
 use crate::routes::openapi::{self, SecuritySchemes};
 use crate::routes::state::AppState;
 use crate::routes::{
-    admin, audit, callbacks, console, events, health, not_found, notifications, orders, refunds,
-    settlements, webhook_endpoints,
+    admin, audit, callbacks, console, events, health, not_found, notifications, orders, portal,
+    refunds, settlements, webhook_endpoints,
 };
 use crate::telemetry::GatewayRootSpan;
 use crate::{preflight, read_caches};
@@ -81,6 +81,8 @@ use crate::{preflight, read_caches};
         events::merchant_events,
         events::merchant_event,
         notifications::merchant_notifications,
+        portal::merchant_link,
+        portal::admin_link,
         console::home,
         console::events,
         console::export,
@@ -168,6 +170,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             "/admin/merchants/{merchant_id}/webhook-endpoints/{id}/test",
             web::post().to(webhook_endpoints::admin_ping),
+        )
+        .route("/v1/portal-sessions", web::post().to(portal::merchant_link))
+        .route(
+            "/admin/merchants/{merchant_id}/portal-sessions",
+            web::post().to(portal::admin_link),
         )
         .route(
             "/v1/orders/{id}/refunds",
@@ -264,6 +271,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route("/audit", web::get().to(audit_page::audit))
                 .route("/settlements", web::get().to(settlements_page::settlements))
                 .route("/static/console.css", web::get().to(console::stylesheet)),
+        )
+        .service(
+            web::scope("/portal")
+                .wrap(console::security_headers())
+                .route("", web::get().to(portal::home))
+                .route("/open/{token}", web::get().to(portal::open_page))
+                .route("/open", web::post().to(portal::open))
+                .route("/logout", web::post().to(portal::logout))
+                .route("/endpoints", web::post().to(portal::create))
+                .route("/endpoints/{id}", web::get().to(portal::endpoint))
+                .route("/endpoints/{id}", web::post().to(portal::update))
+                .route("/endpoints/{id}/{action}", web::post().to(portal::act))
+                .route("/notifications", web::get().to(portal::notifications_page))
+                .route("/notifications/{id}", web::get().to(portal::notification))
+                .route(
+                    "/notifications/{id}/redeliver",
+                    web::post().to(portal::redeliver),
+                )
+                .route("/events", web::get().to(portal::events_page))
+                .route("/static/portal.css", web::get().to(portal::stylesheet)),
         );
 }
 

@@ -48,10 +48,14 @@ pub enum Action {
     IdempotencyCleanup,
     /// A provider's settlement report settled (`settle`): the fees it booked and what it found.
     SettlementRun,
+    /// A one-time link to a merchant's portal made (never the link).
+    PortalLink,
+    /// A portal link opened: a session started.
+    PortalOpen,
 }
 
 impl Action {
-    pub const ALL: [Action; 19] = [
+    pub const ALL: [Action; 21] = [
         Action::SignIn,
         Action::EventReplay,
         Action::RefundRequestResolve,
@@ -71,6 +75,8 @@ impl Action {
         Action::TokenIssue,
         Action::IdempotencyCleanup,
         Action::SettlementRun,
+        Action::PortalLink,
+        Action::PortalOpen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,6 +100,8 @@ impl Action {
             Action::TokenIssue => "token.issue",
             Action::IdempotencyCleanup => "idempotency.cleanup",
             Action::SettlementRun => "settlement.run",
+            Action::PortalLink => "portal.link",
+            Action::PortalOpen => "portal.open",
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! One file per section of the file, each with its settings, its raw form (as written, every
 //! field optional) and its validation and defaults: `server`, `database`, `idempotency`,
-//! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `ledger`,
+//! `admin`, `providers`, `merchants`, `notifications`, `refunds`, `console`, `portal`, `ledger`,
 //! `history`, `telemetry`, `secrets`, `limits`; `rules`
 //! holds what they share (the error, bounds, secrets, outgoing URLs). This file reads the
 //! document and assembles the sections.
@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod limits;
 pub mod merchants;
 pub mod notifications;
+pub mod portal;
 pub mod providers;
 pub mod refunds;
 pub mod rules;
@@ -62,6 +63,8 @@ pub struct Settings {
     pub providers: Vec<ProviderSettings>,
     pub refunds: RefundSettings,
     pub console: ConsoleSettings,
+    /// `[portal]`: the merchant portal's links.
+    pub portal: portal::PortalSettings,
     /// `[[merchants]]`: the merchants that hear of their orders' changes.
     pub merchants: Vec<MerchantSettings>,
     pub notifications: NotificationSettings,
@@ -91,6 +94,8 @@ struct RawSettings {
     refunds: refunds::RawRefunds,
     #[serde(default)]
     console: console::RawConsole,
+    #[serde(default)]
+    portal: portal::RawPortal,
     #[serde(default)]
     ledger: ledger::RawLedger,
     #[serde(default)]
@@ -177,6 +182,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
     let ledger = ledger::validate(raw.ledger)?;
     let history = history::validate(raw.history)?;
     let console = console::validate(raw.console, server.tls.is_some());
+    let portal = portal::validate(raw.portal)?;
     let telemetry = telemetry::validate(raw.telemetry)?;
     let secrets = secrets::validate(raw.secrets, env)?;
     let limits = limits::validate(raw.limits)?;
@@ -188,6 +194,7 @@ fn validate(raw: RawSettings, env: &dyn Environment) -> Result<Settings, ConfigE
         providers,
         refunds,
         console,
+        portal,
         ledger,
         history,
         merchants,

@@ -131,15 +131,16 @@ pub async fn page(
     })
 }
 
-/// Sends notification `id` again now; `None` when there is no such notification. The audit
-/// row commits with the change.
+/// Sends notification `id` again now; `None` when there is no such notification (or, with
+/// `merchant_id`, when it is another merchant's). The audit row commits with the change.
 pub async fn redeliver(
     conn: &mut AsyncPgConnection,
     id: i64,
+    merchant_id: Option<i64>,
     audit: &audit::Context,
 ) -> diesel::QueryResult<Option<NotificationView>> {
     conn.transaction(async |conn| {
-        let Some(view) = model::redeliver(conn, id)
+        let Some(view) = model::redeliver(conn, id, merchant_id)
             .await?
             .as_ref()
             .map(NotificationView::from)

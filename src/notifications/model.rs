@@ -628,12 +628,19 @@ pub async fn find(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<N
 const REDELIVER_SET: &str = "SET status = 'pending', attempts = 0, next_attempt_at = now(), \
          delivered_at = NULL, last_error = NULL";
 
-/// Notification `id` is sent again now, whatever its state, under its `webhook-id`.
-pub async fn redeliver(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<Notification>> {
+/// Notification `id` is sent again now, whatever its state, under its `webhook-id`; when
+/// `merchant_id` is given, only if it is that merchant's (`None` otherwise, as for no row).
+pub async fn redeliver(
+    conn: &mut AsyncPgConnection,
+    id: i64,
+    merchant_id: Option<i64>,
+) -> QueryResult<Option<Notification>> {
     diesel::sql_query(format!(
-        "UPDATE merchant_notifications {REDELIVER_SET} WHERE id = $1 RETURNING *"
+        "UPDATE merchant_notifications {REDELIVER_SET} \
+         WHERE id = $1 AND ($2::bigint IS NULL OR merchant_id = $2) RETURNING *"
     ))
     .bind::<BigInt, _>(id)
+    .bind::<Nullable<BigInt>, _>(merchant_id)
     .committed_result(conn)
     .await
     .optional()

@@ -16,6 +16,7 @@ pub mod notifications;
 pub mod observe;
 pub mod openapi;
 pub mod orders;
+pub mod portal;
 pub mod refunds;
 mod respond;
 pub mod settlements;

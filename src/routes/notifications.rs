@@ -143,7 +143,7 @@ pub async fn redeliver_notification(
         .parse::<i64>()
         .map_err(|_| notification_not_found())?;
     let mut conn = api_pool.get().await?;
-    let view = admin::redeliver(&mut conn, id, &staff.audit)
+    let view = admin::redeliver(&mut conn, id, None, &staff.audit)
         .await?
         .ok_or_else(notification_not_found)?;
     state.notifying.wake_handle().wake();

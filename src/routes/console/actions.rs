@@ -127,7 +127,7 @@ pub async fn redeliver(
     };
     let id = path.parse::<i64>().map_err(|_| not_found())?;
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-    admin::redeliver(&mut conn, id, &console.me.audit())
+    admin::redeliver(&mut conn, id, None, &console.me.audit())
         .await?
         .ok_or_else(not_found)?;
     state.notifying.wake_handle().wake();

@@ -76,7 +76,7 @@ fn form_is_ours(request: &HttpRequest, form: &LoginForm) -> bool {
 /// Whether the browser reached us over HTTPS: the gateway's own TLS, or what the TLS-terminating
 /// proxy says in `Forwarded: proto=https` or `X-Forwarded-Proto: https` (actix reads both). A
 /// client that lies only makes its own cookie `Secure`, which it then cannot send over HTTP.
-fn over_https(request: &HttpRequest) -> bool {
+pub(crate) fn over_https(request: &HttpRequest) -> bool {
     request
         .connection_info()
         .scheme()
