@@ -141,6 +141,17 @@ pub async fn end(conn: &mut AsyncPgConnection, token: &str) -> QueryResult<()> {
     Ok(())
 }
 
+/// Whether `merchant_id` is a merchant the gateway knows: it holds an API token. An operator's
+/// typo makes no link to a portal nobody owns.
+pub async fn known_merchant(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<bool> {
+    use crate::schema::api_tokens;
+    diesel::select(diesel::dsl::exists(
+        api_tokens::table.filter(api_tokens::user_id.eq(merchant_id)),
+    ))
+    .committed_result(conn)
+    .await
+}
+
 /// At most this many expired links and as many sessions go per new link.
 const EXPIRED_BATCH: i64 = 1000;
 

@@ -297,7 +297,7 @@ pub async fn merchant_link(
         (status = 201, body = PortalLink),
         (status = 401, description = "unauthorized", body = ErrorBody),
         (status = 403, description = "forbidden: the key's role does not include operator (required_role)", body = ErrorBody),
-        (status = 404, description = "merchant_not_found: not a merchant id", body = ErrorBody),
+        (status = 404, description = "merchant_not_found: no merchant with this id holds an API token", body = ErrorBody),
     )
 )]
 pub async fn admin_link(
@@ -314,6 +314,14 @@ pub async fn admin_link(
             code: "merchant_not_found",
             what: "merchant",
         })?;
+    let mut conn = api_pool.get().await?;
+    if !sessions::known_merchant(&mut conn, merchant_id).await? {
+        return Err(ApiError::NotFound {
+            code: "merchant_not_found",
+            what: "merchant",
+        });
+    }
+    drop(conn);
     make_link(merchant_id, &staff.audit, &state, &api_pool).await
 }
 

@@ -60,6 +60,8 @@ async fn migrations_apply_revert_and_apply_again() {
             "payment_disputes",
             "payments",
             "payouts",
+            "portal_links",
+            "portal_sessions",
             "provider_transmissions",
             "refund_requests",
             "settlement_payouts",
