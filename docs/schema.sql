@@ -1441,6 +1441,37 @@ CREATE SEQUENCE public.merchant_notifications_id_seq
 ALTER SEQUENCE public.merchant_notifications_id_seq OWNED BY public.merchant_notifications.id;
 
 --
+-- Name: notification_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.notification_attempts (
+    id bigint NOT NULL,
+    notification_id bigint NOT NULL,
+    attempt integer NOT NULL,
+    finished_at timestamp with time zone DEFAULT now() NOT NULL,
+    status_code integer,
+    error text,
+    delivered boolean NOT NULL
+);
+
+--
+-- Name: notification_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.notification_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: notification_attempts_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.notification_attempts_id_seq OWNED BY public.notification_attempts.id;
+
+--
 -- Name: notification_endpoints; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1815,6 +1846,12 @@ ALTER TABLE ONLY public.ledger_transfers ALTER COLUMN id SET DEFAULT nextval('pu
 ALTER TABLE ONLY public.merchant_notifications ALTER COLUMN id SET DEFAULT nextval('public.merchant_notifications_id_seq'::regclass);
 
 --
+-- Name: notification_attempts id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notification_attempts ALTER COLUMN id SET DEFAULT nextval('public.notification_attempts_id_seq'::regclass);
+
+--
 -- Name: operators id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1927,6 +1964,13 @@ ALTER TABLE ONLY public.ledger_transfers
 
 ALTER TABLE ONLY public.merchant_notifications
     ADD CONSTRAINT merchant_notifications_pkey PRIMARY KEY (id);
+
+--
+-- Name: notification_attempts notification_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notification_attempts
+    ADD CONSTRAINT notification_attempts_pkey PRIMARY KEY (id);
 
 --
 -- Name: notification_endpoints notification_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2176,6 +2220,12 @@ CREATE INDEX idx_merchant_notifications_order ON public.merchant_notifications U
 CREATE INDEX idx_merchant_notifications_retention ON public.merchant_notifications USING btree (delivered_at) WHERE (status = 'delivered'::text);
 
 --
+-- Name: idx_notification_attempts_notification; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_notification_attempts_notification ON public.notification_attempts USING btree (notification_id, id);
+
+--
 -- Name: idx_orders_user_id; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2337,6 +2387,13 @@ CREATE TRIGGER ledger_transfers_append_only BEFORE DELETE OR UPDATE ON public.le
 
 ALTER TABLE ONLY public.ledger_entries
     ADD CONSTRAINT ledger_entries_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES public.ledger_transfers(id);
+
+--
+-- Name: notification_attempts notification_attempts_notification_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.notification_attempts
+    ADD CONSTRAINT notification_attempts_notification_id_fkey FOREIGN KEY (notification_id) REFERENCES public.merchant_notifications(id) ON DELETE CASCADE;
 
 --
 -- Name: refund_requests refund_requests_idempotency_record_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -141,6 +141,18 @@ diesel::table! {
 }
 
 diesel::table! {
+    notification_attempts (id) {
+        id -> Int8,
+        notification_id -> Int8,
+        attempt -> Int4,
+        finished_at -> Timestamptz,
+        status_code -> Nullable<Int4>,
+        error -> Nullable<Text>,
+        delivered -> Bool,
+    }
+}
+
+diesel::table! {
     notification_endpoints (merchant_id, endpoint_id) {
         merchant_id -> Int8,
         disabled_at -> Nullable<Timestamptz>,
@@ -335,6 +347,7 @@ diesel::table! {
 }
 
 diesel::joinable!(ledger_entries -> ledger_transfers (transfer_id));
+diesel::joinable!(notification_attempts -> merchant_notifications (notification_id));
 diesel::joinable!(refund_requests -> idempotency_keys (idempotency_record_id));
 diesel::joinable!(refund_requests -> orders (order_id));
 
@@ -350,6 +363,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     ledger_entries,
     ledger_transfers,
     merchant_notifications,
+    notification_attempts,
     notification_endpoints,
     operators,
     orders,

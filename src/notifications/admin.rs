@@ -71,10 +71,17 @@ impl NotificationView {
     /// gateway refuses reads as one that does not answer at all, so a merchant cannot probe
     /// which names exist inside the network from its notifications (operators see the reason).
     pub fn as_merchant_sees_it(mut self) -> Self {
-        if self.last_error.as_deref() == Some(crate::outbound::ADDRESS_NOT_ALLOWED) {
-            self.last_error = Some(super::schedule::CONNECTION_FAILED.to_owned());
-        }
+        self.last_error = self.last_error.map(|e| Self::error_as_merchant_sees_it(&e));
         self
+    }
+
+    /// An attempt's error as the merchant may see it (see [`Self::as_merchant_sees_it`]).
+    pub fn error_as_merchant_sees_it(error: &str) -> String {
+        if error == crate::outbound::ADDRESS_NOT_ALLOWED {
+            super::schedule::CONNECTION_FAILED.to_owned()
+        } else {
+            error.to_owned()
+        }
     }
 }
 

@@ -254,7 +254,8 @@ pub struct Recorded {
     pub error: Option<String>,
 }
 
-/// Stores attempts' results and what they say of each endpoint, in one statement:
+/// Stores attempts' results, each in the notification's attempt history, and what they say of
+/// each endpoint, in one statement:
 /// a success clears its endpoint's failing streak; a 410 disables it (`gone`); failures start a
 /// streak or, when it began more than [`DISABLE_AFTER`] ago, disable it (`no_success`).
 /// A row still pending is written `NOT IN ('delivered', 'failed')` so that no partial index of
@@ -277,7 +278,11 @@ pub const RECORD_SQL: &str = "WITH r AS ( \
        FROM r \
        WHERE n.id = ANY($1::bigint[]) AND n.id = r.id AND n.status NOT IN ('delivered', 'failed') \
          AND (r.delivered OR n.attempts = r.attempt) \
-       RETURNING n.id, n.merchant_id, n.endpoint_id, r.delivered, r.gone, r.error), \
+       RETURNING n.id, n.merchant_id, n.endpoint_id, r.attempt, r.status_code, r.delivered, \
+                 r.gone, r.error), \
+     logged AS ( \
+       INSERT INTO notification_attempts (notification_id, attempt, status_code, error, delivered) \
+       SELECT id, attempt, status_code, error, delivered FROM updated), \
      outcomes AS ( \
        SELECT merchant_id, endpoint_id, bool_or(delivered) AS succeeded, bool_or(gone) AS gone, \
               bool_or(NOT delivered) AS failed, \
@@ -622,6 +627,37 @@ pub async fn find(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<N
         .first(conn)
         .await
         .optional()
+}
+
+/// One attempt's stored result.
+#[derive(Debug, Clone, Queryable, Selectable, serde::Serialize, utoipa::ToSchema)]
+#[diesel(table_name = crate::schema::notification_attempts)]
+pub struct Attempt {
+    /// Its number as its claim counted it (from 1 again after a redelivery).
+    pub attempt: i32,
+    /// When its result was stored.
+    #[schema(value_type = String)]
+    pub finished_at: DateTime<Utc>,
+    /// The endpoint's HTTP status, if it answered.
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
+    pub delivered: bool,
+}
+
+/// The newest `limit` attempts of notification `id`, newest first.
+pub async fn attempts(
+    conn: &mut AsyncPgConnection,
+    id: i64,
+    limit: i64,
+) -> QueryResult<Vec<Attempt>> {
+    use crate::schema::notification_attempts as a;
+    a::table
+        .filter(a::notification_id.eq(id))
+        .order(a::id.desc())
+        .limit(limit)
+        .select(Attempt::as_select())
+        .load(conn)
+        .await
 }
 
 /// The SET of every redelivery: pending, due now, the schedule from its first attempt again.

@@ -29,7 +29,7 @@ use crate::notifications::admin::{self as notifications, ListFilter, Notificatio
 use crate::notifications::endpoints::{
     self, By, EVENT_TYPES, EndpointError, EndpointView, Given, WithSecret,
 };
-use crate::notifications::model::StatusFilter;
+use crate::notifications::model::{self, Attempt, StatusFilter};
 use crate::portal::sessions::{self, COOKIE};
 
 const STYLESHEET: &str = include_str!("../../static/portal.css");
@@ -868,9 +868,13 @@ pub async fn notifications_page(
 struct NotificationPage {
     session: Option<Session>,
     notification: NotificationView,
+    attempts: Vec<Attempt>,
     body: String,
     notice: Option<&'static str>,
 }
+
+/// The most attempts a notification's page lists.
+const ATTEMPTS_SHOWN: i64 = 50;
 
 /// `GET /portal/notifications/{id}`: one notification, its attempts, its body, its next retry.
 pub async fn notification(
@@ -880,17 +884,29 @@ pub async fn notification(
     read_pool: web::Data<ReadPool>,
 ) -> Result<HttpResponse, PortalError> {
     let mut conn = read_pool.get().await.map_err(ApiError::from)?;
-    let row = crate::notifications::model::find(&mut conn, *path)
+    let row = model::find(&mut conn, *path)
         .await?
         .filter(|n| n.merchant_id == session.merchant_id)
         .ok_or(PortalError::NotFound)?;
     let notification = NotificationView::from(&row).as_merchant_sees_it();
-    let body = serde_json::to_string_pretty(&notification.payload).unwrap_or_default();
+    // The bytes every attempt sends (and signs), as they go out.
+    let body = String::from_utf8_lossy(&crate::notifications::body::render(&row)).into_owned();
+    let attempts = model::attempts(&mut conn, row.id, ATTEMPTS_SHOWN)
+        .await?
+        .into_iter()
+        .map(|mut attempt| {
+            attempt.error = attempt
+                .error
+                .map(|e| NotificationView::error_as_merchant_sees_it(&e));
+            attempt
+        })
+        .collect();
     html(
         StatusCode::OK,
         &NotificationPage {
             session: Some(session),
             notification,
+            attempts,
             body,
             notice: notice(&done),
         },

@@ -54,6 +54,7 @@ async fn migrations_apply_revert_and_apply_again() {
             "ledger_entries",
             "ledger_transfers",
             "merchant_notifications",
+            "notification_attempts",
             "notification_endpoints",
             "operators",
             "orders",
