@@ -43,6 +43,7 @@ mod outbound;
 mod paypal_fetch;
 mod paypal_transmissions;
 mod paypal_verify;
+mod portal;
 mod providers;
 mod reconcile;
 mod refund_safety;
