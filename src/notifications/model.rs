@@ -887,6 +887,37 @@ pub async fn disabled_endpoints(conn: &mut AsyncPgConnection) -> QueryResult<Vec
         .await
 }
 
+/// Fails up to `batch` pending notifications of endpoints made by API that no longer exist
+/// (`endpoint deleted`); how many. The deletion fails its endpoint's pending rows in its
+/// transaction, but a change staged concurrently, which read the endpoint before the deletion
+/// committed, commits a row after it: no gateway has a target for it, so it would wait for
+/// ever. One probe per endpoint with pending rows (a skip scan of the due index), as the
+/// backlog's.
+pub async fn fail_orphans(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
+    diesel::sql_query(
+        "WITH RECURSIVE endpoints AS ( \
+           (SELECT merchant_id, endpoint_id FROM merchant_notifications WHERE status = 'pending' \
+            ORDER BY merchant_id, endpoint_id LIMIT 1) \
+           UNION ALL \
+           SELECT next.merchant_id, next.endpoint_id FROM endpoints m CROSS JOIN LATERAL ( \
+             SELECT n.merchant_id, n.endpoint_id FROM merchant_notifications n \
+             WHERE n.status = 'pending' \
+               AND (n.merchant_id, n.endpoint_id) > (m.merchant_id, m.endpoint_id) \
+             ORDER BY n.merchant_id, n.endpoint_id LIMIT 1) AS next) \
+         UPDATE merchant_notifications SET status = 'failed', last_error = 'endpoint deleted', \
+                last_attempt_at = now() \
+         WHERE id = ANY(ARRAY( \
+           SELECT n.id FROM endpoints e JOIN merchant_notifications n \
+             ON n.merchant_id = e.merchant_id AND n.endpoint_id = e.endpoint_id \
+           WHERE e.endpoint_id <> 'file' AND n.status = 'pending' \
+             AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id) \
+           LIMIT $1 FOR UPDATE OF n SKIP LOCKED))",
+    )
+    .bind::<BigInt, _>(batch)
+    .execute(conn)
+    .await
+}
+
 /// Deletes up to `batch` notifications delivered more than `retention` ago; how many.
 pub async fn delete_delivered(
     conn: &mut AsyncPgConnection,

@@ -10,6 +10,10 @@
 //!   newest stay, so each order's latest change among them is heard once it is enabled), and
 //!   are counted on the endpoint (`dropped`, shown to admins and on the console).
 //!
+//! - a pending notification of an endpoint deleted meanwhile (staged by a change that read the
+//!   endpoint just before its deletion committed) is failed, `endpoint deleted`, as the
+//!   deletion fails the rest.
+//!
 //! Pending notifications of an endpoint that works are never deleted.
 
 use std::time::Duration;
@@ -52,6 +56,8 @@ pub struct Removed {
     pub failed: u64,
     /// Pending notifications of disabled endpoints beyond what they keep.
     pub dropped: u64,
+    /// Pending notifications of endpoints deleted meanwhile, failed (`endpoint deleted`).
+    pub orphaned: u64,
 }
 
 /// One full pass: each kind in batches of `batch` until one comes back short.
@@ -72,6 +78,13 @@ pub async fn run_pass(
     loop {
         let n = model::delete_failed(conn, keep.failed, batch).await? as u64;
         removed.failed += n;
+        if !full(n) {
+            break;
+        }
+    }
+    loop {
+        let n = model::fail_orphans(conn, batch).await? as u64;
+        removed.orphaned += n;
         if !full(n) {
             break;
         }
@@ -134,6 +147,12 @@ pub async fn run_periodically(
             Ok(Some(removed)) => {
                 metrics.record_notifications_deleted(removed.delivered + removed.failed);
                 metrics.record_notifications_dropped(removed.dropped);
+                if removed.orphaned > 0 {
+                    tracing::warn!(
+                        failed = removed.orphaned,
+                        "pending notifications of deleted endpoints failed (endpoint deleted)"
+                    );
+                }
                 tracing::debug!(?removed, "notifications past retention removed");
             }
             Ok(None) => tracing::debug!("another gateway holds the notification retention lock"),

@@ -315,3 +315,59 @@ async fn the_backlog_gauge_counts_at_most_10_000_rows_estimates_beyond_and_finds
         "the count reads 10,001 rows at most:\n{plan}"
     );
 }
+
+/// A change staged while its endpoint was being deleted (it read the endpoint just before the
+/// deletion committed) commits a row no gateway can send: the retention pass fails it, as the
+/// deletion failed the rest, and leaves every other endpoint's pending rows alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_notification_of_a_deleted_endpoint_is_failed_and_the_others_wait() {
+    let receiver = Receiver::start(MERCHANT_WHSEC).await;
+    let app = spawn_app_with(&notify_config(&receiver.url, "")).await;
+    app.db
+        .batch_execute(
+            "INSERT INTO webhook_endpoints (id, merchant_id, url, secret_sealed) \
+             VALUES ('ep_00000000000000000000aaaa', 42, 'https://merchant.example/live', '\\x00'); \
+             INSERT INTO notification_endpoints (merchant_id, endpoint_id, disabled_at, disabled_reason) \
+             VALUES (42, 'ep_00000000000000000000aaaa', now(), 'operator'), \
+                    (42, 'file', now(), 'operator'); \
+             INSERT INTO merchant_notifications (merchant_id, endpoint_id, kind, object_status) \
+             VALUES (42, 'ep_00000000000000000000dead', 'order.paid', 'paid'), \
+                    (42, 'ep_00000000000000000000aaaa', 'order.paid', 'paid'), \
+                    (42, 'file', 'order.paid', 'paid');",
+        )
+        .await
+        .unwrap();
+    let mut conn = callback_gateway::db::connect(&app.database_url)
+        .await
+        .unwrap();
+    let keep = retention::Keep::of(&app.settings.notifications);
+    let removed = retention::run_pass(&mut conn, keep, 2).await.unwrap();
+    assert_eq!(removed.orphaned, 1);
+    let rows: Vec<(String, String, Option<String>)> = app
+        .db
+        .query(
+            "SELECT endpoint_id, status, last_error FROM merchant_notifications ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "ep_00000000000000000000dead".to_owned(),
+                "failed".to_owned(),
+                Some("endpoint deleted".to_owned())
+            ),
+            (
+                "ep_00000000000000000000aaaa".to_owned(),
+                "pending".to_owned(),
+                None
+            ),
+            ("file".to_owned(), "pending".to_owned(), None),
+        ]
+    );
+}
