@@ -236,6 +236,9 @@ async fn make_link(
     state: &AppState,
     api_pool: &ApiPool,
 ) -> Result<HttpResponse, ApiError> {
+    // Each link is a row and an audit row nobody may delete: a merchant's are charged to its
+    // hourly budget of endpoint changes, as the portal's own changes are.
+    state.limits.endpoint_change(merchant_id)?;
     let mut conn = api_pool.get().await?;
     let link = sessions::create_link(
         &mut conn,
@@ -274,6 +277,7 @@ async fn make_link(
     responses(
         (status = 201, body = PortalLink),
         (status = 401, description = "unauthorized", body = ErrorBody),
+        (status = 429, description = "rate_limited: past [limits] endpoint_changes_per_hour for this merchant (Retry-After)", body = ErrorBody),
         (status = 503, description = "unavailable", body = ErrorBody),
     )
 )]
@@ -348,6 +352,7 @@ pub async fn open_page(path: web::Path<String>) -> Result<HttpResponse, PortalEr
 pub async fn open(
     request: HttpRequest,
     payload: web::Payload,
+    state: web::Data<AppState>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, PortalError> {
     let form = Form::read(&request, payload).await?;
@@ -370,7 +375,7 @@ pub async fn open(
     let cookie = cookie(
         opened.token,
         CookieDuration::minutes(sessions::SESSION_MINUTES),
-        over_https(&request),
+        secure(&state, &request),
     );
     Ok(HttpResponse::SeeOther()
         .insert_header((LOCATION, "/portal"))
@@ -378,7 +383,17 @@ pub async fn open(
         .finish())
 }
 
-/// The session cookie: HttpOnly, SameSite=Strict, scoped to `/portal`, Secure over HTTPS.
+/// Whether the session cookie is `Secure`: as the console's (`[console] secure_cookie`; by
+/// default under the gateway's own TLS, or when the proxy says the request was HTTPS).
+fn secure(state: &AppState, request: &HttpRequest) -> bool {
+    state
+        .settings
+        .console
+        .secure_cookie
+        .applies(over_https(request))
+}
+
+/// The session cookie: HttpOnly, SameSite=Strict, scoped to `/portal`, Secure as [`secure`].
 fn cookie(value: String, max_age: CookieDuration, https: bool) -> Cookie<'static> {
     Cookie::build(COOKIE, value)
         .path("/portal")
@@ -394,6 +409,7 @@ pub async fn logout(
     session: Session,
     request: HttpRequest,
     payload: web::Payload,
+    state: web::Data<AppState>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, PortalError> {
     session.check(&Form::read(&request, payload).await?)?;
@@ -409,7 +425,7 @@ pub async fn logout(
     page.add_cookie(&cookie(
         String::new(),
         CookieDuration::ZERO,
-        over_https(&request),
+        secure(&state, &request),
     ))
     .map_err(|e| ApiError::Internal(e.into()))?;
     Ok(page)
