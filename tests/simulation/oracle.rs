@@ -246,6 +246,7 @@ pub async fn check(
             ));
         }
     }
+    violations.extend(fanned_out(world, &ids).await?);
     for ((event, epoch), group) in ack_groups(acks) {
         let first = group[0];
         if let Some(other) = group
@@ -285,4 +286,71 @@ fn describe(p: &Payment) -> String {
         refunds.join(", "),
         chargebacks.join(", ")
     )
+}
+
+/// What a staged notification says, as two endpoints' copies of it must agree.
+type Staged = (
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    String,
+    Option<String>,
+);
+
+/// Each of the merchant's endpoints made by API got exactly the notifications of the history's
+/// payments its filter takes, and the file's endpoint none: the unfiltered endpoint's rows are
+/// the reference (each change staged once per subscribed endpoint, in its transaction).
+async fn fanned_out(world: &World, payment_ids: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    if world.endpoints.is_empty() {
+        return Ok(violations);
+    }
+    let rows = world
+        .db
+        .query(
+            "SELECT endpoint_id, kind, order_id, transfer_id, event_id, object_status, dispute_id \
+             FROM merchant_notifications WHERE merchant_id = $1 AND payment_id = ANY($2)",
+            &[&MERCHANT, &payment_ids],
+        )
+        .await?;
+    let mut by_endpoint: HashMap<String, Vec<Staged>> = HashMap::new();
+    for row in rows {
+        by_endpoint.entry(row.get(0)).or_default().push((
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+            row.get(5),
+            row.get(6),
+        ));
+    }
+    for list in by_endpoint.values_mut() {
+        list.sort();
+    }
+    let Some((all, _)) = world.endpoints.iter().find(|(_, filter)| filter.is_empty()) else {
+        return Ok(violations);
+    };
+    let every = by_endpoint.get(all).cloned().unwrap_or_default();
+    for (id, filter) in &world.endpoints {
+        let expected: Vec<Staged> = every
+            .iter()
+            .filter(|s| filter.is_empty() || filter.contains(&s.0))
+            .cloned()
+            .collect();
+        let got = by_endpoint.remove(id).unwrap_or_default();
+        if got != expected {
+            violations.push(format!(
+                "endpoint {id} (filter {filter:?}) was staged {got:?} where its filter takes \
+                 {expected:?}"
+            ));
+        }
+    }
+    for (id, rows) in by_endpoint {
+        violations.push(format!(
+            "{} notifications staged for endpoint {id}, which is none of the merchant's: {rows:?}",
+            rows.len()
+        ));
+    }
+    Ok(violations)
 }

@@ -46,6 +46,10 @@ pub struct World {
     pub api: Option<Arc<Emulator>>,
     /// The merchant's API token (orders are created as the merchant would).
     pub token: String,
+    /// The merchant's notification endpoints made by API (this build only): each id with its
+    /// filter (empty: every type). Notifications are staged for each in the transactions of
+    /// the history's changes; the oracle checks each got exactly its types.
+    pub endpoints: Vec<(String, Vec<String>)>,
     pub port: u16,
     binary: Binary,
     gateway: Mutex<Child>,
@@ -92,10 +96,17 @@ impl World {
         // A simulated provider that signs nothing (Mollie) posts every delivery from this one
         // address, past the default limit per address: this build's limit is raised out of the
         // way (a foreign binary of an older version knows no [limits]).
+        // This build's merchant has notification endpoints made by API ([`ENDPOINTS`]), on an
+        // origin granted to it where nothing listens: every change stages its notifications in
+        // its transaction, and the sender's attempts fail and are retried.
         let limits = if binary.foreign {
-            ""
+            String::new()
         } else {
-            "\n[limits]\nunsigned_deliveries_per_minute = 1000000\n"
+            format!(
+                "\n[limits]\nunsigned_deliveries_per_minute = 1000000\n\
+                 [secrets]\nkey = \"{SECRETS_KEY}\"\n[notifications]\nallow_http = true\n\
+                 [[merchants]]\nid = {MERCHANT}\nallow_hosts = [\"{ENDPOINT_ORIGIN}\"]\n"
+            )
         };
         let provider = format!("{}{limits}", model.provider_toml(api.as_deref()));
         // Serve's own pass only makes months ahead; months are archived and dropped by the
@@ -124,6 +135,7 @@ impl World {
             client,
             api,
             token: String::new(),
+            endpoints: Vec::new(),
             port,
             binary: binary.clone(),
             gateway: Mutex::new(child),
@@ -134,8 +146,58 @@ impl World {
         };
         world.wait_ready().await?;
         world.token = world.command(&["token", "issue", "--user-id", &MERCHANT.to_string()])?;
+        if !binary.foreign {
+            world.make_endpoints().await?;
+        }
         world.partition_by_month().await?;
         Ok(world)
+    }
+
+    /// The merchant's endpoints of [`ENDPOINTS`], made by API; returns once the gateway holds
+    /// them all (before it, a change would be staged for some and not the others).
+    async fn make_endpoints(&mut self) -> anyhow::Result<()> {
+        for (n, filter) in ENDPOINTS.iter().enumerate() {
+            let response = self
+                .client
+                .post(self.url("/v1/webhook-endpoints"))
+                .bearer_auth(&self.token)
+                .json(&serde_json::json!({
+                    "url": format!("{ENDPOINT_ORIGIN}/hooks/{n}"),
+                    "filter_types": filter,
+                }))
+                .send()
+                .await?;
+            let status = response.status();
+            let body: serde_json::Value = response.json().await?;
+            anyhow::ensure!(status == 201, "making endpoint {n}: {status} {body}");
+            let id = body["id"].as_str().unwrap_or_default().to_owned();
+            self.endpoints
+                .push((id, filter.iter().map(|t| (*t).to_owned()).collect()));
+        }
+        let revision: i64 = self
+            .db
+            .query_one("SELECT revision FROM webhook_endpoint_revision", &[])
+            .await?
+            .get(0);
+        let started = Instant::now();
+        let line = format!("gateway_webhook_endpoints_revision {revision}");
+        loop {
+            let metrics = self
+                .client
+                .get(self.url("/metrics"))
+                .send()
+                .await?
+                .text()
+                .await?;
+            if metrics.lines().any(|l| l == line) {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(30),
+                "the gateway did not load the endpoints' revision {revision}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -424,6 +486,22 @@ pub fn tail(log: &str) -> String {
 /// How long after a cut a 503 is taken for the cut's: the gateway's pooled connections die
 /// with it and each fails the one request that takes it next, as soon as it is taken.
 const CUT_AFTERMATH: Duration = Duration::from_secs(1);
+
+/// `[secrets] key` of this build's worlds (32 bytes, base64; a test value).
+const SECRETS_KEY: &str = "c2ltdWxhdG9yLXNlY3JldHMta2V5LTMyLWJ5dGVzISE=";
+/// Where the merchant's endpoints are: granted to it, and nothing listens (the discard port).
+const ENDPOINT_ORIGIN: &str = "http://127.0.0.1:9";
+/// The filters of the merchant's endpoints: two filtered, one for every type.
+const ENDPOINTS: [&[&str]; 3] = [
+    &["order.paid"],
+    &[
+        "order.refunded",
+        "order.partially_refunded",
+        "order.disputed",
+        "order.charged_back",
+    ],
+    &[],
+];
 
 /// The configuration `history` commands run with: serve's, with an archive folder.
 const ARCHIVING_CONFIG: &str = "archiving.toml";
