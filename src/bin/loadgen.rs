@@ -31,7 +31,10 @@
 //! With `--notify-listen HOST:PORT --notify-secret whsec_..` a counted `first` run is also the
 //! merchant's notification endpoint (one thread of its own): it verifies each notification,
 //! waits for every applied event's, and reports `notify_eps` and the lag from each ack to its
-//! notification.
+//! notification. Several endpoints of one merchant may share the listener, each on a path of
+//! its own with its own secret (`--notify-secret /e1=whsec_.. --notify-secret /e2=whsec_..`):
+//! each notification is verified with its path's secret, counted once per path, and
+//! `--notify-expect` says how many to wait for (every event's, once per endpoint).
 //!
 //! It is as light as pgbench is in the anchor runs, since it shares the cores with the gateway:
 //! one thread, one keep-alive HTTP/1.1 connection per client (hyper's bare connection API, no
@@ -130,9 +133,14 @@ struct Args {
     /// `notify_lag_p50_ms` and `notify_lag_p99_ms` (ack to notification).
     #[arg(long)]
     notify_listen: Option<String>,
-    /// The merchant's Standard Webhooks secret, to verify the notifications with.
+    /// The merchant's Standard Webhooks secret, to verify the notifications with: `whsec_..`
+    /// for any path, or `/PATH=whsec_..` for the endpoint on that path alone (repeatable).
     #[arg(long)]
-    notify_secret: Option<String>,
+    notify_secret: Vec<String>,
+    /// How many notifications to wait for (default: one per applied event); several endpoints
+    /// each receive every event's.
+    #[arg(long)]
+    notify_expect: Option<usize>,
     /// How long to wait for the notifications after the last ack, in seconds.
     #[arg(long, default_value_t = 60.0)]
     notify_wait: f64,
@@ -563,10 +571,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // (event id, when its ack came, its status) of a counted run's requests.
     let mut answered: Vec<(String, Instant, u16)> = Vec::new();
     let receiver = match &args.notify_listen {
-        Some(listen) => Some(notify::Receiver::start(
-            listen,
-            args.notify_secret.as_deref().unwrap_or_default(),
-        )?),
+        Some(listen) => Some(notify::Receiver::start(listen, &args.notify_secret)?),
         None => None,
     };
     if live {
@@ -692,10 +697,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "replayed": samples.iter().filter(|s| s.replayed).count(),
     });
     if let Some(receiver) = receiver {
-        let expected = answered
-            .iter()
-            .filter(|(_, _, status)| (200..300).contains(status))
-            .count();
+        let expected = args.notify_expect.unwrap_or_else(|| {
+            answered
+                .iter()
+                .filter(|(_, _, status)| (200..300).contains(status))
+                .count()
+        });
         let wait = Duration::from_secs_f64(args.notify_wait);
         extra.extend(receiver.report(&answered, expected, started, wait).await);
     }
@@ -708,9 +715,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The merchant side of the notification benchmark: an endpoint on `--notify-listen` that
 /// verifies each notification as a merchant would and notes when it came, so the run can report
-/// notifications per second and the lag from each capture's ack to its notification.
+/// notifications per second and the lag from each capture's ack to its notification. Several
+/// endpoints may share it, one per path, each verified with its own secret.
 mod notify {
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -721,14 +729,48 @@ mod notify {
 
     #[derive(Default)]
     struct Seen {
-        /// The first arrival of each event's notification.
-        first: HashMap<String, Instant>,
+        /// The first arrival of each event's notification, per path (endpoint).
+        first: HashMap<(String, String), Instant>,
         deliveries: usize,
         unverified: usize,
     }
 
+    /// The secrets to verify with: one per path, and one for any other path.
+    struct Schemes {
+        by_path: HashMap<String, StandardWebhooks>,
+        any_path: Option<StandardWebhooks>,
+    }
+
+    impl Schemes {
+        /// `whsec_..` (any path) or `/PATH=whsec_..` (that path), each given once.
+        fn parse(secrets: &[String]) -> anyhow::Result<Self> {
+            let scheme = |secret: &str| StandardWebhooks::new(&[Secret::new(secret)], 300);
+            let mut schemes = Self {
+                by_path: HashMap::new(),
+                any_path: None,
+            };
+            for given in secrets {
+                let fresh = match given.split_once('=').filter(|_| given.starts_with('/')) {
+                    Some((path, secret)) => schemes
+                        .by_path
+                        .insert(path.to_owned(), scheme(secret))
+                        .is_none(),
+                    None => schemes.any_path.replace(scheme(given)).is_none(),
+                };
+                if !fresh {
+                    anyhow::bail!("--notify-secret: a path has two secrets");
+                }
+            }
+            Ok(schemes)
+        }
+
+        fn for_path(&self, path: &str) -> Option<&StandardWebhooks> {
+            self.by_path.get(path).or(self.any_path.as_ref())
+        }
+    }
+
     struct Shared {
-        scheme: StandardWebhooks,
+        schemes: Schemes,
         seen: Mutex<Seen>,
     }
 
@@ -739,9 +781,9 @@ mod notify {
 
     impl Receiver {
         /// Listens on `listen` (host:port) with one worker thread of its own.
-        pub fn start(listen: &str, secret: &str) -> anyhow::Result<Self> {
+        pub fn start(listen: &str, secrets: &[String]) -> anyhow::Result<Self> {
             let shared = Arc::new(Shared {
-                scheme: StandardWebhooks::new(&[Secret::new(secret)], 300),
+                schemes: Schemes::parse(secrets)?,
                 seen: Mutex::new(Seen::default()),
             });
             let data = web::Data::from(shared.clone());
@@ -758,8 +800,8 @@ mod notify {
             Ok(Self { shared, handle })
         }
 
-        /// Waits (at most `wait` after the last ack) until `expected` events' notifications
-        /// came; then the keys of the report.
+        /// Waits (at most `wait` after the last ack) until `expected` notifications (each
+        /// event's once per path) came; then the keys of the report.
         pub async fn report(
             self,
             answered: &[(String, Instant, u16)],
@@ -773,14 +815,18 @@ mod notify {
             }
             let seen = std::mem::take(&mut *self.seen());
             self.handle.stop(false).await;
-            let mut lags: Vec<Duration> = answered
+            let acked: HashMap<&str, Instant> = answered
                 .iter()
-                .filter_map(|(event_id, acked, _)| {
-                    seen.first
-                        .get(event_id)
-                        .map(|arrived| arrived.saturating_duration_since(*acked))
-                })
+                .map(|(event_id, acked, _)| (event_id.as_str(), *acked))
                 .collect();
+            let mut lags: Vec<Duration> = Vec::with_capacity(seen.first.len());
+            let mut by_path = BTreeMap::<&str, usize>::new();
+            for ((path, event_id), arrived) in &seen.first {
+                *by_path.entry(path).or_default() += 1;
+                if let Some(acked) = acked.get(event_id.as_str()) {
+                    lags.push(arrived.saturating_duration_since(*acked));
+                }
+            }
             lags.sort();
             let last = seen.first.values().max().copied().unwrap_or(started);
             let span = last.saturating_duration_since(started).as_secs_f64();
@@ -788,6 +834,7 @@ mod notify {
             let mut out = serde_json::Map::new();
             out.insert("notify_expected".into(), expected.into());
             out.insert("notify_received".into(), received.into());
+            out.insert("notify_received_by_path".into(), serde_json::json!(by_path));
             out.insert(
                 "notify_duplicates".into(),
                 seen.deliveries
@@ -826,10 +873,12 @@ mod notify {
         shared: web::Data<Shared>,
     ) -> HttpResponse {
         let arrived = Instant::now();
-        let verified = shared
-            .scheme
-            .check(request.headers(), &body, chrono::Utc::now().timestamp())
-            .is_ok();
+        let path = request.path();
+        let verified = shared.schemes.for_path(path).is_some_and(|scheme| {
+            scheme
+                .check(request.headers(), &body, chrono::Utc::now().timestamp())
+                .is_ok()
+        });
         let event_id = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v["data"]["event_id"].as_str().map(str::to_owned));
@@ -840,9 +889,57 @@ mod notify {
             return HttpResponse::Unauthorized().finish();
         }
         if let Some(event_id) = event_id {
-            seen.first.entry(event_id).or_insert(arrived);
+            seen.first
+                .entry((path.to_owned(), event_id))
+                .or_insert(arrived);
         }
         HttpResponse::NoContent().finish()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use callback_gateway::signature::standard_webhooks::Signer;
+
+        const E1: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        const E2: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+        fn verifies(schemes: &Schemes, path: &str, signed_with: &str) -> bool {
+            let now = chrono::Utc::now().timestamp();
+            let headers =
+                Signer::new(&[Secret::new(signed_with)]).sign_headers("ntf_1", b"{}", now);
+            schemes
+                .for_path(path)
+                .is_some_and(|scheme| scheme.check(&headers, b"{}", now).is_ok())
+        }
+
+        #[test]
+        fn a_path_s_notifications_are_verified_with_its_own_secret_alone() {
+            let given = [format!("/e1={E1}"), format!("/e2={E2}")];
+            let schemes = Schemes::parse(&given).unwrap();
+            assert!(verifies(&schemes, "/e1", E1));
+            assert!(verifies(&schemes, "/e2", E2));
+            assert!(!verifies(&schemes, "/e1", E2), "/e1 took /e2's signature");
+            assert!(
+                !verifies(&schemes, "/e3", E1),
+                "a path without a secret verified"
+            );
+        }
+
+        #[test]
+        fn a_secret_without_a_path_verifies_every_other_path() {
+            let given = [E1.to_owned(), format!("/e2={E2}")];
+            let schemes = Schemes::parse(&given).unwrap();
+            assert!(verifies(&schemes, "/hooks", E1));
+            assert!(verifies(&schemes, "/e2", E2));
+            assert!(!verifies(&schemes, "/e2", E1));
+        }
+
+        #[test]
+        fn a_path_given_two_secrets_is_refused() {
+            let given = [format!("/e1={E1}"), format!("/e1={E2}")];
+            assert!(Schemes::parse(&given).is_err());
+        }
     }
 }
 
