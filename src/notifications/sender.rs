@@ -332,11 +332,16 @@ type Limiter = governor::DefaultDirectRateLimiter;
 struct Work {
     concurrency: usize,
     per_endpoint: usize,
+    /// The most attempts one merchant's endpoints have in flight together: half the sender's,
+    /// so a merchant with many slow endpoints never holds every slot, while one slow endpoint
+    /// never holds its siblings back.
+    per_merchant: usize,
     /// Claimed rows an endpoint may hold beyond its attempts in flight.
     queue_depth: usize,
     attempt_timeout: Duration,
     lease: Duration,
     in_flight: HashMap<EndpointKey, usize>,
+    merchant_in_flight: HashMap<i64, usize>,
     total_in_flight: usize,
     queued: HashMap<EndpointKey, VecDeque<(Notification, Instant)>>,
     total_queued: usize,
@@ -356,10 +361,14 @@ impl Work {
         Self {
             concurrency: settings.concurrency,
             per_endpoint: settings.per_merchant_concurrency,
+            per_merchant: settings
+                .per_merchant_concurrency
+                .max(settings.concurrency / 2),
             queue_depth: settings.per_merchant_concurrency * QUEUE_FACTOR,
             attempt_timeout: settings.attempt_timeout,
             lease: settings.claim_lease(),
             in_flight: HashMap::new(),
+            merchant_in_flight: HashMap::new(),
             total_in_flight: 0,
             queued: HashMap::new(),
             total_queued: 0,
@@ -376,31 +385,53 @@ impl Work {
             .saturating_sub(self.total_in_flight + self.total_queued)
     }
 
+    /// Rows `endpoint` holds: in flight and queued.
+    fn held(&self, endpoint: &EndpointKey) -> usize {
+        self.in_flight.get(endpoint).copied().unwrap_or(0)
+            + self.queued.get(endpoint).map_or(0, VecDeque::len)
+    }
+
     /// The endpoints to ask, in `order`, and the room of each. One with a rate holds at most a
-    /// second's worth of rows, so none waits under its limiter long enough to lose its claim.
+    /// second's worth of rows, so none waits under its limiter long enough to lose its claim;
+    /// one merchant's endpoints together hold at most its share ([`Work::per_merchant`] times
+    /// the queue's factor), given out in `order`.
     fn rooms(&self, order: &[EndpointKey], directory: &Directory) -> (Vec<EndpointKey>, Vec<i32>) {
         let free = self.claimable();
         if free == 0 {
             return (Vec::new(), Vec::new());
         }
         let now = Instant::now();
-        order
-            .iter()
-            .filter_map(|e| {
-                let held = self.in_flight.get(e).copied().unwrap_or(0)
-                    + self.queued.get(e).map_or(0, VecDeque::len);
-                let queue = match self.slow_until.get(e) {
-                    Some(until) if *until > now => 0,
-                    _ => self.queue_depth,
-                };
-                let mut holds = self.per_endpoint + queue;
-                if let Some(rate) = directory.target(e).and_then(|t| t.rate_limit_per_sec) {
-                    holds = holds.min(rate as usize);
-                }
-                let room = holds.saturating_sub(held).min(free);
-                (room > 0).then(|| (e.clone(), i32::try_from(room).unwrap_or(i32::MAX)))
-            })
-            .unzip()
+        let mut merchant_held: HashMap<i64, usize> = HashMap::new();
+        for (endpoint, count) in &self.in_flight {
+            *merchant_held.entry(endpoint.merchant_id).or_default() += count;
+        }
+        for (endpoint, queue) in &self.queued {
+            *merchant_held.entry(endpoint.merchant_id).or_default() += queue.len();
+        }
+        let merchant_holds = self.per_merchant * (1 + QUEUE_FACTOR);
+        let mut endpoints = Vec::new();
+        let mut rooms = Vec::new();
+        for e in order {
+            let queue = match self.slow_until.get(e) {
+                Some(until) if *until > now => 0,
+                _ => self.queue_depth,
+            };
+            let mut holds = self.per_endpoint + queue;
+            if let Some(rate) = directory.target(e).and_then(|t| t.rate_limit_per_sec) {
+                holds = holds.min(rate as usize);
+            }
+            let merchant = merchant_held.entry(e.merchant_id).or_default();
+            let room = holds
+                .saturating_sub(self.held(e))
+                .min(merchant_holds.saturating_sub(*merchant))
+                .min(free);
+            if room > 0 {
+                *merchant += room;
+                endpoints.push(e.clone());
+                rooms.push(i32::try_from(room).unwrap_or(i32::MAX));
+            }
+        }
+        (endpoints, rooms)
     }
 
     /// The limiter of `endpoint` at `rate`, made anew when its rate changed.
@@ -444,8 +475,27 @@ impl Work {
         if let Some(count) = self.in_flight.get_mut(endpoint) {
             *count = count.saturating_sub(1);
         }
+        let merchant_was_full = self
+            .merchant_in_flight
+            .get(&endpoint.merchant_id)
+            .is_some_and(|n| *n >= self.per_merchant);
+        if let Some(count) = self.merchant_in_flight.get_mut(&endpoint.merchant_id) {
+            *count = count.saturating_sub(1);
+        }
         self.total_in_flight = self.total_in_flight.saturating_sub(1);
         self.start(endpoint, shared);
+        // A slot of the merchant freed: its other endpoints' queues may be waiting for one.
+        if merchant_was_full {
+            let siblings: Vec<EndpointKey> = self
+                .queued
+                .iter()
+                .filter(|(e, q)| e.merchant_id == endpoint.merchant_id && !q.is_empty())
+                .map(|(e, _)| e.clone())
+                .collect();
+            for sibling in siblings {
+                self.start(&sibling, shared);
+            }
+        }
         // A global slot freed: another endpoint's queue may be waiting for one.
         if self.total_in_flight + 1 == self.concurrency {
             let waiting: Vec<EndpointKey> = self
@@ -460,9 +510,11 @@ impl Work {
         }
     }
 
-    /// Starts `endpoint`'s queued rows while it and the sender have slots. A row claimed so long
-    /// ago that its lease could pass during its attempt is not sent but released, for the next
-    /// claim (by any sender), so a row is only ever sent under a live claim.
+    /// Starts `endpoint`'s queued rows while it, its merchant and the sender have slots. A row
+    /// claimed so long ago that its lease could pass during its attempt (its turn under the
+    /// endpoint's limiter included: at most a second, as an endpoint with a rate holds a
+    /// second's worth) is not sent but released, for the next claim (by any sender), so a row
+    /// is only ever sent under a live claim.
     fn start(&mut self, endpoint: &EndpointKey, shared: &Arc<Shared>) {
         let target = shared.directory.target(endpoint);
         let limiter = target
@@ -472,13 +524,25 @@ impl Work {
         let Some(queue) = self.queued.get_mut(endpoint) else {
             return;
         };
+        let turn = if limiter.is_some() {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        };
         let busy = self.in_flight.entry(endpoint.clone()).or_default();
-        while *busy < self.per_endpoint && self.total_in_flight < self.concurrency {
+        let merchant_busy = self
+            .merchant_in_flight
+            .entry(endpoint.merchant_id)
+            .or_default();
+        while *busy < self.per_endpoint
+            && *merchant_busy < self.per_merchant
+            && self.total_in_flight < self.concurrency
+        {
             let Some((row, claimed_at)) = queue.pop_front() else {
                 break;
             };
             self.total_queued -= 1;
-            if claimed_at.elapsed() + self.attempt_timeout > self.lease {
+            if claimed_at.elapsed() + turn + self.attempt_timeout > self.lease {
                 self.released.push((row.id, row.attempts));
                 self.slow_until
                     .insert(endpoint.clone(), Instant::now() + self.lease);
@@ -490,6 +554,7 @@ impl Work {
                 continue;
             };
             *busy += 1;
+            *merchant_busy += 1;
             self.total_in_flight += 1;
             tokio::spawn(attempt(shared.clone(), target, limiter.clone(), row));
         }
@@ -690,6 +755,38 @@ mod tests {
         );
         work.total_queued = 85;
         assert_eq!(work.rooms(&both, &directory), (vec![], vec![]));
+    }
+
+    #[tokio::test]
+    async fn one_merchants_endpoints_together_hold_at_most_half_the_sender() {
+        let settings = NotificationSettings {
+            concurrency: 10,
+            per_merchant_concurrency: 4,
+            ..Settings::from_toml("", &crate::config::ProcessEnv)
+                .unwrap()
+                .notifications
+        };
+        let directory = Directory::new(&[]);
+        let mut work = Work::new(&settings);
+        // Half the sender's 10: 5 in flight for the merchant, 45 held with the queues.
+        assert_eq!(work.per_merchant, 5);
+        let (a, b, c) = (
+            EndpointKey::new(1, "ep_a"),
+            EndpointKey::new(1, "ep_b"),
+            EndpointKey::new(1, "ep_c"),
+        );
+        work.in_flight.insert(a.clone(), 4);
+        work.in_flight.insert(b.clone(), 1);
+        work.merchant_in_flight.insert(1, 5);
+        work.total_in_flight = 5;
+        let other = EndpointKey::file(2);
+        let order = [a.clone(), b.clone(), c.clone(), other.clone()];
+        // Each endpoint's own room (32 and 35) within what is left of the merchant's 45 (40):
+        // the first takes 32, the second 8, the third nothing; another merchant its own 36.
+        assert_eq!(
+            work.rooms(&order, &directory),
+            (vec![a, b, other], vec![32, 8, 36])
+        );
     }
 
     #[tokio::test]
