@@ -1684,6 +1684,7 @@ CREATE TABLE public.portal_sessions (
     session_hash bytea NOT NULL,
     merchant_id bigint NOT NULL,
     csrf text NOT NULL,
+    created_by text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     CONSTRAINT portal_sessions_merchant_id_check CHECK ((merchant_id > 0)),

@@ -260,6 +260,7 @@ diesel::table! {
         session_hash -> Bytea,
         merchant_id -> Int8,
         csrf -> Text,
+        created_by -> Text,
         created_at -> Timestamptz,
         expires_at -> Timestamptz,
     }

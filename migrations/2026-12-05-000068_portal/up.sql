@@ -19,6 +19,9 @@ CREATE TABLE portal_sessions (
     session_hash BYTEA       PRIMARY KEY CHECK (length(session_hash) = 32),
     merchant_id  BIGINT      NOT NULL CHECK (merchant_id > 0),
     csrf         TEXT        NOT NULL,
+    -- Who asked for its link: the merchant, or the operator who opened the portal for it (its
+    -- audit rows name them).
+    created_by   TEXT        NOT NULL,
     created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
     expires_at   TIMESTAMPTZ NOT NULL
 );

@@ -133,6 +133,24 @@ impl Context {
     }
 }
 
+impl Context {
+    /// The merchant `merchant_id` in its portal. A portal an operator opened for it (`by`, who
+    /// asked for the link) names that person too: `merchant:<id> via <operator>`, so the trail
+    /// tells a merchant's own change from one made for it.
+    pub fn portal(merchant_id: i64, by: &str, request_id: Option<String>) -> Self {
+        let merchant = format!("merchant:{merchant_id}");
+        Self {
+            actor: if by == merchant {
+                merchant
+            } else {
+                format!("{merchant} via {by}")
+            },
+            role: MERCHANT_ROLE,
+            request_id,
+        }
+    }
+}
+
 /// The role column of a merchant's own actions.
 pub const MERCHANT_ROLE: &str = "merchant";
 

@@ -33,6 +33,8 @@ pub struct Link {
 pub struct Opened {
     pub token: String,
     pub merchant_id: i64,
+    /// Who asked for the link.
+    pub created_by: String,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -42,6 +44,8 @@ pub struct Live {
     pub merchant_id: i64,
     /// What its forms carry in their `csrf` field.
     pub csrf: String,
+    /// Who asked for its link (`merchant:<id>`, or an operator's name).
+    pub created_by: String,
 }
 
 fn random_token() -> String {
@@ -90,18 +94,18 @@ pub async fn open_link(conn: &mut AsyncPgConnection, token: &str) -> QueryResult
     let csrf = random_token();
     let expires_at = Utc::now() + Duration::minutes(SESSION_MINUTES);
     conn.transaction(async |conn| {
-        let merchant: Option<i64> = diesel::update(
+        let link: Option<(i64, String)> = diesel::update(
             portal_links::table
                 .filter(portal_links::link_hash.eq(hash(token)))
                 .filter(portal_links::opened_at.is_null())
                 .filter(portal_links::expires_at.gt(diesel::dsl::now)),
         )
         .set(portal_links::opened_at.eq(diesel::dsl::now))
-        .returning(portal_links::merchant_id)
+        .returning((portal_links::merchant_id, portal_links::created_by))
         .committed_result(conn)
         .await
         .optional()?;
-        let Some(merchant_id) = merchant else {
+        let Some((merchant_id, created_by)) = link else {
             return Ok(None);
         };
         diesel::insert_into(portal_sessions::table)
@@ -109,6 +113,7 @@ pub async fn open_link(conn: &mut AsyncPgConnection, token: &str) -> QueryResult
                 portal_sessions::session_hash.eq(hash(&session)),
                 portal_sessions::merchant_id.eq(merchant_id),
                 portal_sessions::csrf.eq(&csrf),
+                portal_sessions::created_by.eq(&created_by),
                 portal_sessions::expires_at.eq(expires_at),
             ))
             .execute(conn)
@@ -116,6 +121,7 @@ pub async fn open_link(conn: &mut AsyncPgConnection, token: &str) -> QueryResult
         Ok(Some(Opened {
             token: session.clone(),
             merchant_id,
+            created_by,
             expires_at,
         }))
     })
@@ -127,7 +133,11 @@ pub async fn find(conn: &mut AsyncPgConnection, token: &str) -> QueryResult<Opti
     portal_sessions::table
         .filter(portal_sessions::session_hash.eq(hash(token)))
         .filter(portal_sessions::expires_at.gt(diesel::dsl::now))
-        .select((portal_sessions::merchant_id, portal_sessions::csrf))
+        .select((
+            portal_sessions::merchant_id,
+            portal_sessions::csrf,
+            portal_sessions::created_by,
+        ))
         .first(conn)
         .await
         .optional()

@@ -125,13 +125,16 @@ pub struct Session {
     pub merchant_id: i64,
     /// What its forms carry.
     pub csrf: String,
+    /// Who asked for its link.
+    created_by: String,
     request_id: Option<String>,
 }
 
 impl Session {
-    /// Who acts, for the audit rows: the merchant itself.
+    /// Who acts, for the audit rows: the merchant, and the operator who opened its portal if
+    /// one did.
     fn audit(&self) -> audit::Context {
-        audit::Context::merchant(self.merchant_id, self.request_id.clone())
+        audit::Context::portal(self.merchant_id, &self.created_by, self.request_id.clone())
     }
 
     /// Refuses a form that does not carry this session's token (constant time).
@@ -165,6 +168,7 @@ impl FromRequest for Session {
             Ok(Session {
                 merchant_id: live.merchant_id,
                 csrf: live.csrf,
+                created_by: live.created_by,
                 request_id,
             })
         })
@@ -365,7 +369,7 @@ pub async fn open(
             "This link was used already, has expired, or never existed. Ask for a new one.",
         ));
     };
-    let context = audit::Context::merchant(opened.merchant_id, request_id(&request));
+    let context = audit::Context::portal(opened.merchant_id, &opened.created_by, request_id(&request));
     let entry = Entry::new(
         Action::PortalOpen,
         Some(format!("merchant:{}", opened.merchant_id)),

@@ -203,6 +203,28 @@ async fn a_link_opens_one_session_once_and_the_session_sees_its_own_merchant_onl
     )
     .await;
     assert_eq!(status, 201, "{made}");
+    // What is done in a portal an operator opened names the operator too.
+    let operator_cookie = open(&gateway, made["path"].as_str().unwrap())
+        .await
+        .unwrap();
+    let (_, page_of_43) = page(&gateway, &operator_cookie, "/portal").await;
+    let (status, location, _) = post(
+        &gateway,
+        &operator_cookie,
+        &format!("/portal/endpoints/{other_endpoint}/test"),
+        &[("csrf", &csrf_of(&page_of_43))],
+    )
+    .await;
+    assert_eq!((status, location.contains("done=tested")), (303, true));
+    let tested_by: String = db
+        .query_one(
+            "SELECT actor FROM audit_log WHERE action = 'webhook_endpoint.test' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tested_by, "merchant:43 via bootstrap");
     let (status, refused) = call(
         &gateway,
         reqwest::Method::POST,
