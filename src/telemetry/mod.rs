@@ -116,6 +116,40 @@ pub fn trace_id(span: &Span) -> Option<String> {
         .then(|| span_context.trace_id().to_string())
 }
 
+/// The path of a portal link; the rest of it is the one-time token.
+const PORTAL_LINK: &str = "/portal/open/";
+
+/// The request span of a portal link: tracing-actix-web's fields, but its target without the
+/// token, which every log line of the request and its trace would carry (whoever reads them
+/// could open the merchant's portal before the merchant does).
+fn link_span(request: &ServiceRequest) -> Span {
+    use actix_web::HttpMessage;
+    use tracing::field::Empty;
+    let request_id = request
+        .extensions()
+        .get::<tracing_actix_web::RequestId>()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let method = request.method().as_str().to_owned();
+    tracing::info_span!(
+        "HTTP request",
+        http.method = %method,
+        http.route = "/portal/open/{token}",
+        http.target = "/portal/open/(token hidden)",
+        http.status_code = Empty,
+        otel.name = %format!("{method} /portal/open/{{token}}"),
+        otel.kind = "server",
+        otel.status_code = Empty,
+        trace_id = Empty,
+        request_id = %request_id,
+        exception.message = Empty,
+        exception.details = Empty,
+        provider = Empty,
+        event_id = Empty,
+        user_id = Empty,
+    )
+}
+
 /// The request span: tracing-actix-web's fields plus the gateway's; with tracing on, it
 /// continues the trace of an incoming `traceparent`.
 pub struct GatewayRootSpan;
@@ -133,6 +167,9 @@ impl RootSpanBuilder for GatewayRootSpan {
             .as_ref()
             .and_then(|parent| sampling::callers_say(parent.span().span_context().is_sampled()));
         let span = sampling::as_parent_says(sampled, || {
+            if request.path().starts_with(PORTAL_LINK) {
+                return link_span(request);
+            }
             tracing_actix_web::root_span!(
                 request,
                 provider = tracing::field::Empty,

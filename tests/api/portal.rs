@@ -159,7 +159,13 @@ async fn other_merchants(gateway: &GatewayProcess, token: &str, url: &str) -> (S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_opens_one_session_once_and_the_session_sees_its_own_merchant_only() {
     let database_url = fresh_database().await;
-    let gateway = GatewayProcess::spawn_on(&database_url, &config(&database_url, &[], &[])).await;
+    // Every request's line in its log, to look for the link's token there.
+    let gateway = GatewayProcess::spawn_on_with_env(
+        &database_url,
+        &config(&database_url, &[], &[]),
+        &[("RUST_LOG", "info")],
+    )
+    .await;
     let db = connect(&database_url).await;
     let token = merchant_token(&database_url, MERCHANT);
     let other_token = merchant_token(&database_url, OTHER_MERCHANT);
@@ -183,6 +189,14 @@ async fn a_link_opens_one_session_once_and_the_session_sees_its_own_merchant_onl
         Err(404),
         "a second use gives nothing"
     );
+    // The link's token is in no log line: whoever reads the logs cannot open it first.
+    let link_token = path.trim_start_matches("/portal/open/");
+    until("the link's request in the log", async || {
+        gateway.log().contains("/portal/open/")
+    })
+    .await;
+    assert!(!gateway.log().contains(link_token), "the token is logged");
+    assert!(gateway.log().contains("/portal/open/(token hidden)"));
     // An expired link gives nothing.
     let late = link(&gateway, &token).await;
     db.execute(
