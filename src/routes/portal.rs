@@ -359,6 +359,9 @@ pub async fn open(
     state: web::Data<AppState>,
     api_pool: web::Data<ApiPool>,
 ) -> Result<HttpResponse, PortalError> {
+    if cross_site(&request) {
+        return Err(PortalError::StaleForm);
+    }
     let form = Form::read(&request, payload).await?;
     let token = form.one("token").unwrap_or_default();
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
@@ -369,7 +372,8 @@ pub async fn open(
             "This link was used already, has expired, or never existed. Ask for a new one.",
         ));
     };
-    let context = audit::Context::portal(opened.merchant_id, &opened.created_by, request_id(&request));
+    let context =
+        audit::Context::portal(opened.merchant_id, &opened.created_by, request_id(&request));
     let entry = Entry::new(
         Action::PortalOpen,
         Some(format!("merchant:{}", opened.merchant_id)),
@@ -385,6 +389,33 @@ pub async fn open(
         .insert_header((LOCATION, "/portal"))
         .cookie(cookie)
         .finish())
+}
+
+/// Whether a form was posted from another site: its browser says so (`Sec-Fetch-Site`), or its
+/// `Origin` names another host than the request's. The link's button has no session token to
+/// carry yet, so this is what keeps another site from opening its own merchant's portal in the
+/// visitor's browser (the visitor would then act in the attacker's portal).
+fn cross_site(request: &HttpRequest) -> bool {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    if let Some(site) = header("sec-fetch-site") {
+        return !matches!(site.as_str(), "same-origin" | "none");
+    }
+    match (header("origin"), header("host")) {
+        (Some(origin), Some(host)) => reqwest::Url::parse(&origin).ok().is_none_or(|url| {
+            let origin_host = match url.port() {
+                Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+                None => url.host_str().unwrap_or_default().to_owned(),
+            };
+            !origin_host.eq_ignore_ascii_case(&host)
+        }),
+        _ => false,
+    }
 }
 
 /// Whether the session cookie is `Secure`: as the console's (`[console] secure_cookie`; by

@@ -180,6 +180,21 @@ async fn a_link_opens_one_session_once_and_the_session_sees_its_own_merchant_onl
     // Looking at the link spends nothing (a chat preview fetching it leaves it usable); the
     // button does, once.
     let path = link(&gateway, &token).await;
+    // Another site's form cannot open it in its visitor's browser (and does not spend it).
+    for (name, value) in [
+        ("Sec-Fetch-Site", "cross-site"),
+        ("Origin", "https://attacker.example"),
+    ] {
+        let response = no_redirects()
+            .post(format!("{}/portal/open", gateway.address()))
+            .header(name, value)
+            .form(&[("token", path.trim_start_matches("/portal/open/"))])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{name}: {value}");
+        assert!(response.headers().get("set-cookie").is_none());
+    }
     let (status, body) = page(&gateway, "", &path).await;
     assert_eq!(status, 200);
     assert!(body.contains("id=\"open\""));
