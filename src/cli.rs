@@ -188,8 +188,8 @@ impl Cli {
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!("deleted {deleted} expired idempotency record(s)");
-                let keep = retention::Keep::of(&settings.notifications);
-                let removed = retention::run_pass(&mut conn, keep, batch)
+                let keep = retention::Keep::of(&settings);
+                let removed = retention::run_pass(&mut conn, &keep, batch)
                     .await
                     .map_err(anyhow::Error::from)?;
                 println!(

@@ -612,7 +612,7 @@ pub async fn serve(settings: Settings, no_migrate: bool) -> Result<(), CommandEr
     );
     let recover_interval = settings.refunds.recover_interval;
     let checkpoint_interval = settings.ledger.checkpoint_interval;
-    let notification_retention = retention::Keep::of(&settings.notifications);
+    let notification_retention = retention::Keep::of(&settings);
     let history_settings = settings.history.clone();
     let refunds_settings = settings.clone();
     let app = Application::build(settings).await?;

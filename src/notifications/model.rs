@@ -887,14 +887,39 @@ pub async fn disabled_endpoints(conn: &mut AsyncPgConnection) -> QueryResult<Vec
         .await
 }
 
-/// Fails up to `batch` pending notifications of endpoints made by API that no longer exist
-/// (`endpoint deleted`); how many. The deletion fails its endpoint's pending rows in its
-/// transaction, but a change staged concurrently, which read the endpoint before the deletion
-/// committed, commits a row after it: no gateway has a target for it, so it would wait for
-/// ever. One probe per endpoint with pending rows (a skip scan of the due index), as the
-/// backlog's.
-pub async fn fail_orphans(conn: &mut AsyncPgConnection, batch: i64) -> QueryResult<usize> {
-    diesel::sql_query(
+/// What one call of [`settle_orphans`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Orphans {
+    /// Failed: `endpoint deleted`, or `no endpoint` for the file's.
+    pub failed: usize,
+    /// Moved to the merchant's file endpoint.
+    pub moved: usize,
+}
+
+/// How long a pending row of a merchant's file endpoint that this gateway's configuration does
+/// not name waits before it is failed: a configuration rolled out gateway by gateway names it
+/// on some before the others.
+pub const FILE_ENDPOINT_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Settles up to `batch` pending notifications that no gateway can send: those of an endpoint
+/// made by API that no longer exists go to the merchant's file endpoint when it has one
+/// (`file_merchants`, this gateway's configuration) and no endpoint made by API, as its
+/// deletion sends the rest, and otherwise fail (`endpoint deleted`); those of a file endpoint
+/// the configuration does not name fail (`no endpoint`) after [`FILE_ENDPOINT_GRACE`]. Such
+/// rows come from a change staged while the endpoint was deleted (it read it just before the
+/// deletion committed; a gateway's view of the endpoints lags by up to a second). One probe
+/// per endpoint with pending rows (a skip scan of the due index), as the backlog's.
+pub async fn settle_orphans(
+    conn: &mut AsyncPgConnection,
+    file_merchants: &[i64],
+    batch: i64,
+) -> QueryResult<Orphans> {
+    #[derive(QueryableByName)]
+    struct Settled {
+        #[diesel(sql_type = Bool)]
+        to_file: bool,
+    }
+    let rows: Vec<Settled> = diesel::sql_query(
         "WITH RECURSIVE endpoints AS ( \
            (SELECT merchant_id, endpoint_id FROM merchant_notifications WHERE status = 'pending' \
             ORDER BY merchant_id, endpoint_id LIMIT 1) \
@@ -903,19 +928,42 @@ pub async fn fail_orphans(conn: &mut AsyncPgConnection, batch: i64) -> QueryResu
              SELECT n.merchant_id, n.endpoint_id FROM merchant_notifications n \
              WHERE n.status = 'pending' \
                AND (n.merchant_id, n.endpoint_id) > (m.merchant_id, m.endpoint_id) \
-             ORDER BY n.merchant_id, n.endpoint_id LIMIT 1) AS next) \
-         UPDATE merchant_notifications SET status = 'failed', last_error = 'endpoint deleted', \
-                last_attempt_at = now() \
-         WHERE id = ANY(ARRAY( \
-           SELECT n.id FROM endpoints e JOIN merchant_notifications n \
-             ON n.merchant_id = e.merchant_id AND n.endpoint_id = e.endpoint_id \
-           WHERE e.endpoint_id <> 'file' AND n.status = 'pending' \
-             AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id) \
-           LIMIT $1 FOR UPDATE OF n SKIP LOCKED))",
+             ORDER BY n.merchant_id, n.endpoint_id LIMIT 1) AS next), \
+         orphans AS ( \
+           SELECT e.merchant_id, e.endpoint_id, \
+                  e.endpoint_id <> 'file' AND e.merchant_id = ANY($2) \
+                  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w \
+                                  WHERE w.merchant_id = e.merchant_id) AS to_file \
+           FROM endpoints e \
+           WHERE (e.endpoint_id <> 'file' \
+                  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id)) \
+              OR (e.endpoint_id = 'file' AND NOT e.merchant_id = ANY($2))), \
+         picked AS ( \
+           SELECT n.id, o.to_file FROM orphans o JOIN merchant_notifications n \
+             ON n.merchant_id = o.merchant_id AND n.endpoint_id = o.endpoint_id \
+           WHERE n.status = 'pending' \
+             AND (o.endpoint_id <> 'file' OR n.created_at < now() - $3 * interval '1 second') \
+           LIMIT $1 FOR UPDATE OF n SKIP LOCKED) \
+         UPDATE merchant_notifications m SET \
+           endpoint_id = CASE WHEN p.to_file THEN 'file' ELSE m.endpoint_id END, \
+           status = CASE WHEN p.to_file THEN m.status ELSE 'failed' END, \
+           last_error = CASE WHEN p.to_file THEN m.last_error \
+                             WHEN m.endpoint_id = 'file' THEN 'no endpoint' \
+                             ELSE 'endpoint deleted' END, \
+           last_attempt_at = CASE WHEN p.to_file THEN m.last_attempt_at ELSE now() END \
+         FROM picked p WHERE m.id = p.id \
+         RETURNING p.to_file",
     )
     .bind::<BigInt, _>(batch)
-    .execute(conn)
-    .await
+    .bind::<Array<BigInt>, _>(file_merchants)
+    .bind::<BigInt, _>(i64::try_from(FILE_ENDPOINT_GRACE.as_secs()).unwrap_or(600))
+    .load(conn)
+    .await?;
+    let moved = rows.iter().filter(|r| r.to_file).count();
+    Ok(Orphans {
+        failed: rows.len() - moved,
+        moved,
+    })
 }
 
 /// Deletes up to `batch` notifications delivered more than `retention` ago; how many.

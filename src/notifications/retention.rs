@@ -10,9 +10,10 @@
 //!   newest stay, so each order's latest change among them is heard once it is enabled), and
 //!   are counted on the endpoint (`dropped`, shown to admins and on the console).
 //!
-//! - a pending notification of an endpoint deleted meanwhile (staged by a change that read the
-//!   endpoint just before its deletion committed) is failed, `endpoint deleted`, as the
-//!   deletion fails the rest.
+//! - a pending notification no gateway can send (staged by a change that read its endpoint
+//!   just before the endpoint's deletion committed, or for a file endpoint the configuration
+//!   no longer names) goes where the deletion sent the rest: the merchant's file endpoint, or
+//!   failed (`endpoint deleted`; `no endpoint` for the file's, after a grace for rollouts).
 //!
 //! Pending notifications of an endpoint that works are never deleted.
 
@@ -21,7 +22,8 @@ use std::time::Duration;
 use diesel_async::AsyncPgConnection;
 
 use super::model;
-use crate::config::notifications::NotificationSettings;
+use crate::config::Settings;
+use crate::config::merchants::MerchantSettings;
 use crate::db;
 use crate::metrics::Metrics;
 
@@ -31,20 +33,26 @@ pub const LOCK_KEY: i64 = 0x6367_775f_6e74_6672; // "cgw_ntfr"
 /// How many batches of a disabled endpoint's overflow one count of its pending rows serves.
 const COUNTED_BATCHES: i64 = 20;
 
-/// What a pass keeps: the retention settings.
-#[derive(Debug, Clone, Copy)]
+/// What a pass keeps: the retention settings, and the merchants whose file endpoint this
+/// gateway's configuration names.
+#[derive(Debug, Clone)]
 pub struct Keep {
     pub delivered: Duration,
     pub failed: Duration,
     pub disabled_pending: u64,
+    pub file_merchants: Vec<i64>,
 }
 
 impl Keep {
-    pub fn of(settings: &NotificationSettings) -> Self {
+    pub fn of(settings: &Settings) -> Self {
+        let notifications = &settings.notifications;
         Self {
-            delivered: settings.retention,
-            failed: settings.failed_retention,
-            disabled_pending: settings.disabled_keep,
+            delivered: notifications.retention,
+            failed: notifications.failed_retention,
+            disabled_pending: notifications.disabled_keep,
+            file_merchants: MerchantSettings::endpoints(&settings.merchants)
+                .map(|(id, _)| id)
+                .collect(),
         }
     }
 }
@@ -56,14 +64,17 @@ pub struct Removed {
     pub failed: u64,
     /// Pending notifications of disabled endpoints beyond what they keep.
     pub dropped: u64,
-    /// Pending notifications of endpoints deleted meanwhile, failed (`endpoint deleted`).
+    /// Pending notifications no gateway could send, failed (`endpoint deleted`, `no
+    /// endpoint`).
     pub orphaned: u64,
+    /// Pending notifications of a deleted endpoint moved to the merchant's file endpoint.
+    pub moved: u64,
 }
 
 /// One full pass: each kind in batches of `batch` until one comes back short.
 pub async fn run_pass(
     conn: &mut AsyncPgConnection,
-    keep: Keep,
+    keep: &Keep,
     batch: i64,
 ) -> diesel::QueryResult<Removed> {
     let full = |n: u64| n >= u64::try_from(batch).unwrap_or(u64::MAX);
@@ -83,9 +94,10 @@ pub async fn run_pass(
         }
     }
     loop {
-        let n = model::fail_orphans(conn, batch).await? as u64;
-        removed.orphaned += n;
-        if !full(n) {
+        let settled = model::settle_orphans(conn, &keep.file_merchants, batch).await?;
+        removed.orphaned += settled.failed as u64;
+        removed.moved += settled.moved as u64;
+        if !full((settled.failed + settled.moved) as u64) {
             break;
         }
     }
@@ -141,7 +153,7 @@ pub async fn run_periodically(
             let Some(mut conn) = db::connect_holding_lock(&database_url, LOCK_KEY).await? else {
                 return Ok::<_, anyhow::Error>(None);
             };
-            Ok(Some(run_pass(&mut conn, keep, batch).await?))
+            Ok(Some(run_pass(&mut conn, &keep, batch).await?))
         };
         match pass.await {
             Ok(Some(removed)) => {

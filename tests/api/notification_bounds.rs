@@ -58,8 +58,8 @@ async fn a_disabled_endpoint_keeps_its_newest_pending_up_to_the_bound_and_counts
     let mut conn = callback_gateway::db::connect(&app.database_url)
         .await
         .unwrap();
-    let keep = retention::Keep::of(&app.settings.notifications);
-    let removed = retention::run_pass(&mut conn, keep, 2).await.unwrap();
+    let keep = retention::Keep::of(&app.settings);
+    let removed = retention::run_pass(&mut conn, &keep, 2).await.unwrap();
     assert_eq!(removed.dropped, 7);
     assert_eq!(pending_ids(&app).await, ids[7..], "the newest 5 are kept");
     assert_eq!(
@@ -68,7 +68,7 @@ async fn a_disabled_endpoint_keeps_its_newest_pending_up_to_the_bound_and_counts
         7
     );
     // Nothing more goes while it stays at the bound.
-    let again = retention::run_pass(&mut conn, keep, 2).await.unwrap();
+    let again = retention::run_pass(&mut conn, &keep, 2).await.unwrap();
     assert_eq!(again.dropped, 0);
     // The console's notifications page shows it beside the disabled endpoint.
     let cookie = crate::console::session_cookie(&app, &crate::console::no_redirects()).await;
@@ -101,7 +101,7 @@ async fn a_disabled_endpoint_keeps_its_newest_pending_up_to_the_bound_and_counts
     .await
     .unwrap();
     assert_eq!(
-        retention::run_pass(&mut conn, keep, 2)
+        retention::run_pass(&mut conn, &keep, 2)
             .await
             .unwrap()
             .dropped,
@@ -317,12 +317,17 @@ async fn the_backlog_gauge_counts_at_most_10_000_rows_estimates_beyond_and_finds
 }
 
 /// A change staged while its endpoint was being deleted (it read the endpoint just before the
-/// deletion committed) commits a row no gateway can send: the retention pass fails it, as the
-/// deletion failed the rest, and leaves every other endpoint's pending rows alone.
+/// deletion committed) commits a row no gateway can send: the retention pass sends it where the
+/// deletion sent the rest (failed while the merchant has endpoints made by API, to its file
+/// endpoint once it has none), fails a file endpoint's row the configuration does not name
+/// after the grace, and leaves every other pending row alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pending_notification_of_a_deleted_endpoint_is_failed_and_the_others_wait() {
+async fn a_pending_notification_no_gateway_can_send_goes_where_its_endpoints_deletion_sent_the_rest()
+ {
     let receiver = Receiver::start(MERCHANT_WHSEC).await;
     let app = spawn_app_with(&notify_config(&receiver.url, "")).await;
+    // Merchant 42 has a file endpoint and one made by API (both disabled: nothing is sent
+    // during the test); merchant 44 has no endpoint in this configuration.
     app.db
         .batch_execute(
             "INSERT INTO webhook_endpoints (id, merchant_id, url, secret_sealed) \
@@ -330,44 +335,69 @@ async fn a_pending_notification_of_a_deleted_endpoint_is_failed_and_the_others_w
              INSERT INTO notification_endpoints (merchant_id, endpoint_id, disabled_at, disabled_reason) \
              VALUES (42, 'ep_00000000000000000000aaaa', now(), 'operator'), \
                     (42, 'file', now(), 'operator'); \
-             INSERT INTO merchant_notifications (merchant_id, endpoint_id, kind, object_status) \
-             VALUES (42, 'ep_00000000000000000000dead', 'order.paid', 'paid'), \
-                    (42, 'ep_00000000000000000000aaaa', 'order.paid', 'paid'), \
-                    (42, 'file', 'order.paid', 'paid');",
+             INSERT INTO merchant_notifications (merchant_id, endpoint_id, kind, object_status, created_at) \
+             VALUES (42, 'ep_00000000000000000000dead', 'order.paid', 'paid', now()), \
+                    (42, 'ep_00000000000000000000aaaa', 'order.paid', 'paid', now()), \
+                    (42, 'file', 'order.paid', 'paid', now()), \
+                    (44, 'file', 'order.paid', 'paid', now() - interval '11 minutes'), \
+                    (44, 'file', 'order.paid', 'paid', now());",
         )
         .await
         .unwrap();
     let mut conn = callback_gateway::db::connect(&app.database_url)
         .await
         .unwrap();
-    let keep = retention::Keep::of(&app.settings.notifications);
-    let removed = retention::run_pass(&mut conn, keep, 2).await.unwrap();
-    assert_eq!(removed.orphaned, 1);
-    let rows: Vec<(String, String, Option<String>)> = app
-        .db
-        .query(
-            "SELECT endpoint_id, status, last_error FROM merchant_notifications ORDER BY id",
-            &[],
+    let keep = retention::Keep::of(&app.settings);
+    let removed = retention::run_pass(&mut conn, &keep, 2).await.unwrap();
+    assert_eq!((removed.orphaned, removed.moved), (2, 0));
+    let rows = async || -> Vec<(i64, String, String, Option<String>)> {
+        app.db
+            .query(
+                "SELECT merchant_id, endpoint_id, status, last_error FROM merchant_notifications \
+                 ORDER BY id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect()
+    };
+    let row = |merchant: i64, endpoint: &str, status: &str, error: Option<&str>| {
+        (
+            merchant,
+            endpoint.to_owned(),
+            status.to_owned(),
+            error.map(str::to_owned),
         )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    };
     assert_eq!(
-        rows,
+        rows().await,
         [
-            (
-                "ep_00000000000000000000dead".to_owned(),
-                "failed".to_owned(),
-                Some("endpoint deleted".to_owned())
+            row(
+                42,
+                "ep_00000000000000000000dead",
+                "failed",
+                Some("endpoint deleted")
             ),
-            (
-                "ep_00000000000000000000aaaa".to_owned(),
-                "pending".to_owned(),
-                None
-            ),
-            ("file".to_owned(), "pending".to_owned(), None),
+            row(42, "ep_00000000000000000000aaaa", "pending", None),
+            row(42, "file", "pending", None),
+            row(44, "file", "failed", Some("no endpoint")),
+            row(44, "file", "pending", None),
         ]
     );
+    // Its last endpoint made by API deleted, merchant 42's stray row goes to its file endpoint.
+    app.db
+        .batch_execute(
+            "DELETE FROM webhook_endpoints; \
+             UPDATE merchant_notifications SET endpoint_id = 'file' \
+             WHERE endpoint_id = 'ep_00000000000000000000aaaa'; \
+             INSERT INTO merchant_notifications (merchant_id, endpoint_id, kind, object_status) \
+             VALUES (42, 'ep_00000000000000000000aaaa', 'order.refunded', 'refunded');",
+        )
+        .await
+        .unwrap();
+    let removed = retention::run_pass(&mut conn, &keep, 2).await.unwrap();
+    assert_eq!((removed.orphaned, removed.moved), (0, 1));
+    assert_eq!(rows().await.last(), Some(&row(42, "file", "pending", None)));
 }

@@ -800,8 +800,8 @@ async fn delivered_and_failed_notifications_are_deleted_after_their_retention_an
     let mut conn = callback_gateway::db::connect(&app.database_url)
         .await
         .unwrap();
-    let keep = callback_gateway::notifications::retention::Keep::of(&app.settings.notifications);
-    let removed = callback_gateway::notifications::retention::run_pass(&mut conn, keep, 1)
+    let keep = callback_gateway::notifications::retention::Keep::of(&app.settings);
+    let removed = callback_gateway::notifications::retention::run_pass(&mut conn, &keep, 1)
         .await
         .unwrap();
     assert_eq!(
