@@ -292,6 +292,8 @@ pub async fn disable(
     audit: &audit::Context,
 ) -> diesel::QueryResult<Disabled> {
     conn.transaction(async |conn| {
+        // Every endpoint: one made concurrently is either seen here or refused its creation.
+        super::endpoints::lock_merchant(conn, merchant_id).await?;
         let (was_disabled, pending) = model::disable(
             conn,
             merchant_id,

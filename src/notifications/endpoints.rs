@@ -270,6 +270,20 @@ fn new_secret() -> String {
     format!("whsec_{}", STANDARD.encode(bytes))
 }
 
+/// Serialises, until the transaction ends, what changes the set of a merchant's endpoints: two
+/// creations are counted one after the other, a creation sees an operator's disable of every
+/// endpoint that committed before it (and that disable sees the endpoint), and two deletions
+/// each see the other's.
+pub async fn lock_merchant(conn: &mut AsyncPgConnection, merchant_id: i64) -> QueryResult<()> {
+    diesel::sql_query(
+        "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::text, 0))",
+    )
+    .bind::<BigInt, _>(merchant_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Every change bumps the revision, in its own transaction: the gateways reload when it moves.
 async fn bump_revision(conn: &mut AsyncPgConnection) -> QueryResult<()> {
     diesel::update(webhook_endpoint_revision::table)
@@ -503,14 +517,8 @@ pub async fn create(
     let secret = new_secret();
     let sealed = key.seal(secret.as_bytes(), &bound_to(&id, merchant_id));
     conn.transaction(async |conn| {
+        lock_merchant(conn, merchant_id).await?;
         merchant_may_enable(conn, merchant_id, None, by).await?;
-        // Two creations at once for one merchant are counted one after the other.
-        diesel::sql_query(
-            "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::text, 0))",
-        )
-        .bind::<BigInt, _>(merchant_id)
-        .execute(conn)
-        .await?;
         let existing: i64 = webhook_endpoints::table
             .filter(webhook_endpoints::merchant_id.eq(merchant_id))
             .count()
@@ -694,6 +702,7 @@ pub async fn delete(
     context: &audit::Context,
 ) -> Result<(), EndpointError> {
     conn.transaction(async |conn| {
+        lock_merchant(conn, merchant_id).await?;
         let row = own(conn, merchant_id, id).await?;
         diesel::delete(webhook_endpoints::table.find(id))
             .execute(conn)
