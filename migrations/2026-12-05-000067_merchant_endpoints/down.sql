@@ -30,13 +30,6 @@ BEGIN
 END
 $$;
 
-DROP INDEX idx_merchant_notifications_order;
-CREATE INDEX idx_merchant_notifications_order ON merchant_notifications (order_id, id)
-    WHERE status = 'pending' AND order_id IS NOT NULL;
-DROP INDEX idx_merchant_notifications_due;
-CREATE INDEX idx_merchant_notifications_due ON merchant_notifications (merchant_id, next_attempt_at, id)
-    WHERE status = 'pending';
-
 -- One endpoint per merchant again: its health is the merchant's first endpoint's.
 DELETE FROM notification_endpoints a USING notification_endpoints b
 WHERE a.merchant_id = b.merchant_id AND a.endpoint_id > b.endpoint_id;

@@ -16,24 +16,19 @@ CREATE INDEX idx_webhook_endpoints_merchant ON webhook_endpoints (merchant_id);
 
 -- Each row is for one endpoint: `file` or the id of an endpoint made by API. A merchant had at
 -- most one endpoint made by API until now, and it received all of the merchant's notifications.
+-- The column with a constant default is a change of the catalog alone (no rewrite); only the
+-- pending rows are moved here, by the due index (few: they are being delivered, at most
+-- disabled_keep of a disabled endpoint). The finished ones follow in batches (000073), and the
+-- per-endpoint indexes are built concurrently (000068 to 000072): nothing here holds the table
+-- locked for longer than the pending rows take.
 ALTER TABLE merchant_notifications ADD COLUMN endpoint_id TEXT NOT NULL DEFAULT 'file';
 UPDATE merchant_notifications n SET endpoint_id = w.id
-FROM webhook_endpoints w WHERE w.merchant_id = n.merchant_id;
+FROM webhook_endpoints w WHERE w.merchant_id = n.merchant_id AND n.status = 'pending';
 ALTER TABLE notification_endpoints ADD COLUMN endpoint_id TEXT NOT NULL DEFAULT 'file';
 UPDATE notification_endpoints e SET endpoint_id = w.id
 FROM webhook_endpoints w WHERE w.merchant_id = e.merchant_id;
 ALTER TABLE notification_endpoints DROP CONSTRAINT notification_endpoints_pkey;
 ALTER TABLE notification_endpoints ADD PRIMARY KEY (merchant_id, endpoint_id);
-
--- The sender claims per endpoint, and per-order order holds per endpoint.
-DROP INDEX idx_merchant_notifications_due;
-CREATE INDEX idx_merchant_notifications_due
-    ON merchant_notifications (merchant_id, endpoint_id, next_attempt_at, id)
-    WHERE status = 'pending';
-DROP INDEX idx_merchant_notifications_order;
-CREATE INDEX idx_merchant_notifications_order
-    ON merchant_notifications (order_id, endpoint_id, id)
-    WHERE status = 'pending' AND order_id IS NOT NULL;
 
 -- The one writer, fanned out: each item goes to every endpoint of its merchant made by API
 -- whose filter names its type (or has none), or, for a merchant with no such endpoint at all,

@@ -1,4 +1,4 @@
-//! Portal links and sessions (`portal_links`, `portal_sessions`, migration 000068). A link is
+//! Portal links and sessions (`portal_links`, `portal_sessions`, migration 000074). A link is
 //! 32 random bytes, shown once, kept as its SHA-256, opened at most once before it expires; its
 //! opening makes a session (another 32 random bytes, kept hashed) that lasts
 //! [`SESSION_MINUTES`] and carries the token its forms must send back. Both live in the

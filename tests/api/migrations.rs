@@ -372,3 +372,105 @@ async fn partitioning_the_event_log_keeps_every_row_and_reverts_with_them() {
 async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
     client.query_one(sql, &[]).await.unwrap().get(0)
 }
+
+/// Migrations 000067 to 000073 give each notification its endpoint without holding the table:
+/// the pending rows in 000067, the indexes by endpoint built concurrently beside the old ones
+/// and renamed to their names, the finished rows in batches. On a database holding the rows of
+/// a merchant with an endpoint made by API and one without, every row names its endpoint after
+/// them, the indexes are the ones by endpoint under the old names, and reverting all seven
+/// gives back exactly the schema before them.
+#[tokio::test]
+async fn the_endpoint_of_each_notification_comes_in_steps_and_reverts_to_the_schema_before() {
+    let url = empty_database().await;
+    migrate_around(&url, "merchant_endpoints", Step::UpTo).await;
+    let before = schema_snapshot(&url).await;
+    let client = connect(&url).await;
+    client
+        .batch_execute(
+            "INSERT INTO webhook_endpoints (id, merchant_id, url, secret_sealed) \
+             VALUES ('ep_00000000000000000000abcd', 42, 'https://merchant.example/', '\\x00'); \
+             INSERT INTO notification_endpoints (merchant_id, disabled_at, disabled_reason) \
+             VALUES (42, now(), 'operator'); \
+             INSERT INTO merchant_notifications (merchant_id, kind, object_status, status) \
+             SELECT 42 + g % 2, 'order.paid', 'paid', \
+                    CASE WHEN g % 3 = 0 THEN 'pending' ELSE 'delivered' END \
+             FROM generate_series(1, 25000) g;",
+        )
+        .await
+        .unwrap();
+    let mut ran = Vec::new();
+    for name in [
+        "merchant_endpoints",
+        "notifications_due_index_by_endpoint",
+        "notifications_order_index_by_endpoint",
+        "drop_notifications_due_index",
+        "drop_notifications_order_index",
+        "notifications_indexes_by_endpoint_names",
+        "notifications_history_by_endpoint",
+    ] {
+        ran.extend(migrate_around(&url, name, Step::Through).await);
+    }
+    assert_eq!(ran.len(), 7, "{ran:?}");
+    let by_endpoint: Vec<(i64, String, i64)> = client
+        .query(
+            "SELECT merchant_id, endpoint_id, count(*) FROM merchant_notifications \
+             GROUP BY 1, 2 ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        by_endpoint,
+        [
+            (42, "ep_00000000000000000000abcd".to_owned(), 12500),
+            (43, "file".to_owned(), 12500)
+        ],
+        "pending and finished rows alike"
+    );
+    let health: Vec<(String, Option<String>)> = client
+        .query(
+            "SELECT endpoint_id, disabled_reason FROM notification_endpoints",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        health,
+        [(
+            "ep_00000000000000000000abcd".to_owned(),
+            Some("operator".to_owned())
+        )]
+    );
+    let after = schema_snapshot(&url).await;
+    for index in [
+        "index CREATE INDEX idx_merchant_notifications_due ON public.merchant_notifications USING btree (merchant_id, endpoint_id, next_attempt_at, id) WHERE (status = 'pending'::text)",
+        "index CREATE INDEX idx_merchant_notifications_order ON public.merchant_notifications USING btree (order_id, endpoint_id, id) WHERE ((status = 'pending'::text) AND (order_id IS NOT NULL))",
+    ] {
+        assert!(after.iter().any(|s| s == index), "{index}: {after:#?}");
+    }
+    for _ in 0..7 {
+        migrate_around(&url, "", Step::RevertLast).await;
+    }
+    let reverted = schema_snapshot(&url).await;
+    let lost: Vec<&String> = before.iter().filter(|s| !reverted.contains(s)).collect();
+    let left: Vec<&String> = reverted.iter().filter(|s| !before.contains(s)).collect();
+    assert!(
+        lost.is_empty() && left.is_empty(),
+        "not restored: {lost:#?}\nleft behind: {left:#?}"
+    );
+    let operator: i64 = client
+        .query_one(
+            "SELECT count(*) FROM notification_endpoints WHERE disabled_reason = 'operator'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(operator, 1, "the operator's disable outlives the way back");
+}

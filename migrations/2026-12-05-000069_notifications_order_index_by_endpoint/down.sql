@@ -1,0 +1,1 @@
+DROP INDEX CONCURRENTLY idx_merchant_notifications_order_by_endpoint;

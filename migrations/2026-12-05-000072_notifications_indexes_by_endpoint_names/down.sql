@@ -1,0 +1,2 @@
+ALTER INDEX idx_merchant_notifications_order RENAME TO idx_merchant_notifications_order_by_endpoint;
+ALTER INDEX idx_merchant_notifications_due RENAME TO idx_merchant_notifications_due_by_endpoint;

@@ -1,0 +1,2 @@
+-- Nothing to undo: 000067's down drops the column.
+SELECT 1;
