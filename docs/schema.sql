@@ -1450,8 +1450,7 @@ CREATE TABLE public.notification_attempts (
     attempt integer NOT NULL,
     finished_at timestamp with time zone DEFAULT now() NOT NULL,
     status_code integer,
-    error text,
-    delivered boolean NOT NULL
+    error text
 );
 
 --

@@ -148,7 +148,6 @@ diesel::table! {
         finished_at -> Timestamptz,
         status_code -> Nullable<Int4>,
         error -> Nullable<Text>,
-        delivered -> Bool,
     }
 }
 

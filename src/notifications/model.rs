@@ -254,8 +254,8 @@ pub struct Recorded {
     pub error: Option<String>,
 }
 
-/// Stores attempts' results, each in the notification's attempt history, and what they say of
-/// each endpoint, in one statement:
+/// Stores attempts' results (a failure in the notification's history of failed attempts too),
+/// and what they say of each endpoint, in one statement:
 /// a success clears its endpoint's failing streak; a 410 disables it (`gone`); failures start a
 /// streak or, when it began more than [`DISABLE_AFTER`] ago, disable it (`no_success`).
 /// A row still pending is written `NOT IN ('delivered', 'failed')` so that no partial index of
@@ -281,8 +281,8 @@ pub const RECORD_SQL: &str = "WITH r AS ( \
        RETURNING n.id, n.merchant_id, n.endpoint_id, r.attempt, r.status_code, r.delivered, \
                  r.gone, r.error), \
      logged AS ( \
-       INSERT INTO notification_attempts (notification_id, attempt, status_code, error, delivered) \
-       SELECT id, attempt, status_code, error, delivered FROM updated), \
+       INSERT INTO notification_attempts (notification_id, attempt, status_code, error) \
+       SELECT id, attempt, status_code, error FROM updated WHERE NOT delivered), \
      outcomes AS ( \
        SELECT merchant_id, endpoint_id, bool_or(delivered) AS succeeded, bool_or(gone) AS gone, \
               bool_or(NOT delivered) AS failed, \
@@ -629,33 +629,31 @@ pub async fn find(conn: &mut AsyncPgConnection, id: i64) -> QueryResult<Option<N
         .optional()
 }
 
-/// One attempt's stored result.
-#[derive(Debug, Clone, Queryable, Selectable, serde::Serialize, utoipa::ToSchema)]
+/// One failed attempt, as stored.
+#[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = crate::schema::notification_attempts)]
-pub struct Attempt {
+pub struct FailedAttempt {
     /// Its number as its claim counted it (from 1 again after a redelivery).
     pub attempt: i32,
     /// When its result was stored.
-    #[schema(value_type = String)]
     pub finished_at: DateTime<Utc>,
     /// The endpoint's HTTP status, if it answered.
     pub status_code: Option<i32>,
     pub error: Option<String>,
-    pub delivered: bool,
 }
 
-/// The newest `limit` attempts of notification `id`, newest first.
-pub async fn attempts(
+/// The newest `limit` failed attempts of notification `id`, newest first.
+pub async fn failed_attempts(
     conn: &mut AsyncPgConnection,
     id: i64,
     limit: i64,
-) -> QueryResult<Vec<Attempt>> {
+) -> QueryResult<Vec<FailedAttempt>> {
     use crate::schema::notification_attempts as a;
     a::table
         .filter(a::notification_id.eq(id))
         .order(a::id.desc())
         .limit(limit)
-        .select(Attempt::as_select())
+        .select(FailedAttempt::as_select())
         .load(conn)
         .await
 }

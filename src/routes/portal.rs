@@ -29,7 +29,7 @@ use crate::notifications::admin::{self as notifications, ListFilter, Notificatio
 use crate::notifications::endpoints::{
     self, By, EVENT_TYPES, EndpointError, EndpointView, Given, WithSecret,
 };
-use crate::notifications::model::{self, Attempt, StatusFilter};
+use crate::notifications::model::{self, StatusFilter};
 use crate::portal::sessions::{self, COOKIE};
 
 const STYLESHEET: &str = include_str!("../../static/portal.css");
@@ -919,9 +919,18 @@ pub async fn notifications_page(
 struct NotificationPage {
     session: Option<Session>,
     notification: NotificationView,
-    attempts: Vec<Attempt>,
+    attempts: Vec<AttemptLine>,
     body: String,
     notice: Option<&'static str>,
+}
+
+/// One attempt as a notification's page lists it.
+pub struct AttemptLine {
+    pub attempt: i32,
+    pub at: DateTime<Utc>,
+    pub delivered: bool,
+    pub status_code: Option<i32>,
+    pub error: Option<String>,
 }
 
 /// The most attempts a notification's page lists.
@@ -942,16 +951,31 @@ pub async fn notification(
     let notification = NotificationView::from(&row).as_merchant_sees_it();
     // The bytes every attempt sends (and signs), as they go out.
     let body = String::from_utf8_lossy(&crate::notifications::body::render(&row)).into_owned();
-    let attempts = model::attempts(&mut conn, row.id, ATTEMPTS_SHOWN)
-        .await?
-        .into_iter()
-        .map(|mut attempt| {
-            attempt.error = attempt
-                .error
-                .map(|e| NotificationView::error_as_merchant_sees_it(&e));
-            attempt
-        })
-        .collect();
+    // Its failed attempts, and on top its success, which is the row's own.
+    let mut attempts: Vec<AttemptLine> = Vec::new();
+    if let (Some(at), true) = (row.delivered_at, row.status == "delivered") {
+        attempts.push(AttemptLine {
+            attempt: row.attempts,
+            at,
+            delivered: true,
+            status_code: row.last_status,
+            error: None,
+        });
+    }
+    attempts.extend(
+        model::failed_attempts(&mut conn, row.id, ATTEMPTS_SHOWN)
+            .await?
+            .into_iter()
+            .map(|failed| AttemptLine {
+                attempt: failed.attempt,
+                at: failed.finished_at,
+                delivered: false,
+                status_code: failed.status_code,
+                error: failed
+                    .error
+                    .map(|e| NotificationView::error_as_merchant_sees_it(&e)),
+            }),
+    );
     html(
         StatusCode::OK,
         &NotificationPage {
