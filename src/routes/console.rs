@@ -413,6 +413,8 @@ impl From<&NotificationView> for NotificationLine {
 
 struct EndpointLine {
     merchant_id: i64,
+    /// `file` (the configuration file's) or the id of an endpoint made by API.
+    endpoint_id: String,
     disabled_at: String,
     reason: String,
     last_success_at: String,
@@ -467,6 +469,7 @@ pub async fn notifications(
                 .iter()
                 .map(|e| EndpointLine {
                     merchant_id: e.merchant_id,
+                    endpoint_id: e.endpoint_id.clone(),
                     disabled_at: e.disabled_at.map(time).unwrap_or_default(),
                     reason: text(&e.disabled_reason),
                     last_success_at: e.last_success_at.map(time).unwrap_or_default(),
