@@ -18,7 +18,7 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use chrono::{DateTime, Utc};
 
-use super::app_data::{ApiPool, Operator, ReadPool, request_id};
+use super::app_data::{ApiPool, Operator, ReadPool, request_id, source_address};
 use super::console::sign_in::over_https;
 use super::extract::{MerchantAuth, Staff};
 use super::state::AppState;
@@ -156,15 +156,18 @@ impl FromRequest for Session {
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         let cookie = request.cookie(COOKIE);
         let api_pool = request.app_data::<web::Data<ApiPool>>().cloned();
+        let guesses = Guesses::of(request);
         let request_id = request_id(request);
         Box::pin(async move {
             let (Some(cookie), Some(api_pool)) = (cookie, api_pool) else {
                 return Err(PortalError::Ended);
             };
+            guesses.before()?;
             let mut conn = api_pool.get().await.map_err(ApiError::from)?;
-            let live = sessions::find(&mut conn, cookie.value())
-                .await?
-                .ok_or(PortalError::Ended)?;
+            let Some(live) = sessions::find(&mut conn, cookie.value()).await? else {
+                guesses.refused()?;
+                return Err(PortalError::Ended);
+            };
             Ok(Session {
                 merchant_id: live.merchant_id,
                 csrf: live.csrf,
@@ -172,6 +175,40 @@ impl FromRequest for Session {
                 request_id,
             })
         })
+    }
+}
+
+/// A portal session cookie or link token, like a bearer key, is a secret that can be guessed:
+/// each source address gets the same `[limits] unknown_keys_per_minute` of wrong ones (429
+/// with Retry-After past it), checked before the database is asked.
+struct Guesses {
+    limits: Option<web::Data<crate::limits::Limits>>,
+    source: Option<std::net::IpAddr>,
+}
+
+impl Guesses {
+    fn of(request: &HttpRequest) -> Self {
+        let limits = request
+            .app_data::<web::Data<crate::limits::Limits>>()
+            .cloned();
+        let source = limits
+            .as_ref()
+            .and_then(|limits| source_address(request, limits));
+        Self { limits, source }
+    }
+
+    fn before(&self) -> Result<(), ApiError> {
+        match (&self.limits, self.source) {
+            (Some(limits), Some(source)) => Ok(limits.key_lookup(source)?),
+            _ => Ok(()),
+        }
+    }
+
+    fn refused(&self) -> Result<(), ApiError> {
+        match (&self.limits, self.source) {
+            (Some(limits), Some(source)) => Ok(limits.key_refused(source)?),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -362,10 +399,13 @@ pub async fn open(
     if cross_site(&request) {
         return Err(PortalError::StaleForm);
     }
+    let guesses = Guesses::of(&request);
+    guesses.before()?;
     let form = Form::read(&request, payload).await?;
     let token = form.one("token").unwrap_or_default();
     let mut conn = api_pool.get().await.map_err(ApiError::from)?;
     let Some(opened) = sessions::open_link(&mut conn, token).await? else {
+        guesses.refused()?;
         return Ok(message(
             StatusCode::NOT_FOUND,
             "Link not valid",

@@ -722,3 +722,20 @@ async fn story(
     assert_eq!(path_of(browser).await, "/portal/notifications");
     Ok(())
 }
+
+/// A link token or a session cookie is a secret that can be guessed: each source address gets
+/// `[limits] unknown_keys_per_minute` wrong ones, as bearer keys do, then 429 before the
+/// database is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessed_links_and_session_cookies_are_limited_per_source_address() {
+    let database_url = fresh_database().await;
+    let limited = format!(
+        "{}\n[limits]\nunknown_keys_per_minute = 2\n",
+        config(&database_url, &[], &[])
+    );
+    let gateway = GatewayProcess::spawn_on(&database_url, &limited).await;
+    assert_eq!(open(&gateway, "/portal/open/guess-1").await, Err(404));
+    assert_eq!(open(&gateway, "/portal/open/guess-2").await, Err(404));
+    assert_eq!(open(&gateway, "/portal/open/guess-3").await, Err(429));
+    assert_eq!(page(&gateway, "cg_portal=guess-4", "/portal").await.0, 429);
+}
